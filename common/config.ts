@@ -1,0 +1,219 @@
+import { join, resolve } from "node:path";
+import { z } from "zod";
+
+/**
+ * The one place that reads the environment. Every variable is parsed once into a typed object;
+ * the composition root passes pieces of it to whoever needs them.
+ */
+
+export const DEFAULT_PORT = 3000;
+export const DEFAULT_DATA_DIR = "./.data";
+export const DEFAULT_CHAT_MODEL = "gpt-4o-mini";
+export const DEFAULT_EMBED_MODEL = "text-embedding-3-small";
+export const DEFAULT_MAX_BOOK_BYTES = 104_857_600;
+export const DEFAULT_METRICS_PORT = 9464;
+export const DEFAULT_MAX_ATTEMPTS = 3;
+
+export class ConfigError extends Error {
+  constructor(
+    readonly variable: string,
+    readonly expected: string,
+  ) {
+    super(`invalid ${variable}: expected ${expected}`);
+    this.name = "ConfigError";
+  }
+}
+
+const empty = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
+const optionalString = z.preprocess(empty, z.string().optional());
+
+function url(protocols: readonly string[], what: string) {
+  return z.preprocess(
+    empty,
+    z
+      .string()
+      .refine((v) => {
+        try {
+          return protocols.includes(new URL(v).protocol);
+        } catch {
+          return false;
+        }
+      }, what)
+      .optional(),
+  );
+}
+
+function integer(min: number, max: number, what: string) {
+  return z.preprocess(
+    empty,
+    z
+      .string()
+      .regex(/^\d+$/, what)
+      .transform(Number)
+      .refine((n) => n >= min && n <= max, what)
+      .optional(),
+  );
+}
+
+const hostList = z.preprocess(
+  empty,
+  z
+    .string()
+    .transform((v) =>
+      v
+        .split(",")
+        .map((h) => h.trim().toLowerCase())
+        .filter(Boolean),
+    )
+    .refine((hosts) => hosts.every((h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h)), "a comma list of host[:port]")
+    .optional(),
+);
+
+const httpUrl = url(["http:", "https:"], "an http(s) URL");
+
+/** Expected-value descriptions, keyed by variable; used in the one-line start-up error. */
+const envSchema = z.object({
+  PORT: integer(1, 65535, "a port number 1-65535"),
+  DATA_DIR: optionalString,
+  DATABASE_URL: url(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL"),
+  DATABASE_DRIVER: z.preprocess(empty, z.enum(["neon", "postgres"]).optional()),
+  NEON_WS_PROXY: optionalString,
+  UPSTASH_REDIS_REST_URL: httpUrl,
+  UPSTASH_REDIS_REST_TOKEN: optionalString,
+  REDIS_URL: url(["redis:", "rediss:"], "a redis:// or rediss:// URL"),
+  QDRANT_URL: httpUrl,
+  QDRANT_API_KEY: optionalString,
+  TYPESENSE_URL: httpUrl,
+  TYPESENSE_API_KEY: optionalString,
+  LLM_GATEWAY_URL: httpUrl,
+  LLM_API_KEY: optionalString,
+  CHAT_MODEL: optionalString,
+  EMBED_MODEL: optionalString,
+  RERANK_URL: httpUrl,
+  RERANK_API_KEY: optionalString,
+  RERANK_MODEL: optionalString,
+  SYSTEM_PROMPT_STORAGE_PATH: optionalString,
+  FILE_URL_ALLOWED_HOSTS: hostList,
+  MAX_BOOK_BYTES: integer(1, Number.MAX_SAFE_INTEGER, "a positive number of bytes"),
+  BOOKNLP_COMMAND: optionalString,
+  METRICS_PORT: integer(1, 65535, "a port number 1-65535"),
+  MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
+  LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
+});
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export type DatabaseConfig =
+  | { driver: "pglite"; dataDir: string }
+  | { driver: "postgres"; url: string }
+  | { driver: "neon"; url: string; wsProxy?: string };
+
+export type KvConfig =
+  | { driver: "memory" }
+  | { driver: "upstash"; url: string; token: string }
+  | { driver: "redis"; url: string };
+
+export interface Config {
+  port: number;
+  dataDir: string;
+  database: DatabaseConfig;
+  kv: KvConfig;
+  qdrant?: { url: string; apiKey?: string };
+  typesense?: { url: string; apiKey?: string };
+  llm: { gatewayUrl?: string; apiKey?: string; chatModel: string; embedModel: string };
+  rerank?: { url: string; apiKey?: string; model?: string };
+  systemPromptStoragePath: string;
+  fileUrlAllowedHosts: string[];
+  maxBookBytes: number;
+  booknlpCommand?: string;
+  metricsPort: number;
+  maxAttempts: number;
+  logLevel: LogLevel;
+}
+
+type Env = Record<string, string | undefined>;
+
+function isNeonHost(databaseUrl: string): boolean {
+  return new URL(databaseUrl).hostname.endsWith(".neon.tech");
+}
+
+/** Parses the environment; throws ConfigError naming the first bad variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const parsed = envSchema.safeParse(env);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0]!;
+    const variable = String(issue.path[0]);
+    throw new ConfigError(variable, issue.message.startsWith("Invalid option") ? enumHint(variable) : issue.message);
+  }
+  const e = parsed.data;
+  const dataDir = resolve(e.DATA_DIR ?? DEFAULT_DATA_DIR);
+
+  let database: DatabaseConfig;
+  if (!e.DATABASE_URL) database = { driver: "pglite", dataDir: join(dataDir, "pg") };
+  else {
+    const driver = e.DATABASE_DRIVER ?? (isNeonHost(e.DATABASE_URL) ? "neon" : "postgres");
+    database =
+      driver === "neon"
+        ? { driver, url: e.DATABASE_URL, ...(e.NEON_WS_PROXY ? { wsProxy: e.NEON_WS_PROXY } : {}) }
+        : { driver, url: e.DATABASE_URL };
+  }
+
+  let kv: KvConfig = { driver: "memory" };
+  if (e.UPSTASH_REDIS_REST_URL || e.UPSTASH_REDIS_REST_TOKEN) {
+    if (!e.UPSTASH_REDIS_REST_URL) throw new ConfigError("UPSTASH_REDIS_REST_URL", "an http(s) URL when UPSTASH_REDIS_REST_TOKEN is set");
+    if (!e.UPSTASH_REDIS_REST_TOKEN) throw new ConfigError("UPSTASH_REDIS_REST_TOKEN", "a token when UPSTASH_REDIS_REST_URL is set");
+    kv = { driver: "upstash", url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN };
+  } else if (e.REDIS_URL) kv = { driver: "redis", url: e.REDIS_URL };
+
+  return {
+    port: e.PORT ?? DEFAULT_PORT,
+    dataDir,
+    database,
+    kv,
+    ...(e.QDRANT_URL ? { qdrant: { url: e.QDRANT_URL, ...(e.QDRANT_API_KEY ? { apiKey: e.QDRANT_API_KEY } : {}) } } : {}),
+    ...(e.TYPESENSE_URL
+      ? { typesense: { url: e.TYPESENSE_URL, ...(e.TYPESENSE_API_KEY ? { apiKey: e.TYPESENSE_API_KEY } : {}) } }
+      : {}),
+    llm: {
+      ...(e.LLM_GATEWAY_URL ? { gatewayUrl: e.LLM_GATEWAY_URL } : {}),
+      ...(e.LLM_API_KEY ? { apiKey: e.LLM_API_KEY } : {}),
+      chatModel: e.CHAT_MODEL ?? DEFAULT_CHAT_MODEL,
+      embedModel: e.EMBED_MODEL ?? DEFAULT_EMBED_MODEL,
+    },
+    ...(e.RERANK_URL
+      ? {
+          rerank: {
+            url: e.RERANK_URL,
+            ...(e.RERANK_API_KEY ? { apiKey: e.RERANK_API_KEY } : {}),
+            ...(e.RERANK_MODEL ? { model: e.RERANK_MODEL } : {}),
+          },
+        }
+      : {}),
+    systemPromptStoragePath: resolve(e.SYSTEM_PROMPT_STORAGE_PATH ?? join(dataDir, "prompts")),
+    fileUrlAllowedHosts: e.FILE_URL_ALLOWED_HOSTS ?? [],
+    maxBookBytes: e.MAX_BOOK_BYTES ?? DEFAULT_MAX_BOOK_BYTES,
+    ...(e.BOOKNLP_COMMAND ? { booknlpCommand: e.BOOKNLP_COMMAND } : {}),
+    metricsPort: e.METRICS_PORT ?? DEFAULT_METRICS_PORT,
+    maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
+    logLevel: e.LOG_LEVEL ?? "info",
+  };
+}
+
+function enumHint(variable: string): string {
+  if (variable === "DATABASE_DRIVER") return "neon or postgres";
+  if (variable === "LOG_LEVEL") return "debug, info, warn or error";
+  return "one of the documented values";
+}
+
+/** For entry points: parse or print one line and exit non-zero. */
+export function loadConfigOrExit(env: Env = process.env): Config {
+  try {
+    return loadConfig(env);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      console.error(`configuration error: ${err.message}`);
+      process.exit(1);
+    }
+    throw err;
+  }
+}

@@ -1,0 +1,48 @@
+/**
+ * Key-value port: exactly what the cache, the chat lock and the job queue need.
+ * Values are strings; callers JSON-encode. Lists are Redis lists: push on the left, pop on the right
+ * gives FIFO order.
+ */
+
+export interface SetOptions {
+  /** Expiry in seconds. */
+  ex?: number;
+  /** Only set when the key does not exist. */
+  nx?: boolean;
+}
+
+export type ListEnd = "left" | "right";
+
+export interface KeyValueStore {
+  readonly driver: "memory" | "redis" | "upstash";
+  get(key: string): Promise<string | null>;
+  /** One round trip; results in the order of keys. */
+  mget(keys: readonly string[]): Promise<(string | null)[]>;
+  /** Returns false when `nx` refused the write. */
+  set(key: string, value: string, options?: SetOptions): Promise<boolean>;
+  del(key: string): Promise<void>;
+  /** Atomically deletes key only if it holds value (lock release). Returns whether it deleted. */
+  deleteIfEquals(key: string, value: string): Promise<boolean>;
+  /** Sets a TTL in seconds on an existing key. Returns false when the key does not exist. */
+  expire(key: string, seconds: number): Promise<boolean>;
+  /** Pushes values on the left; returns the new length. */
+  lpush(key: string, ...values: string[]): Promise<number>;
+  /** Pops one value from the right, or null when empty. */
+  rpop(key: string): Promise<string | null>;
+  /** Atomically moves one element between lists (Redis LMOVE); null when the source is empty. */
+  lmove(source: string, destination: string, from: ListEnd, to: ListEnd): Promise<string | null>;
+  /** Removes up to count occurrences of value (0 = all); returns how many were removed. */
+  lrem(key: string, count: number, value: string): Promise<number>;
+  /** Elements from start to stop inclusive (negative indexes count from the end). */
+  lrange(key: string, start: number, stop: number): Promise<string[]>;
+  llen(key: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+/** Thrown when the store itself is unreachable or answers with an error. */
+export class KvError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "KvError";
+  }
+}
