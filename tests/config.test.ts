@@ -1,0 +1,85 @@
+import { describe, expect, test } from "bun:test";
+import { resolve } from "node:path";
+import { ConfigError, loadConfig } from "../common/config.ts";
+
+describe("loadConfig", () => {
+  test("with nothing set, every component falls back to its embedded default", () => {
+    const c = loadConfig({});
+    expect(c.port).toBe(3000);
+    expect(c.dataDir).toBe(resolve(".data"));
+    expect(c.database).toEqual({ driver: "pglite", dataDir: resolve(".data/pg") });
+    expect(c.kv).toEqual({ driver: "memory" });
+    expect(c.qdrant).toBeUndefined();
+    expect(c.typesense).toBeUndefined();
+    expect(c.rerank).toBeUndefined();
+    expect(c.llm).toEqual({ chatModel: "gpt-4o-mini", embedModel: "text-embedding-3-small" });
+    expect(c.systemPromptStoragePath).toBe(resolve(".data/prompts"));
+    expect(c.maxBookBytes).toBe(104857600);
+    expect(c.metricsPort).toBe(9464);
+    expect(c.maxAttempts).toBe(3);
+    expect(c.logLevel).toBe("info");
+    expect(c.fileUrlAllowedHosts).toEqual([]);
+  });
+
+  test("empty strings count as unset", () => {
+    expect(loadConfig({ PORT: "", DATABASE_URL: " " }).database.driver).toBe("pglite");
+  });
+
+  test.each([
+    ["postgres://u@db.internal:5432/app", undefined, "postgres"],
+    ["postgresql://u:p@ep-cool-1.eu-central-1.aws.neon.tech/neondb", undefined, "neon"],
+    ["postgres://u@127.0.0.1/test", "neon", "neon"],
+    ["postgres://u@x.neon.tech/db", "postgres", "postgres"],
+  ])("DATABASE_URL %s with DATABASE_DRIVER %s uses the %s driver", (url, driver, expected) => {
+    expect(loadConfig({ DATABASE_URL: url, DATABASE_DRIVER: driver }).database.driver).toBe(expected as "neon" | "postgres");
+  });
+
+  test("NEON_WS_PROXY is carried to the Neon driver", () => {
+    const c = loadConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", DATABASE_DRIVER: "neon", NEON_WS_PROXY: "127.0.0.1:9000/v1" });
+    expect(c.database).toEqual({ driver: "neon", url: "postgres://u@127.0.0.1/test", wsProxy: "127.0.0.1:9000/v1" });
+  });
+
+  test("Upstash wins over REDIS_URL when both are set", () => {
+    const c = loadConfig({ UPSTASH_REDIS_REST_URL: "https://eu1.upstash.io", UPSTASH_REDIS_REST_TOKEN: "t", REDIS_URL: "redis://127.0.0.1:6379" });
+    expect(c.kv).toEqual({ driver: "upstash", url: "https://eu1.upstash.io", token: "t" });
+    expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).kv).toEqual({ driver: "redis", url: "redis://127.0.0.1:6379" });
+  });
+
+  test("FILE_URL_ALLOWED_HOSTS is split, trimmed and lower-cased", () => {
+    expect(loadConfig({ FILE_URL_ALLOWED_HOSTS: " Books.Example.com, 127.0.0.1:8080 ,[::1]:9000" }).fileUrlAllowedHosts).toEqual([
+      "books.example.com",
+      "127.0.0.1:8080",
+      "[::1]:9000",
+    ]);
+  });
+
+  test.each([
+    ["PORT", "abc", "PORT"],
+    ["PORT", "70000", "PORT"],
+    ["PORT", "0", "PORT"],
+    ["DATABASE_URL", "mysql://u@h/db", "DATABASE_URL"],
+    ["DATABASE_URL", "not a url", "DATABASE_URL"],
+    ["DATABASE_DRIVER", "mysql", "DATABASE_DRIVER"],
+    ["REDIS_URL", "http://127.0.0.1:6379", "REDIS_URL"],
+    ["UPSTASH_REDIS_REST_URL", "https://x.upstash.io", "UPSTASH_REDIS_REST_TOKEN"],
+    ["UPSTASH_REDIS_REST_TOKEN", "t", "UPSTASH_REDIS_REST_URL"],
+    ["QDRANT_URL", "qdrant:6333", "QDRANT_URL"],
+    ["LLM_GATEWAY_URL", "ftp://x", "LLM_GATEWAY_URL"],
+    ["MAX_BOOK_BYTES", "-5", "MAX_BOOK_BYTES"],
+    ["MAX_ATTEMPTS", "0", "MAX_ATTEMPTS"],
+    ["METRICS_PORT", "1e3", "METRICS_PORT"],
+    ["LOG_LEVEL", "verbose", "LOG_LEVEL"],
+    ["FILE_URL_ALLOWED_HOSTS", "http://a.example", "FILE_URL_ALLOWED_HOSTS"],
+  ])("%s=%s is refused with one line naming %s", (key, value, variable) => {
+    let error: unknown;
+    try {
+      loadConfig({ [key]: value });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe(variable);
+    expect((error as ConfigError).message).toStartWith(`invalid ${variable}: expected `);
+    expect((error as ConfigError).message).not.toContain("\n");
+  });
+});
