@@ -1,7 +1,14 @@
 /**
  * Database port. Every adapter returns the same JavaScript types for the same SQL:
- * int8/numeric counts as numbers, timestamptz as Date, jsonb as parsed objects, uuid as string.
- * Parameters use Postgres positional placeholders ($1, $2, ...).
+ * int8/numeric counts as numbers, timestamptz as Date, jsonb as parsed objects, uuid as string,
+ * void (e.g. `SELECT pg_advisory_lock(...)`) as null.
+ * Parameters use Postgres positional placeholders ($1, $2, ...). `undefined` binds as NULL. A plain
+ * object or an array binds as JSON on every adapter, so bind it to a json/jsonb parameter; for a set
+ * of values write `x IN (SELECT jsonb_array_elements_text($1))` rather than a Postgres array, which
+ * the drivers encode differently. Never bind pre-serialised JSON text to a jsonb parameter: Bun's
+ * client would store it as a JSON string.
+ * Inside `transaction(fn)`, use only the `tx` that fn receives: PGlite has one connection, so a query
+ * on the outer Database waits for the transaction to finish.
  */
 
 export type Row = Record<string, unknown>;

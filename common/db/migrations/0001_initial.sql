@@ -40,6 +40,8 @@ CREATE TABLE characters (
   UNIQUE (book_id, name)
 );
 
+-- Characters are upserted by (book_id, name) on re-ingestion so that sessions keep pointing at them;
+-- a character that disappears from a book takes its sessions and preferences with it (CASCADE).
 CREATE TABLE chat_sessions (
   id            uuid PRIMARY KEY DEFAULT gen_random_uuid(),
   user_id       uuid NOT NULL,
@@ -53,15 +55,19 @@ CREATE TABLE chat_sessions (
   updated_at    timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX chat_sessions_user_idx ON chat_sessions (user_id, updated_at DESC);
+CREATE INDEX chat_sessions_character_idx ON chat_sessions (character_id);
 
+-- seq orders messages: both halves of an exchange are written in one transaction, so they share
+-- created_at (now() is the transaction's start time).
 CREATE TABLE messages (
   id         uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+  seq        bigint GENERATED ALWAYS AS IDENTITY,
   session_id uuid NOT NULL REFERENCES chat_sessions (id) ON DELETE CASCADE,
   role       text NOT NULL CHECK (role IN ('user', 'assistant')),
   content    text NOT NULL,
   created_at timestamptz NOT NULL DEFAULT now()
 );
-CREATE INDEX messages_session_idx ON messages (session_id, created_at);
+CREATE INDEX messages_session_idx ON messages (session_id, seq);
 
 CREATE TABLE user_preferences (
   user_id              uuid NOT NULL,
