@@ -46,3 +46,10 @@ export class KvError extends Error {
     this.name = "KvError";
   }
 }
+
+/** Wraps whatever an adapter's client threw, so callers only ever branch on KvError. */
+export function toKvError(source: string, err: unknown): KvError {
+  if (err instanceof KvError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new KvError(`${source}: ${message}`, { cause: err });
+}

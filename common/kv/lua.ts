@@ -1,0 +1,5 @@
+/** Lua scripts shared by the adapters that speak to a Redis server (over TCP or Upstash REST). */
+
+/** Compare-and-delete in one server-side step, so a lock is never released by a holder whose token expired. */
+export const RELEASE_IF_EQUALS_SCRIPT =
+  'if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end';

@@ -1,0 +1,70 @@
+import { RedisClient } from "bun";
+
+/**
+ * Live Redis for test suites: where it is, whether it answers, and a key prefix per suite so suites
+ * running at the same time (or a crashed earlier run) never see each other's keys.
+ */
+
+export const DEFAULT_TEST_REDIS_URL = "redis://127.0.0.1:6379";
+
+/** REDIS_URL_TEST points the live suites at another server; the local default otherwise. */
+export const testRedisUrl = process.env.REDIS_URL_TEST || DEFAULT_TEST_REDIS_URL;
+
+export type RedisProbe = { reachable: true; url: string } | { reachable: false; url: string; reason: string };
+
+async function withClient<T>(url: string, use: (client: RedisClient) => Promise<T>): Promise<T> {
+  const client = new RedisClient(url, { connectionTimeout: 1_000, autoReconnect: false, enableOfflineQueue: false });
+  try {
+    await client.connect();
+    return await use(client);
+  } finally {
+    client.close();
+  }
+}
+
+/** Whether a Redis answers PING at url; the reason names the URL without its credentials. */
+export async function probeRedis(url: string = testRedisUrl): Promise<RedisProbe> {
+  const where = redactedUrl(url);
+  try {
+    const pong: unknown = await withClient(url, (client) => client.send("PING", []));
+    if (pong === "PONG") return { reachable: true, url };
+    return { reachable: false, url, reason: `${where} answered PING with ${JSON.stringify(pong)}` };
+  } catch (err) {
+    return { reachable: false, url, reason: `no Redis at ${where} (${err instanceof Error ? err.message : String(err)})` };
+  }
+}
+
+export function redactedUrl(url: string): string {
+  const parsed = new URL(url);
+  parsed.username = "";
+  parsed.password = "";
+  return parsed.toString();
+}
+
+/** A prefix no other suite or run will use: `test:{suite}:{random}:`. */
+export function uniqueKeyPrefix(suite: string): string {
+  return `test:${suite}:${crypto.randomUUID().slice(0, 8)}:`;
+}
+
+/** Deletes every key under prefix; returns how many. SCAN, so a big shared server is never blocked. */
+export async function deleteKeysWithPrefix(prefix: string, url: string = testRedisUrl): Promise<number> {
+  if (!/^[\w:.-]+$/.test(prefix)) throw new Error(`refusing to delete by a prefix with glob characters: ${prefix}`);
+  return withClient(url, async (client) => {
+    let cursor = "0";
+    let deleted = 0;
+    do {
+      const reply = (await client.send("SCAN", [cursor, "MATCH", `${prefix}*`, "COUNT", "500"])) as [string, string[]];
+      cursor = reply[0];
+      if (reply[1].length > 0) deleted += Number(await client.send("UNLINK", reply[1]));
+    } while (cursor !== "0");
+    return deleted;
+  });
+}
+
+/** A free loopback port with nothing listening on it (for "server is down" cases). */
+export function closedPort(): number {
+  const listener = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = listener.port;
+  listener.stop(true);
+  return port;
+}
