@@ -104,10 +104,10 @@ export interface LoopbackServer {
 
 /**
  * Bun.serve on an ephemeral loopback port that records requests and notices client aborts.
- * `routes` maps a path to its handler; other paths get a 404 in OpenAI's error shape.
- * `authorize` rejects a request with 401 by returning false.
+ * `routes` maps a path to its handler; other paths get a 404 in OpenAI's error shape. With an
+ * `apiKey`, requests without `Authorization: Bearer <apiKey>` get a 401.
  */
-export function startLoopbackServer(routes: Record<string, Route>, authorize: (headers: Headers) => boolean = () => true): LoopbackServer {
+export function startLoopbackServer(routes: Record<string, Route>, options: { apiKey?: string } = {}): LoopbackServer {
   const requests: RecordedRequest[] = [];
   const stopping = new AbortController();
   let abortWaiters: { count: number; resolve: () => void }[] = [];
@@ -142,12 +142,17 @@ export function startLoopbackServer(routes: Record<string, Route>, authorize: (h
       });
       const signal = AbortSignal.any([request.signal, stopping.signal]);
 
-      const route = routes[path];
-      if (!authorize(request.headers)) return ((complete = true), errorResponse({ status: 401, message: "Incorrect API key provided.", type: "invalid_request_error" }));
-      if (!route || request.method !== "POST") return ((complete = true), errorResponse({ status: 404, message: `Unknown route ${request.method} ${path}` }));
-      if (typeof body !== "object" || body === null) {
+      const answered = (response: Response) => {
         complete = true;
-        return errorResponse({ status: 400, message: "We could not parse the JSON body of your request.", type: "invalid_request_error" });
+        return response;
+      };
+      if (options.apiKey !== undefined && request.headers.get("authorization") !== `Bearer ${options.apiKey}`) {
+        return answered(errorResponse({ status: 401, message: "Incorrect API key provided.", type: "invalid_request_error" }));
+      }
+      const route = request.method === "POST" ? routes[path] : undefined;
+      if (!route) return answered(errorResponse({ status: 404, message: `Unknown route ${request.method} ${path}` }));
+      if (typeof body !== "object" || body === null) {
+        return answered(errorResponse({ status: 400, message: "We could not parse the JSON body of your request.", type: "invalid_request_error" }));
       }
       let streaming = false;
       const response = await route({
@@ -182,8 +187,7 @@ export function startLoopbackServer(routes: Record<string, Route>, authorize: (h
           return new Response(new ReadableStream(source as unknown as UnderlyingDefaultSource<Uint8Array>), { headers });
         },
       });
-      if (!streaming) complete = true;
-      return response;
+      return streaming ? response : answered(response);
     },
   });
 
@@ -478,7 +482,7 @@ export function startFakeLlmGateway(options: FakeLlmGatewayOptions = {}): FakeLl
 
   const server = startLoopbackServer(
     { [CHAT_PATH]: chatRoute, [EMBEDDINGS_PATH]: embeddingsRoute },
-    (headers) => options.apiKey === undefined || headers.get("authorization") === `Bearer ${options.apiKey}`,
+    options.apiKey === undefined ? {} : { apiKey: options.apiKey },
   );
 
   return {
