@@ -1,0 +1,215 @@
+import {
+  FEMALE_PRONOUNS,
+  FIRST_NAME_TITLES,
+  GIVEN_NAMES,
+  HONORIFICS,
+  MALE_PRONOUNS,
+  type Gender,
+} from "./lexicon.ts";
+import { isTagSubject, type NameMention } from "./names.ts";
+import type { Token } from "./tokenizer.ts";
+
+export interface Character {
+  id: number;
+  titles: Set<string>;
+  /** Lower-cased name words known to be given names / surnames of this character. */
+  firsts: Set<string>;
+  lasts: Set<string>;
+  /** Heads of "the X" names ("rabbit" for "the White Rabbit"). */
+  heads: Set<string>;
+  /** Name form (as written, e.g. "Miss Bennet") → occurrences. */
+  forms: Map<string, number>;
+  mentionCount: number;
+  gender: Gender | undefined;
+  votes: { m: number; f: number };
+  person: boolean;
+}
+
+interface Form {
+  key: string;
+  title: string | undefined;
+  parts: string[];
+  definite: boolean;
+  mentions: NameMention[];
+}
+
+const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
+const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
+
+/** "Oh, Jane," / "my dear Mr. Bennet!": the name addresses someone inside a quote. */
+export function isVocative(tokens: Token[], m: NameMention): boolean {
+  if (!m.inQuote) return false;
+  const before = tokens[m.start - 1]?.text.toLowerCase() ?? "";
+  const after = tokens[m.end + 1]?.text ?? "";
+  return VOCATIVE_BEFORE.has(before) && VOCATIVE_AFTER.has(after);
+}
+
+function formGender(title: string | undefined, parts: string[]): Gender | undefined {
+  if (title !== undefined) {
+    const g = HONORIFICS.get(title);
+    if (g) return g;
+  }
+  const first = parts[0]?.toLowerCase();
+  return first !== undefined && (parts.length > 1 || title === undefined || FIRST_NAME_TITLES.has(title))
+    ? GIVEN_NAMES.get(first)
+    : undefined;
+}
+
+function formKey(m: NameMention): string {
+  return (m.definite ? "the " : m.title !== undefined ? m.title + " " : "") + m.parts.join(" ").toLowerCase();
+}
+
+function compatible(c: Character, f: Form): boolean {
+  const g = formGender(f.title, f.parts);
+  if (g && c.gender && g !== c.gender) return false;
+  // A married title names a different person from the same surname's "Miss" or first name.
+  if (f.title === "mrs" && !c.titles.has("mrs")) return false;
+  if (c.titles.has("mrs") && f.title !== "mrs" && f.title !== undefined) return false;
+  const words = f.parts.map((p) => p.toLowerCase());
+  if (f.definite) return c.heads.has(words[words.length - 1]!);
+  if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
+  const w = words[0]!;
+  if (f.title !== undefined && !FIRST_NAME_TITLES.has(f.title)) return c.lasts.has(w);
+  return c.firsts.has(w) || c.lasts.has(w) || (f.title === undefined && c.heads.has(w));
+}
+
+function newCharacter(id: number, f: Form): Character {
+  const words = f.parts.map((p) => p.toLowerCase());
+  const c: Character = {
+    id,
+    titles: new Set(),
+    firsts: new Set(),
+    lasts: new Set(),
+    heads: new Set(),
+    forms: new Map(),
+    mentionCount: 0,
+    gender: formGender(f.title, f.parts),
+    votes: { m: 0, f: 0 },
+    person: false,
+  };
+  if (f.definite) c.heads.add(words[words.length - 1]!);
+  else if (words.length >= 2) {
+    c.firsts.add(words[0]!);
+    c.lasts.add(words[words.length - 1]!);
+  } else if (f.title !== undefined && !FIRST_NAME_TITLES.has(f.title)) c.lasts.add(words[0]!);
+  else if (GIVEN_NAMES.has(words[0]!)) c.firsts.add(words[0]!);
+  else {
+    c.firsts.add(words[0]!);
+    c.lasts.add(words[0]!);
+  }
+  return c;
+}
+
+function absorb(c: Character, f: Form, tokens: Token[]): void {
+  if (f.title !== undefined) c.titles.add(f.title);
+  const g = formGender(f.title, f.parts);
+  if (!c.gender && g) c.gender = g;
+  for (const m of f.mentions) {
+    const surface = tokens.slice(m.start, m.end + 1).map((t) => t.text).join(" ");
+    c.forms.set(surface, (c.forms.get(surface) ?? 0) + 1);
+    m.char = c.id;
+  }
+  c.mentionCount += f.mentions.length;
+}
+
+/** Most frequent candidate when it clearly dominates; undefined when the name stays ambiguous. */
+function dominant(cands: Character[]): Character | undefined {
+  const sorted = [...cands].sort((a, b) => b.mentionCount - a.mentionCount);
+  const [top, second] = sorted;
+  if (!top) return undefined;
+  if (!second || top.mentionCount >= 2 * second.mentionCount) return top;
+  return undefined;
+}
+
+/**
+ * Groups name mentions into characters: full names first, then titled and bare forms join the one
+ * character they fit ("Elizabeth" → "Elizabeth Bennet"), never across genders or across Mrs./Miss.
+ * An ambiguous short form ("Miss Bennet" with two Miss Bennets) becomes a character of its own.
+ */
+export function clusterNames(tokens: Token[], names: NameMention[], seed: Character[] = []): Character[] {
+  const forms = new Map<string, Form>();
+  for (const m of names) {
+    const key = formKey(m);
+    let f = forms.get(key);
+    if (!f) forms.set(key, (f = { key, title: m.title, parts: m.parts, definite: m.definite, mentions: [] }));
+    f.mentions.push(m);
+  }
+  const order = [...forms.values()].sort(
+    (a, b) =>
+      Number(a.definite) - Number(b.definite) ||
+      b.parts.length - a.parts.length ||
+      Number(b.title !== undefined) - Number(a.title !== undefined) ||
+      b.mentions.length - a.mentions.length,
+  );
+  const chars: Character[] = [...seed];
+  for (const f of order) {
+    const cands = chars.filter((c) => compatible(c, f));
+    let target: Character | undefined;
+    if (cands.length === 1) target = cands[0];
+    else if (cands.length > 1) {
+      const w = f.parts[0]!.toLowerCase();
+      if (f.parts.length === 1 && f.title === undefined) {
+        const byFirst = cands.filter((c) => c.firsts.has(w) && !c.lasts.has(w));
+        const male = cands.filter((c) => c.lasts.has(w) && c.titles.has("mr"));
+        target = byFirst.length > 0 ? dominant(byFirst) : male.length === 1 ? male[0] : dominant(cands);
+      } else target = dominant(cands);
+    }
+    if (!target) {
+      target = newCharacter(chars.length, f);
+      chars.push(target);
+    }
+    absorb(target, f, tokens);
+  }
+  return chars;
+}
+
+/**
+ * Votes on each character's gender from the first he/she that follows its mentions in narration,
+ * then decides who is a person: titles, dialogue tags, vocatives, given names and gendered pronouns
+ * count for; "in"/"at"/"near" before the name counts against.
+ */
+export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Character[], inQuote: Uint8Array): void {
+  const evidence = new Float64Array(chars.length);
+  const nameStarts = new Set(names.map((m) => m.start));
+  for (const m of names) {
+    if (m.char < 0) continue;
+    const c = chars[m.char]!;
+    if (m.title !== undefined) evidence[c.id] += 2;
+    if (isTagSubject(tokens, m)) evidence[c.id] += 2;
+    if (isVocative(tokens, m)) evidence[c.id] += 1;
+    if (m.placeContext) evidence[c.id] -= 1.5;
+    if (m.inQuote) continue;
+    const para = tokens[m.start]!.paragraph;
+    for (let k = m.end + 1; k < tokens.length && k <= m.end + 25; k++) {
+      const t = tokens[k]!;
+      if (t.paragraph !== para || nameStarts.has(k)) break;
+      if (inQuote[k]) continue;
+      const lc = t.text.toLowerCase();
+      if (MALE_PRONOUNS.has(lc)) {
+        c.votes.m++;
+        break;
+      }
+      if (FEMALE_PRONOUNS.has(lc)) {
+        c.votes.f++;
+        break;
+      }
+    }
+  }
+  for (const c of chars) {
+    let m = c.votes.m;
+    let f = c.votes.f;
+    const prior = formGender(undefined, [...c.firsts]);
+    for (const t of c.titles) {
+      const g = HONORIFICS.get(t);
+      if (g === "m") m += 5;
+      if (g === "f") f += 5;
+    }
+    if (prior === "m") m += 3;
+    if (prior === "f") f += 3;
+    if (m >= 2 && m >= 1.5 * f) c.gender = "m";
+    else if (f >= 2 && f >= 1.5 * m) c.gender = "f";
+    if (GIVEN_NAMES.has([...c.firsts][0] ?? "")) evidence[c.id] += 3;
+    evidence[c.id] += Math.min(c.votes.m + c.votes.f, 10) * 0.5;
+    c.person = evidence[c.id]! >= 2;
+  }
+}

@@ -1,0 +1,105 @@
+import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.ts";
+import { clusterNames, scoreCharacters, type Character } from "./characters.ts";
+import { resolveMentions, type EntityMention } from "./coref.ts";
+import { FIRST_PERSON } from "./lexicon.ts";
+import { capitalStats, findNames, type NameMention, type PlaceMention } from "./names.ts";
+import { findQuotes, type QuoteScan } from "./quotes.ts";
+import { tokenize, type Tokenized } from "./tokenizer.ts";
+import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokens, tagAll, type BookNlpFiles } from "./writer.ts";
+
+/** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
+export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
+
+export interface Analysis {
+  text: string;
+  tok: Tokenized;
+  scan: QuoteScan;
+  names: NameMention[];
+  places: PlaceMention[];
+  /** chars[NARRATOR_ID] is the narrator slot; it is a person only in first-person books. */
+  chars: Character[];
+  narrator: boolean;
+  attribution: Attribution;
+  mentions: EntityMention[];
+}
+
+export type Stage = "tokens" | "quotes" | "names" | "speakers" | "coreference" | "files";
+
+export interface EngineOptions {
+  onStage?: (stage: Stage) => void;
+  narratorThreshold?: number;
+}
+
+function narratorSlot(): Character {
+  return {
+    id: NARRATOR_ID,
+    titles: new Set(),
+    firsts: new Set(),
+    lasts: new Set(),
+    heads: new Set(),
+    forms: new Map(),
+    mentionCount: 0,
+    gender: undefined,
+    votes: { m: 0, f: 0 },
+    person: false,
+  };
+}
+
+/** First person outside quotes, relative to all narration words. */
+function firstPersonShare(tok: Tokenized, inQuote: Uint8Array): number {
+  let words = 0;
+  let firsts = 0;
+  tok.tokens.forEach((t, i) => {
+    if (inQuote[i] || !/\p{L}/u.test(t.text)) return;
+    words++;
+    if (FIRST_PERSON.has(t.text.toLowerCase())) firsts++;
+  });
+  return words === 0 ? 0 : firsts / words;
+}
+
+export function analyze(text: string, options: EngineOptions = {}): Analysis {
+  const stage = options.onStage ?? (() => {});
+  stage("tokens");
+  const tok = tokenize(text);
+  stage("quotes");
+  const scan = findQuotes(tok);
+  stage("names");
+  const stats = capitalStats(tok.tokens, scan.inQuote);
+  const { names, places } = findNames(tok, scan.inQuote, stats);
+  const chars = clusterNames(tok.tokens, names, [narratorSlot()]);
+  scoreCharacters(tok.tokens, names, chars, scan.inQuote);
+  const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);
+  chars[NARRATOR_ID]!.person = narrator;
+  stage("speakers");
+  const attribution = attributeSpeakers({ tok, quotes: scan.quotes, inQuote: scan.inQuote, names, chars, narrator });
+  stage("coreference");
+  const mentions = resolveMentions({
+    tokens: tok.tokens,
+    names,
+    places,
+    chars,
+    quotes: scan.quotes,
+    inQuote: scan.inQuote,
+    attribution,
+    narrator,
+  });
+  return { text, tok, scan, names, places, chars, narrator, attribution, mentions };
+}
+
+export function render(a: Analysis): BookNlpFiles {
+  const tags = tagAll(a);
+  return {
+    tokens: renderTokens(a, tags),
+    entities: renderEntities(a.mentions),
+    quotes: renderQuotes(a),
+    supersense: renderSupersense(a, a.mentions),
+    book: renderBook(a, a.mentions, tags),
+  };
+}
+
+/** The whole job: a book's text in, BookNLP's five files out. */
+export function runBookNlp(text: string, options: EngineOptions = {}): { analysis: Analysis; files: BookNlpFiles } {
+  const analysis = analyze(text, options);
+  options.onStage?.("files");
+  return { analysis, files: render(analysis) };
+}

@@ -1,0 +1,118 @@
+// Closed word lists the engine relies on. General English knowledge only: nothing here names a
+// particular book.
+
+export type Gender = "m" | "f";
+
+const words = (s: string): Set<string> => new Set(s.trim().split(/\s+/));
+
+/** Titles before a name, lower-cased without the period, with the gender they imply (if any). */
+export const HONORIFICS = new Map<string, Gender | undefined>();
+for (const w of "mr master monsieur m sir lord father brother uncle count baron duke prince king emperor signor herr don senor earl marquis squire".split(" "))
+  HONORIFICS.set(w, "m");
+for (const w of "mrs ms miss mistress madam madame mme mlle mademoiselle lady dame sister aunt countess baroness duchess princess queen signora frau fraulein dona senora marchioness".split(" "))
+  HONORIFICS.set(w, "f");
+for (const w of "dr doctor professor prof rev reverend captain capt colonel col major general gen lieutenant lieut lt sergeant sgt admiral commander inspector constable judge cousin president governor bishop parson".split(" "))
+  HONORIFICS.set(w, undefined);
+
+/** Titles that also go before a first name ("Miss Elizabeth", "Sir Walter"); others take a surname. */
+export const FIRST_NAME_TITLES = words(
+  "miss lady sir lord master dame mistress uncle aunt cousin father sister brother prince princess king queen don dona madame mademoiselle",
+);
+
+/** Lower-case words that join parts of one name ("Lady Catherine de Bourgh"). */
+export const NAME_PARTICLES = words("de du da di del della van von der le la st st.");
+
+/** Capitalised words that are never (part of) a character's name. */
+export const NOT_NAMES = words(`
+  i i'm i'll i've i'd the a an and but or nor if oh o ah ahem aye nay yes no well now then there here
+  this that these those what why how when where who whom whose which my your his her its our their
+  he she it we they you me him us them not so as at by for from in into of on to up with without
+  mine yours hers ours theirs let do does did don't can could shall should will would may might must
+  is are was were be been am has have had all any some every each both either neither none one two
+  three four five six seven eight nine ten first second third last next very much many more most
+  god lord heaven heavens christ jesus providence devil satan hell
+  sir madam ma'am miss mrs mr dear dearest good poor old young little great
+  mamma mama papa pa ma mother father aunt uncle grandmother grandfather cousin brother sister
+  monday tuesday wednesday thursday friday saturday sunday
+  january february march april may june july august september october november december
+  christmas easter michaelmas whitsuntide lent
+  english french italian german american swiss roman scotch scottish irish indian european
+  christian catholic protestant jewish dutch spanish russian chinese japanese greek turkish
+  british welsh portuguese austrian prussian african asiatic hindoo hindu negro
+  chapter volume book part letter preface introduction contents appendix finis end
+  indeed upon pray thank thanks hush alas hurrah hullo hello goodbye bye adieu farewell
+  perhaps nothing something everything anything nobody everybody somebody anybody
+  mister madame monsieur mademoiselle signor signora herr frau
+  street road square park place lane court hall house
+  tis twas ay eh hey ha haha hm hmm humph pshaw bah pooh
+`);
+
+/** Words after a capitalised word that make it a place, not a person ("Netherfield Park"). */
+export const PLACE_HEADS = words(`
+  street road square park place lane court hall house abbey castle bridge church hill cottage lodge
+  manor gardens garden terrace row station river lake mountain mountains valley wood woods forest
+  island isle bay sea ocean city town village county shire college school hospital hotel inn
+  chapel cathedral palace tower gate gates common heath downs fields field farm mill
+  avenue crescent green wharf dock docks quay harbour harbor cross buildings rooms office
+`);
+
+/** Prepositions after which a capitalised word is more likely a place than a person. */
+export const PLACE_PREPOSITIONS = words("in at into near through across via within beyond");
+
+/** Speech verbs in the forms that appear in dialogue tags. */
+export const SPEECH_VERBS = words(`
+  said says say saying replied replies reply answered answers answer cried cries asked asks ask
+  exclaimed exclaims continued continues added adds returned returns observed observes remarked
+  remarks whispered whispers muttered mutters shouted shouts called calls began begins rejoined
+  interrupted interrupts repeated repeats insisted insists explained explains declared declares
+  murmured murmurs protested protests retorted retorts responded responds inquired inquires
+  enquired enquires resumed resumes suggested suggests urged urges pursued pursues ejaculated
+  demanded demands screamed screams sobbed sobs sighed sighs laughed laughs groaned groans growled
+  growls snapped snaps stammered stammers faltered falters gasped gasps pleaded pleads persisted
+  persists admitted admits agreed agrees assented assents concluded concludes conceded concedes
+  echoed echoes grumbled grumbles hazarded ventured ventures yelled yells roared roars panted pants
+  shrieked shrieks moaned moans noted notes commented comments proceeded proceeds chimed drawled
+  lisped piped squeaked bawled bellowed hissed mumbled sneered smiled smiles thought thinks
+  told tells wrote writes read reads added observed cried went sang sings shrieked wailed wailed
+  whimpered stuttered blurted confessed announced recommended objected reasoned argued argues
+  explained replied resumed rejoined broke interposed interposes corrected remonstrated answered
+  began begun spoke speaks spoken called sneezed grunted chuckled giggled screeched
+`);
+
+export const MALE_PRONOUNS = words("he him his himself");
+export const FEMALE_PRONOUNS = words("she her hers herself");
+export const FIRST_PERSON = words("i me my mine myself");
+export const SECOND_PERSON = words("you your yours yourself");
+export const PLURAL_PRONOUNS = words("they them their theirs themselves we us our ours ourselves");
+
+/** Common given names with their usual gender: a prior that pronoun evidence can override. */
+export const GIVEN_NAMES = new Map<string, Gender>();
+for (const w of `john james william george charles thomas henry robert edward richard joseph frederick
+  arthur walter francis samuel david peter paul michael harry jack tom dick ned will bill bob jim
+  fred frank ben benjamin edmund edgar albert alfred ernest herbert hugh philip ralph roger stephen
+  anthony andrew alexander daniel matthew mark luke simon nicholas oliver patrick timothy lewis louis
+  jonathan nathaniel christopher isaac jacob abraham adam harold horace jasper lawrence leonard
+  martin maurice reginald rupert sidney theodore victor vincent wilfred eugene giles guy godfrey
+  ferdinand sebastian tristram humphrey gilbert geoffrey teddy randolph`.split(/\s+/))
+  GIVEN_NAMES.set(w, "m");
+for (const w of `mary elizabeth jane anne ann catherine margaret sarah emma charlotte harriet lucy
+  susan maria martha eleanor elinor fanny louisa caroline julia sophia frances alice ellen helen
+  isabella kitty lydia georgiana dorothy agnes amelia clara edith emily esther grace hannah lizzy
+  eliza betsy betty nancy polly molly sally annie daisy rose rosa violet lily florence beatrice
+  cecilia cecily diana flora henrietta laura lucy marianne matilda millie minnie nelly penelope
+  rebecca ruth sophy adela adelaide arabella augusta bella bertha clarissa constance edna ethel
+  evelyn gertrude gwendolen hester ida irene jessie josephine judith kate katherine letitia
+  lucinda mabel madeline maud nora olivia phoebe priscilla rachel rosamond sylvia theresa ursula
+  victoria winifred janny jenny`.split(/\s+/))
+  GIVEN_NAMES.set(w, "f");
+
+/** Lower-case person nouns that can stand for an unnamed character ("said the stranger"). */
+export const PERSON_NOUNS = words(`
+  man woman gentleman lady boy girl child stranger visitor doctor vicar clergyman landlord landlady
+  servant maid housekeeper old captain colonel major general inspector constable sergeant officer
+  soldier sailor mariner policeman driver coachman cabman butler footman porter clerk lawyer
+  judge king queen prince princess duke duchess knight squire farmer shopkeeper waiter
+  voice figure youth fellow lad lass mother father aunt uncle cousin brother sister wife husband
+  widow nurse governess cook gardener keeper guard prisoner creature rabbit mouse cat dog bird
+  count countess baron baroness parson curate bishop priest monk nun student professor tramp
+  `);
