@@ -134,6 +134,16 @@ describe("streamed replies", () => {
     await gateway.waitForAbort();
   });
 
+  test("a reader slower than the timeout does not trip it while the gateway keeps up", async () => {
+    gateway.onChat(() => ({ chunks: ["slow ", "and ", "steady"] }));
+    const deltas: string[] = [];
+    for await (const delta of model({ timeoutMs: 100 }).stream(user("x"), { purpose: "chat" })) {
+      deltas.push(delta);
+      await Bun.sleep(250);
+    }
+    expect(deltas.join("")).toBe("slow and steady");
+  });
+
   test("a failed stream opening is retried, but never once deltas have been delivered", async () => {
     gateway.onChat((_req, call) => (call === 0 ? { status: 503 } : { chunks: ["a", "b", "c"], dropAfterChunks: 1 }));
     const { deltas, error } = await collect(model({ maxRetries: 2 }).stream(user("x"), { purpose: "chat" }));

@@ -122,7 +122,6 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
     let idleTimedOut = false;
     let idleTimer: ReturnType<typeof setTimeout> | undefined;
     const armIdleTimer = () => {
-      clearTimeout(idleTimer);
       idleTimer = setTimeout(() => {
         idleTimedOut = true;
         controller.abort();
@@ -153,12 +152,14 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
       let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
       try {
         for await (const chunk of chunks) {
-          armIdleTimer();
+          // The idle clock runs only while waiting on the gateway, not while a slow consumer handles a delta.
+          clearTimeout(idleTimer);
           if (chunk.usage) usage = chunk.usage;
           const choice = chunk.choices?.[0];
           if (choice?.finish_reason) finished = true;
           const delta = choice?.delta?.content;
           if (typeof delta === "string" && delta !== "") yield delta;
+          armIdleTimer();
         }
       } catch (err) {
         throw controller.signal.aborted ? stopped() : toLlmError(err, controller.signal);

@@ -9,7 +9,7 @@
  *
  * Usage:
  *
- *   const gateway = await startFakeLlmGateway({ embeddingDimension: 8 });
+ *   const gateway = startFakeLlmGateway({ embeddingDimension: 8 });
  *   const llm = createOpenAiLanguageModel({ baseURL: gateway.baseURL, ... });
  *   gateway.onChat((req) => ({ content: '{"name":"Alice"}' }));          // script the next replies
  *   gateway.onChat((req, call) => (call === 0 ? { status: 500 } : { chunks: ["Hel", "lo"] }));
@@ -24,8 +24,12 @@
  *   - `{ hang: true }`: never answer (for timeouts); released when the client gives up,
  *   - `{ raw, status?, contentType? }`: exactly this body (for malformed responses).
  *
+ * Streamed replies can also be slowed (`tokenDelayMs`, or the gateway-wide option), cut
+ * (`dropAfterChunks`: the connection closes mid-body) or failed in-band (`errorEventAfterChunks`:
+ * an OpenAI error event, then the end of the stream).
+ *
  * Defaults: chat replies are "Echo: <last user message>" (JSON mode: {"echo": <last user message>}),
- * streamed word by word; usage counts whitespace-separated words. Embeddings come from
+ * streamed word by word; usage counts words. Embeddings come from
  * `fakeEmbedding`: hashed bag of words, so texts sharing words are close under cosine, which makes
  * retrieval over them meaningful. Error replies carry `retry-after-ms: 0` so that client retries
  * do not sleep; set `retryAfterMs` to change it.
@@ -218,19 +222,21 @@ export function errorResponse(reply: ErrorReply): Response {
   );
 }
 
-/** Answers hangs, scripted errors and raw bodies; undefined for a normal reply. */
-export async function failureResponse(reply: object, signal: AbortSignal): Promise<Response | undefined> {
+export function isFailure<T extends object>(behaviour: T | FailureReply): behaviour is FailureReply {
+  return "hang" in behaviour || "raw" in behaviour || "status" in behaviour;
+}
+
+/** Answers a hang (once the client gives up), a raw body or a scripted error. */
+export async function failureResponse(reply: FailureReply, signal: AbortSignal): Promise<Response> {
   if ("hang" in reply) {
     if (!signal.aborted) await new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
     return new Response(null, { status: 499 });
   }
   if ("raw" in reply) {
-    const r = reply as RawReply;
-    const body = typeof r.raw === "string" ? r.raw : JSON.stringify(r.raw);
-    return new Response(body, { status: r.status ?? 200, headers: { "content-type": r.contentType ?? "application/json" } });
+    const body = typeof reply.raw === "string" ? reply.raw : JSON.stringify(reply.raw);
+    return new Response(body, { status: reply.status ?? 200, headers: { "content-type": reply.contentType ?? "application/json" } });
   }
-  if ("status" in reply) return errorResponse(reply as ErrorReply);
-  return undefined;
+  return errorResponse(reply);
 }
 
 /** Waits, but no longer than until the client hangs up (so a cancelled stream stops promptly). */
@@ -399,10 +405,8 @@ export function startFakeLlmGateway(options: FakeLlmGatewayOptions = {}): FakeLl
     const parsed = chatRequestSchema.safeParse(ctx.record.body);
     if (!parsed.success) return invalidRequest(`Invalid chat request: ${parsed.error.issues[0]?.message}`);
     const request = parsed.data;
-    const behaviour = await chatHandler(request, chatCalls++);
-    const failure = await failureResponse(behaviour, ctx.signal);
-    if (failure) return failure;
-    const reply = behaviour as ChatReply;
+    const reply = await chatHandler(request, chatCalls++);
+    if (isFailure(reply)) return failureResponse(reply, ctx.signal);
 
     const defaults = defaultChatReply(request);
     const chunks = reply.chunks ?? tokenize(reply.content ?? defaults.content!);
@@ -460,10 +464,8 @@ export function startFakeLlmGateway(options: FakeLlmGatewayOptions = {}): FakeLl
     const parsed = embeddingsRequestSchema.safeParse(ctx.record.body);
     if (!parsed.success) return invalidRequest(`Invalid embeddings request: ${parsed.error.issues[0]?.message}`);
     const request = parsed.data;
-    const behaviour = await embeddingsHandler(request, embeddingsCalls++);
-    const failure = await failureResponse(behaviour, ctx.signal);
-    if (failure) return failure;
-    const reply = behaviour as EmbeddingsReply;
+    const reply = await embeddingsHandler(request, embeddingsCalls++);
+    if (isFailure(reply)) return failureResponse(reply, ctx.signal);
 
     const inputs = typeof request.input === "string" ? [request.input] : request.input;
     const vectors = reply.vectors ?? inputs.map((text) => fakeEmbedding(text, dimension));

@@ -13,7 +13,7 @@
  */
 
 import { z } from "zod";
-import { type FailureReply, type LoopbackServer, type RecordedRequest, errorResponse, failureResponse, startLoopbackServer, words } from "./fake-llm-gateway.ts";
+import { type FailureReply, type LoopbackServer, type RecordedRequest, errorResponse, failureResponse, isFailure, startLoopbackServer, words } from "./fake-llm-gateway.ts";
 
 export const RERANK_PATH = "/v1/rerank";
 
@@ -74,10 +74,9 @@ export function startFakeReranker(options: FakeRerankerOptions = {}): FakeRerank
       [RERANK_PATH]: async (ctx) => {
         const parsed = rerankRequestSchema.safeParse(ctx.record.body);
         if (!parsed.success) return errorResponse({ status: 400, message: `Invalid rerank request: ${parsed.error.issues[0]?.message}` });
-        const behaviour = await handler(parsed.data, calls++);
-        const failure = await failureResponse(behaviour, ctx.signal);
-        if (failure) return failure;
-        const results = (behaviour as RerankReply).results ?? overlapScores(parsed.data);
+        const reply = await handler(parsed.data, calls++);
+        if (isFailure(reply)) return failureResponse(reply, ctx.signal);
+        const results = reply.results ?? overlapScores(parsed.data);
         return Response.json({
           id: `rerank-fake-${++ids}`,
           results: results.map((r) => (parsed.data.return_documents ? { ...r, document: { text: parsed.data.documents[r.index] } } : r)),
