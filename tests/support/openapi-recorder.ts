@@ -64,7 +64,7 @@ export interface ContractOptions {
 
 export interface Contract {
   match(method: string, path: string): MatchedOperation | undefined;
-  /** Problems with a request; the first names a request that matches no operation. */
+  /** Problems with a request, each prefixed by its operationId; a request no operation matches gets `operation: undefined` and one problem. */
   validateRequest(request: RecordedRequest): { operation: MatchedOperation | undefined; problems: string[] };
   validateResponse(operation: MatchedOperation, status: number, contentType: string, bodyText: string): string[];
 }
@@ -299,9 +299,8 @@ export function loadContract(document: JsonObject, options: ContractOptions = {}
       const name = String(param.name);
       const schema = resolve(param.schema);
       if (param.in === "path") {
-        const value = matched.params[name];
         const validate = compile(param.schema ?? {}, open);
-        if (value === undefined || !validate(coerceScalar(value, param.schema, resolve))) {
+        if (!validate(coerceScalar(matched.params[name] ?? "", param.schema, resolve))) {
           problems.push(...formatErrors(`path parameter ${name}`, validate.errors));
         }
       } else if (param.in === "header") {
