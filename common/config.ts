@@ -119,7 +119,7 @@ export interface Config {
   database: DatabaseConfig;
   kv: KvConfig;
   qdrant?: { url: string; apiKey?: string };
-  typesense?: { url: string; apiKey?: string };
+  typesense?: { url: string; apiKey: string };
   llm: { gatewayUrl?: string; apiKey?: string; chatModel: string; embedModel: string };
   rerank?: { url: string; apiKey?: string; model?: string };
   systemPromptStoragePath: string;
@@ -164,6 +164,7 @@ export function loadConfig(env: Env = process.env): Config {
     if (!e.UPSTASH_REDIS_REST_TOKEN) throw new ConfigError("UPSTASH_REDIS_REST_TOKEN", "a token when UPSTASH_REDIS_REST_URL is set");
     kv = { driver: "upstash", url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN };
   } else if (e.REDIS_URL) kv = { driver: "redis", url: e.REDIS_URL };
+  if (e.TYPESENSE_URL && !e.TYPESENSE_API_KEY) throw new ConfigError("TYPESENSE_API_KEY", "an API key when TYPESENSE_URL is set");
 
   return {
     port: e.PORT ?? DEFAULT_PORT,
@@ -171,9 +172,7 @@ export function loadConfig(env: Env = process.env): Config {
     database,
     kv,
     ...(e.QDRANT_URL ? { qdrant: { url: e.QDRANT_URL, ...(e.QDRANT_API_KEY ? { apiKey: e.QDRANT_API_KEY } : {}) } } : {}),
-    ...(e.TYPESENSE_URL
-      ? { typesense: { url: e.TYPESENSE_URL, ...(e.TYPESENSE_API_KEY ? { apiKey: e.TYPESENSE_API_KEY } : {}) } }
-      : {}),
+    ...(e.TYPESENSE_URL && e.TYPESENSE_API_KEY ? { typesense: { url: e.TYPESENSE_URL, apiKey: e.TYPESENSE_API_KEY } } : {}),
     llm: {
       ...(e.LLM_GATEWAY_URL ? { gatewayUrl: e.LLM_GATEWAY_URL } : {}),
       ...(e.LLM_API_KEY ? { apiKey: e.LLM_API_KEY } : {}),

@@ -63,6 +63,7 @@ describe("loadConfig", () => {
     ["REDIS_URL", "http://127.0.0.1:6379", "REDIS_URL"],
     ["UPSTASH_REDIS_REST_URL", "https://x.upstash.io", "UPSTASH_REDIS_REST_TOKEN"],
     ["UPSTASH_REDIS_REST_TOKEN", "t", "UPSTASH_REDIS_REST_URL"],
+    ["TYPESENSE_URL", "http://127.0.0.1:8108", "TYPESENSE_API_KEY"],
     ["QDRANT_URL", "qdrant:6333", "QDRANT_URL"],
     ["LLM_GATEWAY_URL", "ftp://x", "LLM_GATEWAY_URL"],
     ["MAX_BOOK_BYTES", "-5", "MAX_BOOK_BYTES"],
