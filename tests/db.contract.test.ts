@@ -1,0 +1,599 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { copyFile, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createDatabase } from "../common/db/create.ts";
+import { type Database, DatabaseError, type DatabaseErrorCode, type Row } from "../common/db/index.ts";
+import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from "../common/db/migrate.ts";
+import { createNeonDatabase } from "../common/db/neon.ts";
+import { createPgliteDatabase } from "../common/db/pglite.ts";
+import { createPostgresDatabase } from "../common/db/postgres.ts";
+import * as repo from "../common/db/repositories.ts";
+import { type TestDatabase, createTestDatabase, probePostgres } from "./support/postgres.ts";
+import { closedPort } from "./support/redis.ts";
+import { type WsTcpBridge, startWsTcpBridge } from "./support/ws-tcp-bridge.ts";
+
+const SETUP_TIMEOUT_MS = 60_000;
+const FIXTURES_DIR = join(import.meta.dir, "fixtures", "db");
+
+/** One adapter as the contract sees it. */
+interface AdapterUnderTest {
+  driver: Database["driver"];
+  /** A new, empty database. */
+  open(): Promise<Database>;
+  /** A second connection to db's database, as another process starting at the same time would open. */
+  connectAgain(db: Database): Promise<Database>;
+  /** Closes and drops whatever open() created. */
+  dispose(): Promise<void>;
+}
+
+async function expectDatabaseError(promise: Promise<unknown>, code: DatabaseErrorCode): Promise<DatabaseError> {
+  const error = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(error).toBeInstanceOf(DatabaseError);
+  expect((error as DatabaseError).code).toBe(code);
+  return error as DatabaseError;
+}
+
+/** A Database whose transactions fail at their nth statement, as a connection dropped mid-way would. */
+function failingAtStatement(db: Database, n: number): Database {
+  return {
+    ...db,
+    transaction: (fn) =>
+      db.transaction((tx) => {
+        let statements = 0;
+        const step = () => {
+          if (++statements === n) throw new DatabaseError("connection lost (injected)", "connection");
+        };
+        return fn({
+          query: <R extends Row = Row>(text: string, params?: readonly unknown[]) => {
+            step();
+            return tx.query<R>(text, params);
+          },
+          exec: (sql: string) => {
+            step();
+            return tx.exec(sql);
+          },
+        });
+      }),
+  };
+}
+
+/** A migrations folder holding the real migrations plus the named fixture files (or given contents). */
+async function migrationsWith(extra: Record<string, string | null>): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), "migrations-"));
+  for (const name of await readdir(MIGRATIONS_DIR)) await copyFile(join(MIGRATIONS_DIR, name), join(dir, name));
+  for (const [name, content] of Object.entries(extra)) {
+    if (content === null) await copyFile(join(FIXTURES_DIR, name), join(dir, name));
+    else await writeFile(join(dir, name), content);
+  }
+  return dir;
+}
+
+function databaseContract(name: string, makeTarget: () => AdapterUnderTest): void {
+  describe(name, () => {
+    let target: AdapterUnderTest;
+    let db: Database;
+    let firstRuns: string[][];
+    const tempDirs: string[] = [];
+
+    beforeAll(async () => {
+      target = makeTarget();
+      db = await target.open();
+      const other = await target.connectAgain(db);
+      firstRuns = await Promise.all([migrate(db), migrate(other)]);
+      await other.close();
+    }, SETUP_TIMEOUT_MS);
+
+    afterAll(async () => {
+      await target?.dispose();
+      for (const dir of tempDirs) await rm(dir, { recursive: true, force: true });
+    }, SETUP_TIMEOUT_MS);
+
+    async function fixtureMigrations(extra: Record<string, string | null>): Promise<string> {
+      const dir = await migrationsWith(extra);
+      tempDirs.push(dir);
+      return dir;
+    }
+
+    async function bookWithCharacters(names: string[]) {
+      const book = await repo.insertBook(db, { title: "Pride and Prejudice", author: "Jane Austen" });
+      const characters = await repo.replaceCharacters(
+        db,
+        book.id,
+        names.map((n, i) => ({ name: n, importance: names.length - i })),
+      );
+      return { book, characters };
+    }
+
+    test("the adapter reports which driver it is", () => {
+      expect(db.driver).toBe(target.driver);
+    });
+
+    describe("migrations", () => {
+      test("two connections migrating an empty database at once apply every file exactly once, in order", async () => {
+        const files = (await readMigrations()).map((m) => m.name);
+        expect(firstRuns.flat().sort()).toEqual(files);
+        const recorded = await db.query<{ name: string }>("SELECT name FROM schema_migrations ORDER BY version");
+        expect(recorded.map((r) => r.name).filter((n) => files.includes(n))).toEqual(files);
+      });
+
+      test("migrating a current schema applies nothing", async () => {
+        expect(await migrate(db)).toEqual([]);
+      });
+
+      test("a new migration file is applied once, on the next run only", async () => {
+        const dir = await fixtureMigrations({ "0900_fixture_widgets.sql": null });
+        const first = await migrate(db, { directory: dir });
+        const second = await migrate(db, { directory: dir });
+        expect([...first, ...second]).toContain("0900_fixture_widgets.sql");
+        expect(second).toEqual([]);
+        expect(await db.query("SELECT id, label FROM fixture_widgets")).toEqual([{ id: 1, label: "first" }]);
+      });
+
+      test("a migration that fails leaves none of its changes and is not recorded", async () => {
+        const dir = await fixtureMigrations({ "0900_fixture_widgets.sql": null, "0901_fixture_broken.sql": null });
+        const error = await migrate(db, { directory: dir }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(MigrationError);
+        expect((error as Error).message).toContain("0901_fixture_broken.sql");
+        expect(await db.query("SELECT id FROM fixture_widgets")).toEqual([{ id: 1 }]);
+        expect(await db.query("SELECT to_regclass('fixture_gadgets') AS t")).toEqual([{ t: null }]);
+        expect(await db.query("SELECT 1 FROM schema_migrations WHERE version = '0901'")).toEqual([]);
+      });
+
+      test("a migration file edited after it was applied is refused", async () => {
+        await migrate(db, { directory: await fixtureMigrations({ "0900_fixture_widgets.sql": null }) });
+        const edited = await fixtureMigrations({ "0900_fixture_widgets.sql": "CREATE TABLE fixture_widgets (id bigint);" });
+        const error = await migrate(db, { directory: edited }).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(MigrationError);
+        expect((error as Error).message).toContain("0900_fixture_widgets.sql was changed");
+      });
+    });
+
+    describe("queries and types", () => {
+      test("positional parameters bind text, integers, uuids, booleans, dates and undefined as NULL", async () => {
+        const id = crypto.randomUUID();
+        const at = new Date("2024-02-29T12:34:56.789Z");
+        const [row] = await db.query("SELECT $1::text AS t, $2::int AS i, $3::uuid AS u, $4::boolean AS b, $5::timestamptz AS d, $6::text AS n", [
+          "O'Brien; DROP TABLE books",
+          42,
+          id,
+          false,
+          at,
+          undefined,
+        ]);
+        expect(row).toEqual({ t: "O'Brien; DROP TABLE books", i: 42, u: id, b: false, d: at, n: null });
+      });
+
+      test("every driver returns the same JavaScript types for the same SQL", async () => {
+        const [row] = await db.query(
+          `SELECT count(*) AS n, 9007199254740991::int8 AS big, 2.5::numeric AS num, sum(x) AS total,
+                  now() AS at, '{"a":[1,"two",null]}'::jsonb AS doc, '[1,2]'::jsonb AS list,
+                  gen_random_uuid() AS id, true AS flag, pg_sleep(0) AS nothing
+           FROM generate_series(1, 3) AS x`,
+        );
+        expect(row).toMatchObject({ n: 3, big: 9007199254740991, num: 2.5, total: 6, flag: true, nothing: null });
+        expect(row!.at).toBeInstanceOf(Date);
+        expect(row!.doc).toEqual({ a: [1, "two", null] });
+        expect(row!.list).toEqual([1, 2]);
+        expect(row!.id).toMatch(/^[0-9a-f-]{36}$/);
+      });
+
+      test("objects and arrays bound to jsonb parameters are stored as JSON", async () => {
+        const [row] = await db.query("SELECT $1::jsonb AS doc, $2::jsonb AS list, jsonb_typeof($2) AS kind", [
+          { nested: { ok: true }, n: 1 },
+          ["a", "b"],
+        ]);
+        expect(row).toEqual({ doc: { nested: { ok: true }, n: 1 }, list: ["a", "b"], kind: "array" });
+      });
+
+      test("exec runs several statements at once", async () => {
+        await db.exec("CREATE TABLE exec_probe (n int); INSERT INTO exec_probe VALUES (1), (2); INSERT INTO exec_probe VALUES (3)");
+        expect(await db.query("SELECT sum(n) AS s FROM exec_probe")).toEqual([{ s: 6 }]);
+      });
+
+      test("a statement with no result rows returns an empty list", async () => {
+        expect(await db.query("UPDATE books SET title = title WHERE false")).toEqual([]);
+      });
+    });
+
+    describe("transactions", () => {
+      test("a transaction that resolves is committed and returns fn's result", async () => {
+        const result = await db.transaction(async (tx) => {
+          const [book] = await tx.query<{ id: string }>("INSERT INTO books (title) VALUES ('Emma') RETURNING id");
+          return book!.id;
+        });
+        expect(await repo.getBook(db, result)).toMatchObject({ id: result, title: "Emma" });
+      });
+
+      test("a transaction whose fn throws is rolled back and the same error is rethrown", async () => {
+        const title = `rolled back ${crypto.randomUUID()}`;
+        const thrown = new Error("changed my mind");
+        const caught = await db
+          .transaction(async (tx) => {
+            await tx.query("INSERT INTO books (title) VALUES ($1)", [title]);
+            throw thrown;
+          })
+          .catch((e: unknown) => e);
+        expect(caught).toBe(thrown);
+        expect(await db.query("SELECT id FROM books WHERE title = $1", [title])).toEqual([]);
+      });
+
+      test("a failing statement inside a transaction rolls back the earlier ones and surfaces as a DatabaseError", async () => {
+        const title = `half done ${crypto.randomUUID()}`;
+        await expectDatabaseError(
+          db.transaction(async (tx) => {
+            await tx.query("INSERT INTO books (title) VALUES ($1)", [title]);
+            await tx.query("INSERT INTO books (title) VALUES (NULL)");
+          }),
+          "not_null_violation",
+        );
+        expect(await db.query("SELECT id FROM books WHERE title = $1", [title])).toEqual([]);
+      });
+    });
+
+    describe("errors", () => {
+      test("a duplicate key is a unique_violation", async () => {
+        const book = await repo.insertBook(db, { title: "Emma" });
+        const error = await expectDatabaseError(repo.insertBook(db, { id: book.id, title: "Emma again" }), "unique_violation");
+        expect(error.sqlState).toBe("23505");
+      });
+
+      test("a reference to a missing row is a foreign_key_violation", async () => {
+        await expectDatabaseError(
+          db.query("INSERT INTO characters (book_id, name) VALUES ($1, 'Nobody')", [crypto.randomUUID()]),
+          "foreign_key_violation",
+        );
+      });
+
+      test("a value a CHECK constraint refuses is a check_violation", async () => {
+        await expectDatabaseError(repo.insertBook(db, { title: "" }), "check_violation");
+        const book = await repo.insertBook(db, { title: "Emma" });
+        await expectDatabaseError(
+          repo.setProcessingStatus(db, book.id, "finished" as repo.ProcessingStatus),
+          "check_violation",
+        );
+      });
+
+      test("a missing required value is a not_null_violation", async () => {
+        await expectDatabaseError(db.query("INSERT INTO books (title) VALUES ($1)", [null]), "not_null_violation");
+      });
+
+      test("a malformed value is invalid_input", async () => {
+        await expectDatabaseError(db.query("SELECT $1::uuid", ["not-a-uuid"]), "invalid_input");
+      });
+    });
+
+    describe("books and library", () => {
+      test("a new book gets the schema's defaults and can be read back", async () => {
+        const book = await repo.insertBook(db, { title: "Alice's Adventures in Wonderland", author: "Lewis Carroll" });
+        expect(book).toMatchObject({
+          title: "Alice's Adventures in Wonderland",
+          author: "Lewis Carroll",
+          language: "English",
+          priceCents: 0,
+          processingStatus: "pending",
+          processingError: null,
+        });
+        expect(book.createdAt).toBeInstanceOf(Date);
+        expect(await repo.getBook(db, book.id)).toEqual(book);
+      });
+
+      test("an unknown or malformed book id finds nothing", async () => {
+        expect(await repo.getBook(db, crypto.randomUUID())).toBeNull();
+        expect(await repo.getBook(db, "42")).toBeNull();
+      });
+
+      test("processing status moves through ingestion and keeps the error only while failed", async () => {
+        const book = await repo.insertBook(db, { title: "War and Peace" });
+        expect(await repo.setProcessingStatus(db, book.id, "processing")).toMatchObject({ processingStatus: "processing" });
+        const failed = await repo.setProcessingStatus(db, book.id, "failed", "download timed out");
+        expect(failed).toMatchObject({ processingStatus: "failed", processingError: "download timed out" });
+        expect(failed!.updatedAt.getTime()).toBeGreaterThanOrEqual(book.updatedAt.getTime());
+        const done = await repo.setProcessingStatus(db, book.id, "completed");
+        expect(done).toMatchObject({ processingStatus: "completed", processingError: null });
+        expect(await repo.setProcessingStatus(db, crypto.randomUUID(), "completed")).toBeNull();
+      });
+
+      test("adding a book to a library twice keeps one entry", async () => {
+        const book = await repo.insertBook(db, { title: "Emma" });
+        const userId = crypto.randomUUID();
+        await repo.addToLibrary(db, userId, book.id);
+        await repo.addToLibrary(db, userId, book.id);
+        expect(await db.query("SELECT count(*) AS n FROM user_library WHERE user_id = $1", [userId])).toEqual([{ n: 1 }]);
+      });
+    });
+
+    describe("characters", () => {
+      test("replacing characters stores them with their profile and returns them in the given order", async () => {
+        const book = await repo.insertBook(db, { title: "Pride and Prejudice" });
+        const saved = await repo.replaceCharacters(db, book.id, [
+          { name: "Mr. Darcy", aliases: ["Darcy", "Fitzwilliam"], importance: 5, profileJson: { traits: ["proud"] } },
+          { name: "Elizabeth Bennet", aliases: ["Lizzy"], importance: 9, color: "#aa3366", emoji: "📚", systemPrompt: "I am Elizabeth." },
+        ]);
+        expect(saved.map((c) => c.name)).toEqual(["Mr. Darcy", "Elizabeth Bennet"]);
+        expect(await repo.getCharacter(db, saved[1]!.id)).toMatchObject({
+          bookId: book.id,
+          aliases: ["Lizzy"],
+          color: "#aa3366",
+          emoji: "📚",
+          systemPrompt: "I am Elizabeth.",
+          importance: 9,
+          profileJson: null,
+        });
+        expect((await repo.getCharacter(db, saved[0]!.id))!.profileJson).toEqual({ traits: ["proud"] });
+        expect((await repo.listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Elizabeth Bennet", "Mr. Darcy"]);
+      });
+
+      test("re-ingesting keeps the ids of characters still present, so their chat sessions survive", async () => {
+        const { book, characters } = await bookWithCharacters(["Elizabeth Bennet", "Mr. Darcy", "Mr. Collins"]);
+        const [lizzy, , collins] = characters;
+        const userId = crypto.randomUUID();
+        const kept = await repo.createSession(db, { userId, characterId: lizzy!.id });
+        const dropped = await repo.createSession(db, { userId, characterId: collins!.id });
+
+        const again = await repo.replaceCharacters(db, book.id, [
+          { name: "Elizabeth Bennet", description: "Second of five sisters", importance: 10 },
+          { name: "Mr. Darcy" },
+          { name: "Jane Bennet" },
+        ]);
+
+        expect(again[0]).toMatchObject({ id: lizzy!.id, description: "Second of five sisters", importance: 10 });
+        expect(again[1]!.id).toBe(characters[1]!.id);
+        expect((await repo.listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Elizabeth Bennet", "Jane Bennet", "Mr. Darcy"]);
+        expect(await repo.getSession(db, kept.id)).not.toBeNull();
+        expect(await repo.getSession(db, dropped.id)).toBeNull();
+        expect(await repo.getCharacter(db, collins!.id)).toBeNull();
+      });
+
+      test("replacing with an empty list removes every character of that book only", async () => {
+        const { book } = await bookWithCharacters(["Emma Woodhouse"]);
+        const { book: other } = await bookWithCharacters(["Mr. Knightley"]);
+        expect(await repo.replaceCharacters(db, book.id, [])).toEqual([]);
+        expect(await repo.listCharacters(db, book.id)).toEqual([]);
+        expect(await repo.listCharacters(db, other.id)).toHaveLength(1);
+      });
+
+      test("a character list naming someone twice is refused and changes nothing", async () => {
+        const { book } = await bookWithCharacters(["Emma Woodhouse"]);
+        await expectDatabaseError(
+          repo.replaceCharacters(db, book.id, [{ name: "Harriet Smith" }, { name: "Harriet Smith" }]),
+          "unique_violation",
+        );
+        expect((await repo.listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Emma Woodhouse"]);
+      });
+
+      test("a failed replacement leaves the previous characters in place", async () => {
+        const { book } = await bookWithCharacters(["Emma Woodhouse", "Mr. Knightley"]);
+        await expectDatabaseError(repo.replaceCharacters(db, book.id, [{ name: "Emma Woodhouse", color: "red" }]), "check_violation");
+        expect((await repo.listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Emma Woodhouse", "Mr. Knightley"]);
+      });
+    });
+
+    describe("chat sessions", () => {
+      test("a session belongs to its character's book", async () => {
+        const { book, characters } = await bookWithCharacters(["Sherlock Holmes"]);
+        const userId = crypto.randomUUID();
+        const session = await repo.createSession(db, { userId, characterId: characters[0]!.id, title: "The game is afoot" });
+        expect(session).toMatchObject({ userId, bookId: book.id, characterId: characters[0]!.id, messageCount: 0, summary: null });
+        expect(await repo.getSession(db, session.id)).toEqual(session);
+        expect(await repo.getSession(db, "not-a-session")).toBeNull();
+      });
+
+      test("a session for a character that does not exist is a foreign_key_violation", async () => {
+        await expectDatabaseError(
+          repo.createSession(db, { userId: crypto.randomUUID(), characterId: crypto.randomUUID() }),
+          "foreign_key_violation",
+        );
+      });
+
+      test("each exchange adds both messages and counts one exchange", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+
+        const first = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        const second = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+
+        expect(first).toMatchObject({ messageCount: 1, preview: "I hardly know" });
+        expect(second).toMatchObject({ messageCount: 2, preview: "Down the rabbit hole" });
+        expect(second!.updatedAt.getTime()).toBeGreaterThanOrEqual(session.updatedAt.getTime());
+        const recent = await repo.getRecentMessages(db, session.id, 3);
+        expect(recent.map((m) => [m.role, m.content])).toEqual([
+          ["assistant", "I hardly know, sir."],
+          ["user", "Where are you going?"],
+          ["assistant", "Down the rabbit hole!"],
+        ]);
+        expect(recent.every((m) => typeof m.seq === "number" && m.createdAt instanceof Date)).toBe(true);
+        expect(await repo.getRecentMessages(db, session.id, 10)).toHaveLength(4);
+      });
+
+      test("an exchange that fails part-way writes nothing", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        await repo.appendExchange(db, session.id, "Hello", "Curiouser and curiouser!", "Curiouser");
+
+        for (const failingStatement of [1, 2]) {
+          await expectDatabaseError(
+            repo.appendExchange(failingAtStatement(db, failingStatement), session.id, "Lost?", "Never written", "Never"),
+            "connection",
+          );
+        }
+
+        expect(await repo.getSession(db, session.id)).toMatchObject({ messageCount: 1, preview: "Curiouser" });
+        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual(["Hello", "Curiouser and curiouser!"]);
+      });
+
+      test("an exchange for a session that does not exist writes nothing and answers null", async () => {
+        const missing = crypto.randomUUID();
+        expect(await repo.appendExchange(db, missing, "Hello?", "…", "…")).toBeNull();
+        expect(await db.query("SELECT count(*) AS n FROM messages WHERE session_id = $1", [missing])).toEqual([{ n: 0 }]);
+      });
+
+      test("storing a summary keeps the session's place in the reader's list", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        expect(await repo.setSessionSummary(db, session.id, "Alice met a white rabbit.")).toBe(true);
+        expect(await repo.getSession(db, session.id)).toMatchObject({ summary: "Alice met a white rabbit.", updatedAt: session.updatedAt });
+        expect(await repo.setSessionSummary(db, crypto.randomUUID(), "nobody")).toBe(false);
+      });
+    });
+
+    describe("preferences", () => {
+      test("a reader without preferences for a character gets none", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        expect(await repo.getPreferences(db, crypto.randomUUID(), characters[0]!.id)).toBeNull();
+      });
+
+      test("preferences start from the defaults and later updates change only the fields given", async () => {
+        const { characters } = await bookWithCharacters(["Mr. Darcy"]);
+        const key = { userId: crypto.randomUUID(), characterId: characters[0]!.id };
+
+        const created = await repo.upsertPreferences(db, { ...key, speechModifiers: ["formal", "terse"] });
+        expect(created).toMatchObject({ relationshipMode: "neutral", speechModifiers: ["formal", "terse"], behavioralModifiers: [] });
+
+        await repo.upsertPreferences(db, { ...key, relationshipMode: "rival", preferenceSummary: "Spar with me." });
+        expect(await repo.getPreferences(db, key.userId, key.characterId)).toMatchObject({
+          relationshipMode: "rival",
+          speechModifiers: ["formal", "terse"],
+          preferenceSummary: "Spar with me.",
+        });
+      });
+
+      test("an unknown relationship mode is a check_violation", async () => {
+        const { characters } = await bookWithCharacters(["Mr. Darcy"]);
+        await expectDatabaseError(
+          repo.upsertPreferences(db, {
+            userId: crypto.randomUUID(),
+            characterId: characters[0]!.id,
+            relationshipMode: "nemesis" as repo.RelationshipMode,
+          }),
+          "check_violation",
+        );
+      });
+    });
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** A pooled adapter on throwaway databases of the live server: one per open(). */
+function serverTarget(
+  driver: "postgres" | "neon",
+  adminUrl: string,
+  connect: (url: string) => Promise<Database>,
+  cleanup: () => Promise<void> = async () => {},
+): AdapterUnderTest {
+  const databases: TestDatabase[] = [];
+  const connections: Database[] = [];
+  const urls = new Map<Database, string>();
+  const track = async (url: string) => {
+    const db = await connect(url);
+    connections.push(db);
+    urls.set(db, url);
+    return db;
+  };
+  return {
+    driver,
+    async open() {
+      const created = await createTestDatabase(adminUrl);
+      databases.push(created);
+      return track(created.url);
+    },
+    connectAgain: (db) => track(urls.get(db)!),
+    async dispose() {
+      await Promise.allSettled(connections.map((c) => c.close()));
+      for (const d of databases) await d.drop();
+      await cleanup();
+    },
+  };
+}
+
+databaseContract("PGlite (in memory)", () => {
+  let db: Database | undefined;
+  return {
+    driver: "pglite",
+    open: async () => (db = await createPgliteDatabase()),
+    // One process, one connection: the second "connection" is the same database, closed by dispose.
+    connectAgain: async (same) => ({ ...same, close: async () => {} }),
+    dispose: async () => db?.close(),
+  };
+});
+
+const postgres = await probePostgres();
+if (!postgres.reachable) console.warn(`db contract: skipping the Postgres and Neon variants: ${postgres.reason}`);
+
+if (postgres.reachable) {
+  databaseContract("Postgres via Bun SQL", () =>
+    serverTarget("postgres", postgres.url, (url) => createDatabase({ driver: "postgres", url })),
+  );
+
+  let bridge: WsTcpBridge | undefined;
+  databaseContract("Postgres via the Neon driver over a WebSocket bridge", () => {
+    bridge = startWsTcpBridge();
+    const wsProxy = bridge.address;
+    return serverTarget(
+      "neon",
+      postgres.url,
+      (url) => createDatabase({ driver: "neon", url, wsProxy }),
+      () => bridge!.stop(),
+    );
+  });
+} else {
+  describe.skip("Postgres via Bun SQL", () => test.skip(postgres.reason, () => {}));
+  describe.skip("Postgres via the Neon driver over a WebSocket bridge", () => test.skip(postgres.reason, () => {}));
+}
+
+describe("PGlite on disk", () => {
+  let dataDir: string;
+  beforeAll(async () => {
+    dataDir = await mkdtemp(join(tmpdir(), "pglite-"));
+  });
+  afterAll(() => rm(dataDir, { recursive: true, force: true }));
+
+  test(
+    "data written to a data dir survives closing and reopening it",
+    async () => {
+      const config = { driver: "pglite", dataDir: join(dataDir, "pg") } as const;
+      const first = await createDatabase(config);
+      expect(first.driver).toBe("pglite");
+      expect(await migrate(first)).not.toEqual([]);
+      const book = await repo.insertBook(first, { title: "Sense and Sensibility" });
+      await first.close();
+
+      const reopened = await createDatabase(config);
+      try {
+        expect(await migrate(reopened)).toEqual([]);
+        expect(await repo.getBook(reopened, book.id)).toEqual(book);
+      } finally {
+        await reopened.close();
+      }
+    },
+    SETUP_TIMEOUT_MS,
+  );
+});
+
+describe("unreachable servers", () => {
+  test("Bun SQL reports a server that is down as a connection error", async () => {
+    const db = createPostgresDatabase({ url: `postgres://postgres@127.0.0.1:${closedPort()}/test`, connectTimeoutSeconds: 2 });
+    try {
+      await expectDatabaseError(db.query("SELECT 1"), "connection");
+    } finally {
+      await db.close();
+    }
+  });
+
+  test("the Neon driver reports a proxy that is down as a connection error", async () => {
+    const db = createNeonDatabase({
+      url: "postgres://postgres@127.0.0.1:5432/test",
+      wsProxy: `127.0.0.1:${closedPort()}`,
+      connectTimeoutSeconds: 2,
+    });
+    try {
+      await expectDatabaseError(db.query("SELECT 1"), "connection");
+    } finally {
+      await db.close();
+    }
+  });
+});
