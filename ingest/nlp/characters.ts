@@ -4,6 +4,7 @@ import {
   GIVEN_NAMES,
   HONORIFICS,
   MALE_PRONOUNS,
+  MOSTLY_MALE_TITLES,
   type Gender,
 } from "./lexicon.ts";
 import { isTagSubject, type NameMention } from "./names.ts";
@@ -48,6 +49,7 @@ function formGender(title: string | undefined, parts: string[]): Gender | undefi
   if (title !== undefined) {
     const g = HONORIFICS.get(title);
     if (g) return g;
+    if (MOSTLY_MALE_TITLES.has(title)) return "m";
   }
   const first = parts[0]?.toLowerCase();
   return first !== undefined && (parts.length > 1 || title === undefined || FIRST_NAME_TITLES.has(title))
@@ -64,7 +66,8 @@ function compatible(c: Character, f: Form): boolean {
   if (g && c.gender && g !== c.gender) return false;
   // A married title names a different person from the same surname's "Miss" or first name.
   if (f.title === "mrs" && !c.titles.has("mrs")) return false;
-  if (c.titles.has("mrs") && f.title !== "mrs" && f.title !== undefined) return false;
+  // Different titles before one surname are different people (Major Sholto, Mr. Sholto).
+  if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title)) return false;
   const words = f.parts.map((p) => p.toLowerCase());
   if (f.definite) return c.heads.has(words[words.length - 1]!);
   if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
@@ -142,17 +145,24 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
       b.mentions.length - a.mentions.length,
   );
   const chars: Character[] = [...seed];
+  const deferred = new Map<Form, Character[]>();
   for (const f of order) {
     const cands = chars.filter((c) => compatible(c, f));
     let target: Character | undefined;
     if (cands.length === 1) target = cands[0];
     else if (cands.length > 1) {
       const w = f.parts[0]!.toLowerCase();
-      if (f.parts.length === 1 && f.title === undefined) {
-        const byFirst = cands.filter((c) => c.firsts.has(w) && !c.lasts.has(w));
-        const male = cands.filter((c) => c.lasts.has(w) && c.titles.has("mr"));
-        target = byFirst.length > 0 ? dominant(byFirst) : male.length === 1 ? male[0] : dominant(cands);
-      } else target = dominant(cands);
+      if (f.parts.length > 1) target = dominant(cands) ?? cands.sort((a, b) => b.mentionCount - a.mentionCount)[0];
+      else if (f.title === undefined) {
+        const male = cands.filter((c) => c.lasts.has(w) && !c.firsts.has(w) && c.titles.has("mr"));
+        if (male.length === 1 && !cands.some((c) => c.firsts.has(w))) target = male[0];
+        else {
+          // A bare name shared by several characters ("Charles"): settled mention by mention below.
+          deferred.set(f, cands);
+          continue;
+        }
+      }
+      // A titled short form that fits several people ("Miss Bennet") is a character of its own.
     }
     if (!target) {
       target = newCharacter(chars.length, f);
@@ -160,7 +170,31 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
     }
     absorb(target, f, tokens);
   }
+  resolveByRecency(tokens, names, deferred, chars);
   return chars;
+}
+
+/** Each mention of an ambiguous bare name goes to the candidate mentioned most recently before it. */
+function resolveByRecency(tokens: Token[], names: NameMention[], deferred: Map<Form, Character[]>, chars: Character[]): void {
+  if (deferred.size === 0) return;
+  const candidatesOf = new Map<NameMention, Character[]>();
+  for (const [f, cands] of deferred) for (const m of f.mentions) candidatesOf.set(m, cands);
+  const lastSeen = new Int32Array(chars.length).fill(-1);
+  for (const m of names) {
+    const cands = candidatesOf.get(m);
+    if (cands) {
+      let best = cands[0]!;
+      for (const c of cands) {
+        const better = lastSeen[c.id]! > lastSeen[best.id]! || (lastSeen[c.id] === lastSeen[best.id] && c.mentionCount > best.mentionCount);
+        if (better) best = c;
+      }
+      const surface = tokens.slice(m.start, m.end + 1).map((t) => t.text).join(" ");
+      best.forms.set(surface, (best.forms.get(surface) ?? 0) + 1);
+      best.mentionCount++;
+      m.char = best.id;
+    }
+    if (m.char >= 0) lastSeen[m.char] = m.start;
+  }
 }
 
 /**
@@ -203,6 +237,7 @@ export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Ch
       const g = HONORIFICS.get(t);
       if (g === "m") m += 5;
       if (g === "f") f += 5;
+      if (MOSTLY_MALE_TITLES.has(t)) m += 2;
     }
     if (prior === "m") m += 3;
     if (prior === "f") f += 3;

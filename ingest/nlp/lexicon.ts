@@ -11,8 +11,12 @@ for (const w of "mr master monsieur m sir lord father brother uncle count baron 
   HONORIFICS.set(w, "m");
 for (const w of "mrs ms miss mistress madam madame mme mlle mademoiselle lady dame sister aunt countess baroness duchess princess queen signora frau fraulein dona senora marchioness".split(" "))
   HONORIFICS.set(w, "f");
-for (const w of "dr doctor professor prof rev reverend captain capt colonel col major general gen lieutenant lieut lt sergeant sgt admiral commander inspector constable judge cousin president governor bishop parson".split(" "))
-  HONORIFICS.set(w, undefined);
+for (const w of "dr doctor professor prof cousin president governor".split(" ")) HONORIFICS.set(w, undefined);
+/** Ranks and offices that in most fiction name men; a weaker prior than Mr. or Sir. */
+export const MOSTLY_MALE_TITLES = words(
+  "rev reverend captain capt colonel col major general gen lieutenant lieut lt sergeant sgt admiral commander inspector constable judge bishop parson",
+);
+for (const w of MOSTLY_MALE_TITLES) HONORIFICS.set(w, undefined);
 
 /** Titles that also go before a first name ("Miss Elizabeth", "Sir Walter"); others take a surname. */
 export const FIRST_NAME_TITLES = words(
@@ -43,7 +47,7 @@ export const NOT_NAMES = words(`
   indeed upon pray thank thanks hush alas hurrah hullo hello goodbye bye adieu farewell
   perhaps nothing something everything anything nobody everybody somebody anybody
   mister madame monsieur mademoiselle signor signora herr frau
-  street road square park place lane court hall house
+  esq esquire other latter former same rest whole
   tis twas ay eh hey ha haha hm hmm humph pshaw bah pooh
 `);
 
@@ -106,13 +110,10 @@ for (const w of `mary elizabeth jane anne ann catherine margaret sarah emma char
   victoria winifred janny jenny`.split(/\s+/))
   GIVEN_NAMES.set(w, "f");
 
-/** Lower-case person nouns that can stand for an unnamed character ("said the stranger"). */
-export const PERSON_NOUNS = words(`
-  man woman gentleman lady boy girl child stranger visitor doctor vicar clergyman landlord landlady
-  servant maid housekeeper old captain colonel major general inspector constable sergeant officer
-  soldier sailor mariner policeman driver coachman cabman butler footman porter clerk lawyer
-  judge king queen prince princess duke duchess knight squire farmer shopkeeper waiter
-  voice figure youth fellow lad lass mother father aunt uncle cousin brother sister wife husband
-  widow nurse governess cook gardener keeper guard prisoner creature rabbit mouse cat dog bird
-  count countess baron baroness parson curate bishop priest monk nun student professor tramp
-  `);
+/**
+ * Nouns that say only a person's gender ("said the young man", "said his wife"): a dialogue tag
+ * built on one is resolved like he/she, never made into a character of its own.
+ */
+export const GENDERED_NOUNS = new Map<string, Gender>();
+for (const w of "man gentleman boy fellow youth lad husband father son brother uncle nephew master sir".split(" ")) GENDERED_NOUNS.set(w, "m");
+for (const w of "woman lady girl lass wife mother daughter sister aunt niece mistress madam widow".split(" ")) GENDERED_NOUNS.set(w, "f");

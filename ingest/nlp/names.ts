@@ -80,10 +80,16 @@ export function capitalStats(tokens: Token[], inQuote: Uint8Array): CapitalStats
   return { capMid, lower };
 }
 
+// Spellings of one title, so "Doctor Kemp" and "Dr. Kemp" are the same person.
+const TITLE_SYNONYMS: Record<string, string> = {
+  doctor: "dr", capt: "captain", col: "colonel", gen: "general", lieut: "lieutenant", lt: "lieutenant",
+  sgt: "sergeant", prof: "professor", rev: "reverend", mme: "madame", mlle: "mademoiselle", madam: "madame",
+};
+
 function titleOf(word: string): string | undefined {
   if (!isCapitalised(word)) return undefined;
   const key = word.toLowerCase().replace(/\.$/, "");
-  return HONORIFICS.has(key) ? key : undefined;
+  return HONORIFICS.has(key) ? (TITLE_SYNONYMS[key] ?? key) : undefined;
 }
 
 /**
@@ -139,7 +145,8 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     for (;;) {
       const n = tokens[end + 1];
       if (!n || n.paragraph !== first.paragraph || n.start - tokens[end]!.end > 1) break;
-      if (isNameWord(n.text) || INITIAL.test(n.text)) {
+      // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
+      if (isNameWord(n.text) || INITIAL.test(n.text) || (isCapitalised(n.text) && !NOT_NAMES.has(n.text.toLowerCase()) && titleOf(n.text) === undefined)) {
         end++;
         continue;
       }
@@ -166,9 +173,15 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     }
     const next = tokens[end + 1];
     const lastLc = tokens[end]!.text.toLowerCase();
-    if ((next && isCapitalised(next.text) && PLACE_HEADS.has(next.text.toLowerCase())) || PLACE_HEADS.has(lastLc)) {
-      places.push({ start, end: next && PLACE_HEADS.has(next.text.toLowerCase()) ? end + 1 : end });
-      i = end + 1;
+    const nextIsHead = next !== undefined && isCapitalised(next.text) && PLACE_HEADS.has(next.text.toLowerCase()) && title === undefined;
+    if (nextIsHead || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
+      places.push({ start, end: nextIsHead ? end + 1 : end });
+      i = nextIsHead ? end + 1 : end;
+      continue;
+    }
+    // "the Bennets", "the Miss Musgroves": a family, not a person.
+    if (/s$/.test(lastLc) && capMid.has(lastLc.slice(0, -1)) && (title !== undefined || tokens[start - 1]?.text.toLowerCase() === "the")) {
+      i = end;
       continue;
     }
     const parts: string[] = [];
@@ -176,11 +189,6 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     let definite = false;
     const prev = tokens[start - 1];
     if (title === undefined && prev && prev.text.toLowerCase() === "the" && prev.paragraph === first.paragraph) {
-      // "the Bennets": a family, not a person.
-      if (/s$/.test(lastLc) && capMid.has(lastLc.slice(0, -1))) {
-        i = end;
-        continue;
-      }
       definite = true;
       start--;
     }

@@ -2,8 +2,6 @@
 // (which BookNLP writes) well enough for readers of that file: closed-class words come from lists,
 // open-class words from suffixes and capitalisation.
 
-import type { Token } from "./tokenizer.ts";
-
 export interface Tagged {
   pos: string;
   tag: string;
@@ -54,8 +52,7 @@ const IRREGULAR_LEMMAS: Record<string, string> = {
 const PUNCT = /^[^\p{L}\p{N}]+$/u;
 const NUMBER = /^\p{N}+([.,]\p{N}+)*$/u;
 
-export function tagToken(t: Token, sentenceInitial: boolean): Tagged {
-  const w = t.text;
+export function tagToken(w: string, sentenceInitial: boolean): Tagged {
   const lc = w.toLowerCase();
   if (PUNCT.test(w)) return { pos: "PUNCT", tag: /^["\u201c\u201d'\u2018\u2019]$/.test(w) ? "``" : w.length === 1 ? w : ":", lemma: w };
   if (NUMBER.test(w)) return { pos: "NUM", tag: "CD", lemma: w };
