@@ -204,14 +204,17 @@ function resolveByRecency(tokens: Token[], names: NameMention[], deferred: Map<F
  */
 export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Character[], inQuote: Uint8Array): void {
   const evidence = new Float64Array(chars.length);
+  const bump = (id: number, x: number) => {
+    evidence[id] = evidence[id]! + x;
+  };
   const nameStarts = new Set(names.map((m) => m.start));
   for (const m of names) {
     if (m.char < 0) continue;
     const c = chars[m.char]!;
-    if (m.title !== undefined) evidence[c.id] += 2;
-    if (isTagSubject(tokens, m)) evidence[c.id] += 2;
-    if (isVocative(tokens, m)) evidence[c.id] += 1;
-    if (m.placeContext) evidence[c.id] -= 1.5;
+    if (m.title !== undefined) bump(c.id, 2);
+    if (isTagSubject(tokens, m)) bump(c.id, 2);
+    if (isVocative(tokens, m)) bump(c.id, 1);
+    if (m.placeContext) bump(c.id, -1.5);
     if (m.inQuote) continue;
     const para = tokens[m.start]!.paragraph;
     for (let k = m.end + 1; k < tokens.length && k <= m.end + 25; k++) {
@@ -243,8 +246,8 @@ export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Ch
     if (prior === "f") f += 3;
     if (m >= 2 && m >= 1.5 * f) c.gender = "m";
     else if (f >= 2 && f >= 1.5 * m) c.gender = "f";
-    if (GIVEN_NAMES.has([...c.firsts][0] ?? "")) evidence[c.id] += 3;
-    evidence[c.id] += Math.min(c.votes.m + c.votes.f, 10) * 0.5;
+    if (GIVEN_NAMES.has([...c.firsts][0] ?? "")) bump(c.id, 3);
+    bump(c.id, Math.min(c.votes.m + c.votes.f, 10) * 0.5);
     c.person = evidence[c.id]! >= 2;
   }
 }

@@ -1,0 +1,369 @@
+// Parser for BookNLP's output files (real BookNLP 1.0.x and this project's engine alike) and the
+// step that turns them into the pipeline's character list. Pure functions: strings in, records out.
+//
+// Tolerant by design: columns are found by header name (so 13- and 14-column .tokens both work),
+// CRLF line ends, blank lines, "None"/-1 ids, short rows and unknown JSON keys are all accepted.
+
+import { z } from "zod";
+
+export interface TokenRow {
+  paragraph: number;
+  sentence: number;
+  tokenInSentence: number;
+  token: number;
+  word: string;
+  lemma: string;
+  start: number;
+  end: number;
+  pos: string;
+  finePos: string;
+  dependency: string;
+  head: number;
+  event: string;
+  inQuote: boolean | undefined;
+}
+
+export interface EntityRow {
+  coref: number;
+  start: number;
+  end: number;
+  prop: string;
+  cat: string;
+  text: string;
+}
+
+export interface QuoteRow {
+  quoteStart: number;
+  quoteEnd: number;
+  mentionStart: number;
+  mentionEnd: number;
+  mentionPhrase: string;
+  /** null when BookNLP found no speaker. */
+  charId: number | null;
+  quote: string;
+}
+
+export interface SupersenseRow {
+  start: number;
+  end: number;
+  category: string;
+  text: string;
+}
+
+export interface MentionCount {
+  c: number;
+  n: string;
+}
+
+export interface BookCharacter {
+  id: number;
+  count: number;
+  /** BookNLP's pronoun-based gender label ("he/him/his", "she/her", …), or null when unknown. */
+  genderLabel: string | null;
+  genderConfidence: number | null;
+  mentions: { proper: MentionCount[]; common: MentionCount[]; pronoun: MentionCount[] };
+}
+
+export interface ParsedBookNlp {
+  tokens: TokenRow[];
+  entities: EntityRow[];
+  quotes: QuoteRow[];
+  supersense: SupersenseRow[];
+  characters: BookCharacter[];
+}
+
+export interface BookNlpFileTexts {
+  tokens?: string;
+  entities?: string;
+  quotes?: string;
+  supersense?: string;
+  book?: string;
+}
+
+type Row = (name: string) => string;
+
+/** Splits a TSV file into rows addressed by header name. */
+function table(text: string): Row[] {
+  const lines = text.split(/\r?\n/);
+  const header = (lines[0] ?? "").split("\t").map((h) => h.trim());
+  const index = new Map(header.map((h, i) => [h, i]));
+  const rows: Row[] = [];
+  for (let k = 1; k < lines.length; k++) {
+    const line = lines[k]!;
+    if (line.trim() === "") continue;
+    const cells = line.split("\t");
+    rows.push((name) => {
+      const i = index.get(name);
+      return i === undefined ? "" : (cells[i] ?? "");
+    });
+  }
+  return rows;
+}
+
+const int = (s: string, fallback = -1): number => {
+  const n = Number.parseInt(s, 10);
+  return Number.isFinite(n) ? n : fallback;
+};
+
+export function parseTokens(text: string): TokenRow[] {
+  return table(text).map((r) => ({
+    paragraph: int(r("paragraph_ID")),
+    sentence: int(r("sentence_ID")),
+    tokenInSentence: int(r("token_ID_within_sentence")),
+    token: int(r("token_ID_within_document")),
+    word: r("word"),
+    lemma: r("lemma"),
+    start: int(r("byte_onset")),
+    end: int(r("byte_offset")),
+    pos: r("POS_tag"),
+    finePos: r("fine_POS_tag"),
+    dependency: r("dependency_relation"),
+    head: int(r("syntactic_head_ID")),
+    event: r("event"),
+    inQuote: r("inQuote") === "" ? undefined : r("inQuote") === "True",
+  }));
+}
+
+export function parseEntities(text: string): EntityRow[] {
+  return table(text).map((r) => ({
+    coref: int(r("COREF")),
+    start: int(r("start_token")),
+    end: int(r("end_token")),
+    prop: r("prop"),
+    cat: r("cat"),
+    text: r("text"),
+  }));
+}
+
+export function parseQuotes(text: string): QuoteRow[] {
+  return table(text).map((r) => {
+    const id = r("char_id").trim();
+    const charId = id === "" || id === "None" || id === "-1" ? null : int(id, -1);
+    return {
+      quoteStart: int(r("quote_start")),
+      quoteEnd: int(r("quote_end")),
+      mentionStart: int(r("mention_start")),
+      mentionEnd: int(r("mention_end")),
+      mentionPhrase: r("mention_phrase"),
+      charId: charId === -1 ? null : charId,
+      quote: r("quote"),
+    };
+  });
+}
+
+export function parseSupersense(text: string): SupersenseRow[] {
+  return table(text).map((r) => ({
+    start: int(r("start_token")),
+    end: int(r("end_token")),
+    category: r("supersense_category"),
+    text: r("text"),
+  }));
+}
+
+const MentionList = z.array(z.object({ c: z.number(), n: z.string() })).catch([]);
+const BookSchema = z.object({
+  characters: z
+    .array(
+      z.object({
+        id: z.number(),
+        count: z.number().catch(0),
+        g: z
+          .object({ argmax: z.string(), max: z.number() })
+          .nullable()
+          .catch(null)
+          .optional(),
+        mentions: z
+          .object({ proper: MentionList, common: MentionList, pronoun: MentionList })
+          .catch({ proper: [], common: [], pronoun: [] }),
+      }),
+    )
+    .catch([]),
+});
+
+export function parseBook(text: string): BookCharacter[] {
+  if (text.trim() === "") return [];
+  const book = BookSchema.parse(JSON.parse(text));
+  return book.characters.map((c) => ({
+    id: c.id,
+    count: c.count,
+    genderLabel: c.g?.argmax ?? null,
+    genderConfidence: c.g?.max ?? null,
+    mentions: c.mentions,
+  }));
+}
+
+export function parseBookNlp(files: BookNlpFileTexts): ParsedBookNlp {
+  return {
+    tokens: files.tokens ? parseTokens(files.tokens) : [],
+    entities: files.entities ? parseEntities(files.entities) : [],
+    quotes: files.quotes ? parseQuotes(files.quotes) : [],
+    supersense: files.supersense ? parseSupersense(files.supersense) : [],
+    characters: files.book ? parseBook(files.book) : [],
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Character list
+
+export type CharacterGender = "male" | "female" | "unknown";
+
+export interface CharacterSummary {
+  id: number;
+  /** Best proper name ("Elizabeth Bennet"), else the commonest description ("the stranger"). */
+  name: string;
+  aliases: string[];
+  gender: CharacterGender;
+  /** What the character says, in book order, without the quotation marks. */
+  quotes: string[];
+  mentionCount: number;
+  quoteCount: number;
+}
+
+export const DEFAULT_MIN_MENTIONS = 5;
+export const DEFAULT_MIN_QUOTES = 0;
+export const DEFAULT_MAX_CHARACTERS = 40;
+export const DEFAULT_MAX_ALIASES = 12;
+/** A spoken line counts this many mentions when ranking characters by importance. */
+export const QUOTE_WEIGHT = 3;
+export const NARRATOR_NAME = "Narrator";
+
+export interface CharacterListOptions {
+  minMentions?: number;
+  minQuotes?: number;
+  maxCharacters?: number;
+  maxAliases?: number;
+}
+
+// BookNLP writes "Mr. Darcy 's" style token text; this puts the spacing back the way prose has it.
+export function detokenize(s: string): string {
+  return s
+    .replace(/\s+/g, " ")
+    .replace(/ ([,.;:!?%)\]}]|n't|'(?:s|m|re|ve|ll|d)\b|[\u2019'](?=\s|$))/g, "$1")
+    .replace(/([(\[{]) /g, "$1")
+    .replace(/ ?(--|\u2014) ?/g, "$1")
+    .replace(/ - /g, "-")
+    .trim();
+}
+
+const QUOTE_MARKS = /^["\u201c\u201d\u2018\u2019'\u00ab\u00bb\u2014\u2015-]+\s*|\s*["\u201c\u201d\u2018\u2019'\u00ab\u00bb]+$/g;
+
+export function stripQuoteMarks(q: string): string {
+  return detokenize(q).replace(QUOTE_MARKS, "").trim();
+}
+
+const LEADING_MODIFIERS = /^(?:(?:poor|dear|dearest|my|little|old|young|good|the|a|an|this|that|o|oh)\s+)+/i;
+
+function cleanName(n: string): string {
+  const d = detokenize(n);
+  const stripped = d.replace(LEADING_MODIFIERS, "");
+  // "the Hatter" keeps its article: without it the name reads as a trade.
+  const keepArticle = /^the\s+\p{Lu}/u.test(d) && stripped.split(" ").length === 1;
+  const name = keepArticle ? d.replace(/^the/, "The") : stripped || d;
+  return name.charAt(0).toUpperCase() + name.slice(1);
+}
+
+/** The most frequent proper name, lengthened when a fuller form of it is used often enough. */
+function bestName(proper: MentionCount[], common: MentionCount[], id: number): string | undefined {
+  const merged = new Map<string, number>();
+  for (const m of proper) {
+    const n = cleanName(m.n);
+    if (n) merged.set(n, (merged.get(n) ?? 0) + m.c);
+  }
+  const ranked = [...merged.entries()].sort((a, b) => b[1] - a[1]);
+  const top = ranked[0];
+  if (top) {
+    const words = new Set(top[0].toLowerCase().split(" "));
+    let best = top;
+    for (const cand of ranked) {
+      const cw = cand[0].toLowerCase().split(" ");
+      const fuller = cw.length > best[0].split(" ").length && [...words].every((w) => cw.includes(w));
+      if (fuller && cand[1] >= Math.max(2, top[1] * 0.03)) best = cand;
+    }
+    return best[0];
+  }
+  const nominal = [...common].sort((a, b) => b.c - a.c)[0];
+  if (nominal && nominal.c >= 2) return cleanName(nominal.n);
+  return id === 0 ? NARRATOR_NAME : undefined;
+}
+
+function genderOf(label: string | null): CharacterGender {
+  if (label === null) return "unknown";
+  if (label.startsWith("he")) return "male";
+  if (label.startsWith("she")) return "female";
+  return "unknown";
+}
+
+/** Mention lists per cluster rebuilt from .entities, for output that has no .book file. */
+function charactersFromEntities(entities: EntityRow[]): BookCharacter[] {
+  const byId = new Map<number, { count: number; proper: Map<string, number>; common: Map<string, number>; pronoun: Map<string, number> }>();
+  for (const e of entities) {
+    if (e.cat !== "PER" || e.coref < 0) continue;
+    let c = byId.get(e.coref);
+    if (!c) byId.set(e.coref, (c = { count: 0, proper: new Map(), common: new Map(), pronoun: new Map() }));
+    c.count++;
+    const bucket = e.prop === "PROP" ? c.proper : e.prop === "NOM" ? c.common : c.pronoun;
+    bucket.set(e.text, (bucket.get(e.text) ?? 0) + 1);
+  }
+  const list = (m: Map<string, number>) => [...m.entries()].map(([n, c]) => ({ n, c })).sort((a, b) => b.c - a.c);
+  return [...byId.entries()].map(([id, c]) => {
+    const pron = c.pronoun;
+    const he = (pron.get("he") ?? 0) + (pron.get("him") ?? 0) + (pron.get("his") ?? 0) + (pron.get("He") ?? 0) + (pron.get("His") ?? 0);
+    const she = (pron.get("she") ?? 0) + (pron.get("her") ?? 0) + (pron.get("She") ?? 0) + (pron.get("Her") ?? 0);
+    const label = he + she === 0 ? null : he >= she ? "he/him/his" : "she/her";
+    return {
+      id,
+      count: c.count,
+      genderLabel: label,
+      genderConfidence: he + she === 0 ? null : Math.max(he, she) / (he + she),
+      mentions: { proper: list(c.proper), common: list(c.common), pronoun: list(c.pronoun) },
+    };
+  });
+}
+
+/**
+ * The pipeline's character list: one entry per character with a usable name, ranked by
+ * importance (mentions plus weighted quotes), filtered by minimum mentions and quotes.
+ */
+export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOptions = {}): CharacterSummary[] {
+  const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
+  const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
+  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
+  const maxAliases = options.maxAliases ?? DEFAULT_MAX_ALIASES;
+  const source = parsed.characters.length > 0 ? parsed.characters : charactersFromEntities(parsed.entities);
+  const quotesBy = new Map<number, string[]>();
+  for (const q of parsed.quotes) {
+    if (q.charId === null) continue;
+    const text = stripQuoteMarks(q.quote);
+    if (!text) continue;
+    const list = quotesBy.get(q.charId) ?? [];
+    list.push(text);
+    quotesBy.set(q.charId, list);
+  }
+  const out: CharacterSummary[] = [];
+  for (const c of source) {
+    const name = bestName(c.mentions.proper, c.mentions.common, c.id);
+    if (!name) continue;
+    const quotes = quotesBy.get(c.id) ?? [];
+    if (c.count < minMentions || quotes.length < minQuotes) continue;
+    const seen = new Set([name.toLowerCase()]);
+    const aliases: string[] = [];
+    for (const m of [...c.mentions.proper].sort((a, b) => b.c - a.c)) {
+      const a = detokenize(m.n);
+      if (!a || seen.has(a.toLowerCase())) continue;
+      seen.add(a.toLowerCase());
+      aliases.push(a);
+      if (aliases.length >= maxAliases) break;
+    }
+    out.push({
+      id: c.id,
+      name,
+      aliases,
+      gender: genderOf(c.genderLabel),
+      quotes,
+      mentionCount: c.count,
+      quoteCount: quotes.length,
+    });
+  }
+  out.sort((a, b) => b.mentionCount + QUOTE_WEIGHT * b.quoteCount - (a.mentionCount + QUOTE_WEIGHT * a.quoteCount) || a.id - b.id);
+  return out.slice(0, maxCharacters);
+}
