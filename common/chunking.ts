@@ -88,13 +88,16 @@ interface Unit {
   heading?: boolean;
 }
 
-/** Chunks in order, computed lazily: a consumer can embed and index them in batches. */
-export function* chunkText(text: string, options: ChunkOptions = {}): Generator<Chunk> {
+/**
+ * Chunks in order, computed lazily: a consumer can embed and index them in batches. A bad budget
+ * throws here, not at the first chunk.
+ */
+export function chunkText(text: string, options: ChunkOptions = {}): Generator<Chunk> {
   const budget = options.chunkTokens ?? DEFAULT_CHUNK_TOKENS;
   if (!Number.isInteger(budget) || budget < MIN_CHUNK_TOKENS) {
     throw new RangeError(`chunkTokens must be an integer >= ${MIN_CHUNK_TOKENS}, got ${budget}`);
   }
-  yield* pack(units(text, budget), budget);
+  return pack(units(text, budget), budget);
 }
 
 export function chunkTextToArray(text: string, options: ChunkOptions = {}): Chunk[] {
@@ -119,13 +122,9 @@ function* units(text: string, budget: number): Generator<Unit> {
   for (const paragraph of paragraphs(text)) {
     let leading = first ? "" : PARAGRAPH_SEPARATOR;
     first = false;
-    if (paragraph.length <= MAX_HEADING_CHARS && !paragraph.includes("\n") && !SENTENCE_FINAL.test(paragraph)) {
-      const text = leading + paragraph;
-      yield { text, tokens: countO200kTokens(text), level: Level.Sentence, breakBefore: false, heading: true };
-      continue;
-    }
+    const heading = paragraph.length <= MAX_HEADING_CHARS && !paragraph.includes("\n") && !SENTENCE_FINAL.test(paragraph);
     for (const sentence of pieces(paragraph, Level.Sentence)) {
-      yield* fit(leading + sentence, Level.Sentence, budget, true);
+      for (const unit of fit(leading + sentence, Level.Sentence, budget, true)) yield heading ? { ...unit, heading } : unit;
       leading = "";
     }
   }

@@ -147,7 +147,7 @@ describe("chunkText", () => {
   });
 
   test.each([0, 7, 12.5, Number.NaN])("refuses a budget of %p tokens", (chunkTokens) => {
-    expect(() => chunkTextToArray("Some text.", { chunkTokens })).toThrow(RangeError);
+    expect(() => chunkText("Some text.", { chunkTokens })).toThrow(RangeError);
   });
 
   test("keeps every invariant on arbitrary mixed-script text", () => {
