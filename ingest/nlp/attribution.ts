@@ -1,6 +1,6 @@
 import type { Character } from "./characters.ts";
 import { isVocative } from "./characters.ts";
-import { FIRST_PERSON, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { FIRST_PERSON, GENDERED_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Token, Tokenized } from "./tokenizer.ts";
@@ -70,6 +70,18 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   names.forEach((m, k) => {
     if (m.char >= 0) nameEndingAt[m.end] = k;
   });
+  // "said the young man", "cried his wife": a description that only gives a gender, read like he/she.
+  const describedGender = (j: number, hi: number): Tag | undefined => {
+    const det = tokens[j]!.text.toLowerCase();
+    if (det !== "the" && det !== "his" && det !== "her" && det !== "my" && det !== "a" && det !== "their") return undefined;
+    for (let k = j + 1; k <= Math.min(hi, j + 3); k++) {
+      const g = GENDERED_NOUNS.get(tokens[k]!.text.toLowerCase());
+      if (g) return { kind: "pronoun", gender: g, at: k };
+      if (!/^\p{L}+$/u.test(tokens[k]!.text)) break;
+    }
+    return undefined;
+  };
+
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
   const subject = (v: number, lo: number, hi: number): Tag | undefined => {
     let j = v + 1;
@@ -79,6 +91,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (k >= 0) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
       const g = pronounGender(tokens[j]!.text.toLowerCase());
       if (g) return { kind: "pronoun", gender: g, at: j };
+      const d = describedGender(j, hi);
+      if (d) return d;
     }
     for (let i = v - 1, skipped = 0; i >= lo && skipped <= 2; i--) {
       const lc = tokens[i]!.text.toLowerCase();

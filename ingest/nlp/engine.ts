@@ -1,14 +1,16 @@
 import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.ts";
-import { clusterNames, scoreCharacters, type Character } from "./characters.ts";
+import { clusterNames, isVocative, scoreCharacters, type Character } from "./characters.ts";
 import { resolveMentions, type EntityMention } from "./coref.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
-import { capitalStats, findNames, type NameMention, type PlaceMention } from "./names.ts";
+import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
 import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokens, tagAll, type BookNlpFiles } from "./writer.ts";
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
+const NARRATOR_MIN_VOCATIVES = 2;
+const NARRATOR_QUOTED_SHARE = 0.8;
 
 export interface Analysis {
   text: string;
@@ -57,6 +59,39 @@ function firstPersonShare(tok: Tokenized, inQuote: Uint8Array): number {
   return words === 0 ? 0 : firsts / words;
 }
 
+/**
+ * A first-person narrator is never named in the narration, only by others inside quotes: the
+ * person addressed most by name whose name occurs (almost) only in quotes is the narrator.
+ */
+function nameTheNarrator(tokens: Tokenized["tokens"], names: NameMention[], chars: Character[]): void {
+  const total = new Map<number, number>();
+  const quoted = new Map<number, number>();
+  const vocatives = new Map<number, number>();
+  const add = (m: Map<number, number>, k: number) => m.set(k, (m.get(k) ?? 0) + 1);
+  for (const m of names) {
+    if (m.char <= NARRATOR_ID || !chars[m.char]!.person) continue;
+    add(total, m.char);
+    if (m.inQuote) add(quoted, m.char);
+    if (isVocative(tokens, m)) add(vocatives, m.char);
+  }
+  let best = -1;
+  for (const [c, v] of vocatives) {
+    const n = total.get(c) ?? 0;
+    if (v < NARRATOR_MIN_VOCATIVES || (quoted.get(c) ?? 0) < NARRATOR_QUOTED_SHARE * n) continue;
+    if (best < 0 || v > (vocatives.get(best) ?? 0)) best = c;
+  }
+  if (best < 0) return;
+  const named = chars[best]!;
+  const narrator = chars[NARRATOR_ID]!;
+  for (const m of names) if (m.char === best) m.char = NARRATOR_ID;
+  narrator.forms = named.forms;
+  narrator.titles = named.titles;
+  narrator.gender = named.gender;
+  narrator.mentionCount += named.mentionCount;
+  named.person = false;
+  named.mentionCount = 0;
+}
+
 export function analyze(text: string, options: EngineOptions = {}): Analysis {
   const stage = options.onStage ?? (() => {});
   stage("tokens");
@@ -65,11 +100,14 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   const scan = findQuotes(tok);
   stage("names");
   const stats = capitalStats(tok.tokens, scan.inQuote);
-  const { names, places } = findNames(tok, scan.inQuote, stats);
+  const found = findNames(tok, scan.inQuote, stats);
+  const places = found.places;
+  const names = [...found.names, ...findEpithets(tok.tokens, scan.inQuote, found.names)].sort((a, b) => a.start - b.start);
   const chars = clusterNames(tok.tokens, names, [narratorSlot()]);
   scoreCharacters(tok.tokens, names, chars, scan.inQuote);
   const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);
   chars[NARRATOR_ID]!.person = narrator;
+  if (narrator) nameTheNarrator(tok.tokens, names, chars);
   stage("speakers");
   const attribution = attributeSpeakers({ tok, quotes: scan.quotes, inQuote: scan.inQuote, names, chars, narrator });
   stage("coreference");

@@ -1,4 +1,5 @@
 import {
+  GENDERED_NOUNS,
   HONORIFICS,
   NAME_PARTICLES,
   NOT_NAMES,
@@ -205,4 +206,75 @@ export function isTagSubject(tokens: Token[], m: { start: number; end: number })
   const after = tokens[m.end + 1]?.text.toLowerCase() ?? "";
   const after2 = tokens[m.end + 2]?.text.toLowerCase() ?? "";
   return SPEECH_VERBS.has(before) || SPEECH_VERBS.has(after) || (after.endsWith("ly") && SPEECH_VERBS.has(after2));
+}
+
+/** Dialogue tags needed before a description ("the mariner") is taken as a character's name. */
+export const EPITHET_MIN_TAGS = 3;
+const MAX_EPITHET_WORDS = 3;
+const WORD = /^\p{L}+$/u;
+
+/** Lower-cased words of "the X Y" right after index i ("the"), stopping at punctuation. */
+function nounPhraseAfter(tokens: Token[], i: number): string[] | undefined {
+  if (tokens[i]?.text.toLowerCase() !== "the") return undefined;
+  const words: string[] = [];
+  for (let k = i + 1; k < tokens.length && words.length <= MAX_EPITHET_WORDS; k++) {
+    const w = tokens[k]!.text;
+    if (!WORD.test(w)) break;
+    words.push(w.toLowerCase());
+  }
+  const end = tokens[i + 1 + words.length];
+  if (words.length === 0 || words.length > MAX_EPITHET_WORDS || (end && WORD.test(end.text))) return undefined;
+  return words;
+}
+
+function acceptableHead(words: string[]): boolean {
+  const head = words[words.length - 1]!;
+  return !NOT_NAMES.has(head) && !GENDERED_NOUNS.has(head) && !SPEECH_VERBS.has(head) && !head.endsWith("ly") && words.every((w) => !HONORIFICS.has(w) || words.length > 1);
+}
+
+/**
+ * Unnamed characters known by a description used in dialogue tags ("said the mariner", "the Cat
+ * said"): once a description tags enough quotes, every "the <description>" becomes a mention.
+ */
+export function findEpithets(tokens: Token[], inQuote: Uint8Array, names: NameMention[]): NameMention[] {
+  const counts = new Map<string, number>();
+  for (let v = 1; v < tokens.length; v++) {
+    if (inQuote[v] || !SPEECH_VERBS.has(tokens[v]!.text.toLowerCase())) continue;
+    const after = nounPhraseAfter(tokens, v + 1);
+    if (after && acceptableHead(after)) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
+    for (let t = v - 2; t >= Math.max(0, v - 1 - MAX_EPITHET_WORDS); t--) {
+      if (tokens[t]!.text.toLowerCase() !== "the") continue;
+      const words = tokens.slice(t + 1, v).map((x) => x.text.toLowerCase());
+      if (words.every((w) => WORD.test(w)) && acceptableHead(words)) counts.set(words.join(" "), (counts.get(words.join(" ")) ?? 0) + 1);
+      break;
+    }
+  }
+  const epithets = new Map<string, string[]>();
+  for (const [key, n] of counts) if (n >= EPITHET_MIN_TAGS) epithets.set(key.split(" ")[0]!, [...(epithets.get(key.split(" ")[0]!) ?? []), key]);
+  if (epithets.size === 0) return [];
+  const taken = new Uint8Array(tokens.length);
+  for (const m of names) taken.fill(1, m.start, m.end + 1);
+  const out: NameMention[] = [];
+  for (let i = 0; i + 1 < tokens.length; i++) {
+    if (tokens[i]!.text.toLowerCase() !== "the") continue;
+    const keys = epithets.get(tokens[i + 1]!.text.toLowerCase());
+    if (!keys) continue;
+    for (const key of keys) {
+      const words = key.split(" ");
+      const end = i + words.length;
+      if (end >= tokens.length) continue;
+      let ok = true;
+      for (let k = 0; k < words.length && ok; k++) ok = tokens[i + 1 + k]!.text.toLowerCase() === words[k];
+      // The whole description, not the start of a longer one ("the voice" but not "the voice of").
+      const next = tokens[end + 1];
+      if (!ok || (next && WORD.test(next.text) && /^\p{Ll}/u.test(next.text) && words.length > 1)) continue;
+      let free = true;
+      for (let k = i; k <= end && free; k++) free = taken[k] === 0;
+      if (!free) continue;
+      const parts = tokens.slice(i + 1, end + 1).map((t) => t.text);
+      out.push({ start: i, end, title: undefined, parts, definite: true, inQuote: inQuote[i] === 1, placeContext: false, char: -1 });
+      break;
+    }
+  }
+  return out;
 }

@@ -48,24 +48,35 @@ function codePointOffsets(text: string): ((utf16: number) => number) | undefined
   return (u) => map[u]!;
 }
 
-export function tagAll(a: Analysis): Tagged[] {
-  // The tag depends only on the word and whether it opens a sentence: cache the common case.
-  const cache = new Map<string, Tagged>();
+/** Tags plus the pieces of a .tokens line that depend only on the word, built once per word. */
+interface TaggedCell extends Tagged {
+  wordLemma: string;
+  posTag: string;
+}
+
+export function tagAll(a: Analysis): TaggedCell[] {
+  // The tag depends only on the word and whether it opens a sentence: cache both cases.
+  const cache = [new Map<string, TaggedCell>(), new Map<string, TaggedCell>()];
   return a.tok.tokens.map((t, i) => {
-    const initial = t.inSentence === 0 || (i > 0 && a.scan.inQuote[i] === 1 && a.scan.inQuote[i - 1] === 0);
-    if (initial) return tagToken(t.text, true);
-    let g = cache.get(t.text);
-    if (!g) cache.set(t.text, (g = tagToken(t.text, false)));
+    const initial = t.inSentence === 0 || (i > 0 && a.scan.inQuote[i] === 1 && a.scan.inQuote[i - 1] === 0) ? 1 : 0;
+    const map = cache[initial]!;
+    let g = map.get(t.text);
+    if (!g) {
+      const tag = tagToken(t.text, initial === 1);
+      // Tokens never contain whitespace, so no escaping is needed.
+      g = { ...tag, wordLemma: t.text + "\t" + tag.lemma + "\t", posTag: "\t" + tag.pos + "\t" + tag.tag + "\t" };
+      map.set(t.text, g);
+    }
     return g;
   });
 }
 
-export function renderTokens(a: Analysis, tags: Tagged[]): string {
+export function renderTokens(a: Analysis, tags: TaggedCell[]): string {
   const { tokens, sentenceStarts } = a.tok;
   const conv = codePointOffsets(a.text);
-  // One growing string: far cheaper than an array of 150k lines joined at the end.
-  let out = TOKENS_HEADER + "\n";
   const inQuote = a.scan.inQuote;
+  // Lines are joined per sentence, sentences once at the end: short ropes, one flattening.
+  const parts: string[] = [TOKENS_HEADER + "\n"];
   for (let s = 0; s + 1 < sentenceStarts.length; s++) {
     const lo = sentenceStarts[s]!;
     const hi = sentenceStarts[s + 1]!;
@@ -76,19 +87,20 @@ export function renderTokens(a: Analysis, tags: Tagged[]): string {
         break;
       }
     }
+    const head = tokens[lo]!.paragraph + "\t" + s + "\t";
+    const tail = "\t" + root + "\tO\t";
+    let chunk = "";
     for (let i = lo; i < hi; i++) {
       const t = tokens[i]!;
       const g = tags[i]!;
       const rel = i === root ? "ROOT" : g.pos === "PUNCT" ? "punct" : g.pos === "PRON" && i < root ? "nsubj" : "dep";
       const start = conv ? conv(t.start) : t.start;
       const end = conv ? conv(t.end) : t.end;
-      // Tokens never contain whitespace, so no escaping is needed.
-      out +=
-        t.paragraph + "\t" + t.sentence + "\t" + t.inSentence + "\t" + i + "\t" + t.text + "\t" + g.lemma + "\t" + start + "\t" + end + "\t" +
-        g.pos + "\t" + g.tag + "\t" + rel + "\t" + root + (inQuote[i] ? "\tO\tTrue\n" : "\tO\tFalse\n");
+      chunk += head + (i - lo) + "\t" + i + "\t" + g.wordLemma + start + "\t" + end + g.posTag + rel + tail + (inQuote[i] ? "True\n" : "False\n");
     }
+    parts.push(chunk);
   }
-  return out;
+  return parts.join("");
 }
 
 export function renderEntities(mentions: EntityMention[]): string {
