@@ -256,9 +256,9 @@ const LEADING_MODIFIERS = /^(?:(?:poor|dear|dearest|my|little|old|young|good|the
 function cleanName(n: string): string {
   const d = detokenize(n);
   const stripped = d.replace(LEADING_MODIFIERS, "");
-  // "the Hatter" keeps its article: without it the name reads as a trade.
-  const keepArticle = /^the\s+\p{Lu}/u.test(d) && stripped.split(" ").length === 1;
-  const name = keepArticle ? d.replace(/^the/, "The") : stripped || d;
+  // "the Hatter", "the lamplighter" keep their article: without it the name reads as a trade.
+  const keepArticle = /^the\s/i.test(d) && stripped.split(" ").length === 1;
+  const name = keepArticle ? d.replace(/^the/i, "The") : stripped || d;
   return name.charAt(0).toUpperCase() + name.slice(1);
 }
 

@@ -222,6 +222,8 @@ export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Ch
       if (t.paragraph !== para || nameStarts.has(k)) break;
       if (inQuote[k]) continue;
       const lc = t.text.toLowerCase();
+      // Object pronouns right after a name usually point at someone else ("Clara looked at him").
+      if (lc === "him" || lc === "her") continue;
       if (MALE_PRONOUNS.has(lc)) {
         c.votes.m++;
         break;
@@ -244,8 +246,8 @@ export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Ch
     }
     if (prior === "m") m += 3;
     if (prior === "f") f += 3;
-    if (m >= 2 && m >= 1.5 * f) c.gender = "m";
-    else if (f >= 2 && f >= 1.5 * m) c.gender = "f";
+    if ((m >= 2 && m >= 1.5 * f) || (m >= 1 && f === 0)) c.gender = "m";
+    else if ((f >= 2 && f >= 1.5 * m) || (f >= 1 && m === 0)) c.gender = "f";
     if (GIVEN_NAMES.has([...c.firsts][0] ?? "")) bump(c.id, 3);
     bump(c.id, Math.min(c.votes.m + c.votes.f, 10) * 0.5);
     c.person = evidence[c.id]! >= 2;

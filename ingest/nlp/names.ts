@@ -1,5 +1,6 @@
 import {
   GENDERED_NOUNS,
+  GIVEN_NAMES,
   HONORIFICS,
   NAME_PARTICLES,
   NOT_NAMES,
@@ -111,6 +112,16 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     const mid = capMid.get(lc) ?? 0;
     return mid >= 1 && (lower.get(lc) ?? 0) <= mid * 0.15;
   };
+  // At a sentence start a capital proves little; a word never seen in lower case still counts when
+  // something vouches for it: a known given name, a surname right after it, or a speech verb.
+  const vouched = (j: number): boolean => {
+    const w = tokens[j]!.text;
+    const lc = w.toLowerCase();
+    if (!isCapitalised(w) || INITIAL.test(w) || lower.has(lc) || NOT_NAMES.has(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
+    const next = tokens[j + 1];
+    const after = next?.text ?? "";
+    return GIVEN_NAMES.has(lc) || (next !== undefined && next.start - tokens[j]!.end <= 1 && isNameWord(after)) || SPEECH_VERBS.has(after.toLowerCase());
+  };
   const names: NameMention[] = [];
   const places: PlaceMention[] = [];
   for (let i = 0; i < tokens.length; i++) {
@@ -125,7 +136,9 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       j++;
     }
     const first = tokens[j];
-    if (!first || first.paragraph !== tokens[i]!.paragraph || !isNameWord(first.text)) {
+    const sameParagraph = first !== undefined && first.paragraph === tokens[i]!.paragraph;
+    const initial = sameParagraph && isSentenceInitial(tokens, j, inQuote);
+    if (!first || !sameParagraph || !(isNameWord(first.text) || (initial && title === undefined && vouched(j)))) {
       // A title standing alone after "the" names someone too ("the King", "the Admiral").
       const prev = tokens[i - 1];
       if (
@@ -139,9 +152,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       }
       continue;
     }
-    const initial = isSentenceInitial(tokens, j, inQuote);
-    const lc = first.text.toLowerCase();
-    if (title === undefined && initial && (capMid.get(lc) ?? 0) < 2) continue;
+    if (title === undefined && initial && (capMid.get(first.text.toLowerCase()) ?? 0) < 2 && !vouched(j)) continue;
     let end = j;
     for (;;) {
       const n = tokens[end + 1];

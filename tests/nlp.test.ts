@@ -1,0 +1,228 @@
+import { describe, expect, test } from "bun:test";
+import { parseBookNlp, toCharacterList, type CharacterSummary } from "../ingest/nlp/booknlp-files.ts";
+import { runBookNlp } from "../ingest/nlp/engine.ts";
+import { detectConvention, findQuotes } from "../ingest/nlp/quotes.ts";
+import { tokenize } from "../ingest/nlp/tokenizer.ts";
+import { ENTITIES_HEADER, QUOTES_HEADER, SUPERSENSE_HEADER, TOKENS_HEADER } from "../ingest/nlp/writer.ts";
+
+// Every passage here is written for these tests.
+
+/** Runs the engine and reads its files back the way the pipeline does. */
+function read(text: string) {
+  const { files, analysis } = runBookNlp(text);
+  const parsed = parseBookNlp(files);
+  const characters = toCharacterList(parsed, { minMentions: 0 });
+  const quotes = parsed.quotes.map((q) => ({ text: q.quote, speaker: q.charId }));
+  /** Character ids of the given names, to compare with quote speakers. */
+  const ids = (...names: string[]) => names.map((n) => character(characters, n).id);
+  return { files, analysis, parsed, characters, quotes, speakers: quotes.map((q) => q.speaker), ids };
+}
+
+function character(list: CharacterSummary[], name: string): CharacterSummary {
+  const c = list.find((x) => x.name === name || x.aliases.includes(name));
+  if (!c) throw new Error(`no character named ${name} in ${list.map((x) => x.name).join(", ")}`);
+  return c;
+}
+
+const quoted = (text: string) => findQuotes(tokenize(text));
+const quoteTexts = (text: string) => {
+  const tok = tokenize(text);
+  return findQuotes(tok).quotes.map((q) => text.slice(tok.tokens[q.start]!.start, tok.tokens[q.end]!.end));
+};
+
+describe("name clustering", () => {
+  const text = [
+    "Clara Whitcombe walked into the orchard before dawn. The grass was wet, and Clara had not slept.",
+    "Later that morning Miss Clara Whitcombe wrote a letter to her cousin, and Clara sealed it herself.",
+    "Mr. Ashdown arrived at noon, and Mrs. Ashdown came soon after him. Mr. Ashdown sat down by the window while Mrs. Ashdown poured the tea, and he thanked her.",
+    "Then Mrs. Ashdown asked for Clara, and Mr. Ashdown said that he had seen Miss Whitcombe in the orchard.",
+  ].join("\n\n");
+
+  test("a first name, a full name and a titled full name are one character", () => {
+    const { characters } = read(text);
+    const clara = character(characters, "Clara Whitcombe");
+    expect([clara.name, ...clara.aliases]).toEqual(expect.arrayContaining(["Clara", "Clara Whitcombe", "Miss Clara Whitcombe"]));
+    expect(clara.gender).toBe("female");
+  });
+
+  test("Mr. and Mrs. with one surname are two characters of different genders", () => {
+    const { characters } = read(text);
+    const mr = character(characters, "Mr. Ashdown");
+    const mrs = character(characters, "Mrs. Ashdown");
+    expect(mr.id).not.toBe(mrs.id);
+    expect(mr.gender).toBe("male");
+    expect(mrs.gender).toBe("female");
+  });
+
+  test("places after 'in' and before 'Street' are not characters", () => {
+    const t = 'Tobias Fenwick lived in Harrowgate, where he kept a shop. Tobias walked down Marlow Street every day, and he was well liked in Harrowgate. "Good morning," said Tobias to everyone.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.aliases.concat(c.name)).flat().sort()).toEqual(["Tobias", "Tobias Fenwick"]);
+  });
+
+  test("a capitalised word that is usually lower case is not a name", () => {
+    const t = "Tobias went to the market. Yesterday he bought bread, and yesterday the baker smiled. Yesterday was cold. Tobias said nothing.";
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).not.toContain("Yesterday");
+  });
+});
+
+describe("quote conventions", () => {
+  test.each([
+    ["straight double quotes", '"I am going out," said Tobias. "Do not wait up."', "double", ['"I am going out,"', '"Do not wait up."']],
+    ["curly double quotes", "\u201cI am going out,\u201d said Tobias. \u201cDo not wait up.\u201d", "double", ["\u201cI am going out,\u201d", "\u201cDo not wait up.\u201d"]],
+    [
+      "single quotes around apostrophes",
+      "\u2018I don\u2019t mind,\u2019 said Tobias. \u2018The boys\u2019 coats are wet.\u2019",
+      "single",
+      ["\u2018I don\u2019t mind,\u2019", "\u2018The boys\u2019 coats are wet.\u2019"],
+    ],
+    ["em-dash dialogue", "\u2014I am going out \u2014 said Tobias \u2014 do not wait up.", "dash", ["\u2014I am going out", "\u2014 do not wait up."]],
+  ])("%s are found", (_label, text, convention, expected) => {
+    expect(detectConvention(tokenize(text))).toBe(convention as "double" | "single" | "dash");
+    expect(quoteTexts(text)).toEqual(expected);
+  });
+
+  test("the dominant convention wins: stray single quotes in a double-quoted book are not quotes", () => {
+    const text = '"Come in," said Clara. "It is only the wind."\n\nThe sign read \u2018Closed\u2019 in faded paint.';
+    expect(quoted(text).convention).toBe("double");
+    expect(quoted(text).quotes).toHaveLength(2);
+  });
+
+  test("a quote nested in another stays inside the outer quote", () => {
+    const text = "\"She told me, 'Never again,' and walked out,\" said Tobias.";
+    expect(quoteTexts(text)).toEqual(["\"She told me, 'Never again,' and walked out,\""]);
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Tobias"));
+  });
+
+  test("a paragraph that leaves its quote open continues in the next, with the same speaker", () => {
+    const text = [
+      "Clara Whitcombe and Tobias Fenwick sat by the fire.",
+      '"It began in the spring," said Clara. "The river rose and the mill flooded.',
+      '"By summer nothing was left of it."',
+      "Tobias nodded.",
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.quotes).toHaveLength(3);
+    expect(r.analysis.scan.quotes[2]!.continuation).toBe(true);
+    expect(r.speakers).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe", "Clara Whitcombe"));
+  });
+});
+
+describe("speaker attribution", () => {
+  // The intro's own quote comes first; each case checks the quotes after it.
+  const intro = "Clara Whitcombe met Tobias Fenwick at the gate. Tobias was late, and he apologised. Clara laughed, and she took his arm.\n\n\"Shall we go?\" said Tobias.\n\nClara nodded.\n\n";
+
+  test.each([
+    ["said X after the quote", '"The gate is locked," said Tobias.', "Tobias Fenwick"],
+    ["X said after the quote", '"The gate is locked," Clara said.', "Clara Whitcombe"],
+    ["X replied with an adverb", '"The gate is locked," Tobias quietly replied.', "Tobias Fenwick"],
+    ["a tag before the quote", 'Clara said, "The gate is locked."', "Clara Whitcombe"],
+    ["a pronoun tag for the woman", '"The gate is locked," she said.', "Clara Whitcombe"],
+    ["a pronoun tag for the man", '"The gate is locked," he answered.', "Tobias Fenwick"],
+    ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
+  ])("%s", (_label, line, speaker) => {
+    const r = read(intro + line);
+    expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
+  });
+
+  test("untagged turns alternate between the two speakers", () => {
+    const text =
+      intro +
+      ['"Where have you been?" asked Clara.', '"At the mill," said Tobias.', '"All night?"', '"All night."', '"And what did you find there?"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe"));
+  });
+
+  test("a name used to address someone makes the other person the speaker", () => {
+    const text = intro + ['"Tobias, will you fetch the lamp?"', '"At once," said Tobias.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a description used in many tags becomes a character", () => {
+    const text = [
+      '"Who goes there?" said the lamplighter.',
+      '"A friend," said Tobias Fenwick.',
+      '"Friends carry lanterns," said the lamplighter.',
+      '"Mine went out," said Tobias.',
+      '"Then come and light it," said the lamplighter, and the lamplighter smiled.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(character(r.characters, "The lamplighter").name).toBe("The lamplighter");
+    expect(r.speakers).toEqual(r.ids("The lamplighter", "Tobias Fenwick", "The lamplighter", "Tobias Fenwick", "The lamplighter"));
+  });
+});
+
+describe("first-person narrator", () => {
+  const text = [
+    "I had not seen my brother for a year when I came home at last. I found him in the study, and I sat down.",
+    '"Sit down, Arthur," said Edmund Varley. "You look tired."',
+    '"I am tired," I said. "The roads were bad, and I rode all night."',
+    '"Well, Arthur, what news from the city?"',
+    "I told him everything I knew, and he listened.",
+  ].join("\n\n");
+
+  test("a book told in the first person has the narrator as character 0", () => {
+    const { analysis, parsed } = read(text);
+    expect(analysis.narrator).toBe(true);
+    const tagged = parsed.quotes.find((q) => q.quote.startsWith('" I am tired'));
+    expect(tagged?.charId).toBe(0);
+  });
+
+  test("the narrator takes the name others call them by", () => {
+    const { characters } = read(text);
+    const narrator = characters.find((c) => c.id === 0);
+    expect(narrator?.name).toBe("Arthur");
+    expect(character(characters, "Edmund Varley").id).not.toBe(0);
+  });
+
+  test("a third-person book has no narrator character", () => {
+    const { analysis, parsed } = read('Clara Whitcombe opened the door. "Come in," said Clara.');
+    expect(analysis.narrator).toBe(false);
+    expect(parsed.entities.some((e) => e.coref === 0)).toBe(false);
+  });
+});
+
+describe("output files", () => {
+  test.each([
+    ["an empty text", ""],
+    ["a text with no dialogue", "The house stood empty. Nobody came, and the rain fell all winter."],
+  ])("%s still gives every file with its header and a valid book", (_label, text) => {
+    const { files } = runBookNlp(text);
+    expect(files.tokens.split("\n")[0]).toBe(TOKENS_HEADER);
+    expect(files.entities.split("\n")[0]).toBe(ENTITIES_HEADER);
+    expect(files.quotes).toBe(QUOTES_HEADER + "\n");
+    expect(files.supersense.split("\n")[0]).toBe(SUPERSENSE_HEADER);
+    expect(JSON.parse(files.book)).toEqual({ characters: [] });
+  });
+
+  test("token offsets point at the token text, counted in characters as BookNLP does", () => {
+    const text = "Ada said \u201cHi\u201d to \ud83d\ude00 Bo\u00e9 at noon.";
+    const { parsed } = read(text);
+    const codePoints = [...text];
+    for (const t of parsed.tokens) expect(codePoints.slice(t.start, t.end).join("")).toBe(t.word);
+    expect(parsed.tokens.map((t) => t.word)).toContain("Bo\u00e9");
+  });
+
+  test("tokens rows carry paragraph, sentence and in-quote flags", () => {
+    const { parsed } = read('First line here.\n\n"Second," said Ada. Third one.');
+    const byWord = new Map(parsed.tokens.map((t) => [t.word, t]));
+    expect(byWord.get("First")!.paragraph).toBe(0);
+    expect(byWord.get("Second")!.paragraph).toBe(1);
+    expect(byWord.get("Second")!.inQuote).toBe(true);
+    expect(byWord.get("said")!.inQuote).toBe(false);
+    expect(byWord.get("Third")!.sentence).toBeGreaterThan(byWord.get("Second")!.sentence);
+  });
+
+  test("the book file lists each character's mentions and gender the way BookNLP does", () => {
+    const text = 'Clara Whitcombe opened the door. She smiled. "Come in," said Clara. Clara was glad, and she laughed.';
+    const { files } = runBookNlp(text);
+    const book = JSON.parse(files.book) as { characters: { id: number; count: number; g: { argmax: string } | null; mentions: { proper: { c: number; n: string }[]; pronoun: { c: number; n: string }[] } }[] };
+    const clara = book.characters[0]!;
+    expect(clara.mentions.proper).toEqual(expect.arrayContaining([{ c: 2, n: "Clara" }, { c: 1, n: "Clara Whitcombe" }]));
+    expect(clara.g?.argmax).toBe("she/her");
+    expect(clara.count).toBe(clara.mentions.proper.reduce((a, m) => a + m.c, 0) + clara.mentions.pronoun.reduce((a, m) => a + m.c, 0));
+  });
+});
