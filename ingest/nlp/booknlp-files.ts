@@ -251,6 +251,8 @@ export function stripQuoteMarks(q: string): string {
   return detokenize(q).replace(QUOTE_MARKS, "").trim();
 }
 
+const TITLED = /^(?:mr|mrs|ms|miss|dr|sir|lady|lord|captain|colonel|major|general|admiral|rev|professor|madame?|mme|mlle|monsieur|master)\b/i;
+const MIN_FULLER_NAME_COUNT = 2;
 const LEADING_MODIFIERS = /^(?:(?:poor|dear|dearest|my|little|old|young|good|the|a|an|this|that|o|oh)\s+)+/i;
 
 function cleanName(n: string): string {
@@ -262,7 +264,10 @@ function cleanName(n: string): string {
   return name.charAt(0).toUpperCase() + name.slice(1);
 }
 
-/** The most frequent proper name, lengthened when a fuller form of it is used often enough. */
+/**
+ * The most frequent proper name; a bare one ("Emma") is lengthened to its commonest fuller form
+ * ("Emma Woodhouse"). A titled name ("Mr. Knightley") is already how the book refers to them.
+ */
 function bestName(proper: MentionCount[], common: MentionCount[], id: number): string | undefined {
   const merged = new Map<string, number>();
   for (const m of proper) {
@@ -272,14 +277,10 @@ function bestName(proper: MentionCount[], common: MentionCount[], id: number): s
   const ranked = [...merged.entries()].sort((a, b) => b[1] - a[1]);
   const top = ranked[0];
   if (top) {
-    const words = new Set(top[0].toLowerCase().split(" "));
-    let best = top;
-    for (const cand of ranked) {
-      const cw = cand[0].toLowerCase().split(" ");
-      const fuller = cw.length > best[0].split(" ").length && [...words].every((w) => cw.includes(w));
-      if (fuller && cand[1] >= Math.max(2, top[1] * 0.03)) best = cand;
-    }
-    return best[0];
+    const words = top[0].split(" ");
+    if (words.length > 1 || TITLED.test(top[0])) return top[0];
+    const fuller = ranked.find(([n, c]) => c >= MIN_FULLER_NAME_COUNT && !TITLED.test(n) && n.split(" ").length > 1 && n.split(" ").includes(words[0]!));
+    return (fuller ?? top)[0];
   }
   const nominal = [...common].sort((a, b) => b.c - a.c)[0];
   if (nominal && nominal.c >= 2) return cleanName(nominal.n);
