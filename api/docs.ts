@@ -1,0 +1,65 @@
+import { openapi } from "@elysiajs/openapi";
+import { Elysia } from "elysia";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { z } from "zod";
+
+/**
+ * OpenAPI document and Swagger UI. The UI's script and stylesheet are served by the API itself from
+ * the swagger-ui-dist package, so the page works on a network with no route to a CDN.
+ */
+
+export const DOCS_PATH = "/docs";
+export const OPENAPI_JSON_PATH = `${DOCS_PATH}/json`;
+const ASSETS_PATH = `${DOCS_PATH}/assets`;
+
+const SWAGGER_UI_DIR = dirname(fileURLToPath(import.meta.resolve("swagger-ui-dist/package.json")));
+const ASSETS: Record<string, string> = {
+  "swagger-ui.css": "text/css; charset=utf-8",
+  "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
+  "favicon-32x32.png": "image/png",
+};
+
+export const API_TITLE = "Book character chat API";
+export const API_VERSION = "1.0.0";
+
+const DESCRIPTION = `Backend of an AI reading companion: submit a book for ingestion, then chat with its characters
+in their own voice, grounded in passages of the book. Internal service: the JSON body is trusted; there is
+no authentication of its own.`;
+
+export function docs() {
+  return new Elysia({ name: "docs" })
+    .use(
+      openapi({
+        provider: "swagger-ui",
+        path: DOCS_PATH,
+        specPath: OPENAPI_JSON_PATH,
+        mapJsonSchema: { zod: z.toJSONSchema },
+        exclude: { paths: [`${ASSETS_PATH}/:file`] },
+        documentation: {
+          info: { title: API_TITLE, version: API_VERSION, description: DESCRIPTION },
+          tags: [
+            { name: "Operations", description: "Health and Prometheus metrics" },
+            { name: "Books", description: "Book ingestion" },
+            { name: "Chat", description: "In-character chat over Server-Sent Events" },
+          ],
+        },
+        swagger: {
+          theme: `${ASSETS_PATH}/swagger-ui.css`,
+          cdn: `${ASSETS_PATH}/swagger-ui-bundle.js`,
+          autoDarkMode: false,
+        },
+      }),
+    )
+    .get(
+      `${ASSETS_PATH}/:file`,
+      ({ params, status }) => {
+        const type = ASSETS[params.file];
+        if (!type) return status(404, { error: "not found" });
+        return new Response(Bun.file(join(SWAGGER_UI_DIR, params.file)), {
+          headers: { "content-type": type, "cache-control": "public, max-age=86400" },
+        });
+      },
+      { detail: { hide: true } },
+    );
+}

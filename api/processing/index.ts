@@ -1,0 +1,29 @@
+import { Elysia } from "elysia";
+import { ErrorBody, ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
+import { submitBook, type ProcessingDeps } from "./service.ts";
+
+export function processingRoutes(deps: ProcessingDeps) {
+  return new Elysia({ name: "processing" }).post(
+    "/character/processing",
+    async ({ body, status }) => status(202, await submitBook(deps, body)),
+    {
+      parse: "json",
+      body: ProcessingRequest,
+      response: { 202: ProcessingAccepted, 400: ErrorBody, 422: ErrorBody, 500: ErrorBody },
+      detail: {
+        tags: ["Books"],
+        summary: "Queue a book for ingestion",
+        description: `Checks the request and the file before queueing, so that a bad book is refused now rather than failing later:
+
+- **400**: malformed JSON, or a field missing or of the wrong type (the message names the field).
+- **422**: the book is not in the database; \`file_url\` is not http(s), does not end in \`.txt\` or \`.md\`, names a host
+  that is or resolves to a loopback, private, link-local or metadata address (unless listed in \`FILE_URL_ALLOWED_HOSTS\`),
+  cannot be downloaded within 120 s, is larger than \`MAX_BOOK_BYTES\`, or is not UTF-8 text.
+- **500**: the database or the queue is unavailable (no internals in the message).
+
+On success the job \`{book_id, file_url, user_id, enqueued_at, job_id}\` is pushed onto the \`processing_queue\` list
+and an ingest worker picks it up.`,
+      },
+    },
+  );
+}

@@ -1,0 +1,52 @@
+import { getBook } from "../../common/db/repositories.ts";
+import type { Database } from "../../common/db/index.ts";
+import { FileUrlError, checkFileUrlSyntax, type DownloadResult } from "../../common/file-url.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import type { Logger } from "../../common/log.ts";
+import type { Metrics } from "../../common/metrics.ts";
+import { enqueueJob } from "../../common/queue.ts";
+import type { ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
+import { HttpError } from "../errors.ts";
+
+export interface ProcessingDeps {
+  db: Database;
+  kv: KeyValueStore;
+  metrics: Metrics;
+  logger: Logger;
+  /** Downloads file_url with every check (address policy, size, time, text) and discards the bytes. */
+  probeBook: (fileUrl: string) => Promise<DownloadResult>;
+}
+
+/**
+ * Validates a book submission the way the worker will need it and queues it. Cheap checks come
+ * first so that a bad request costs no download: URL syntax and extension, then the books row, then
+ * the download itself.
+ */
+export async function submitBook(deps: ProcessingDeps, request: ProcessingRequest): Promise<ProcessingAccepted> {
+  try {
+    checkFileUrlSyntax(request.file_url);
+  } catch (err) {
+    if (err instanceof FileUrlError) throw new HttpError(422, err.message);
+    throw err;
+  }
+
+  const book = await getBook(deps.db, request.book_id).catch((err: unknown) => {
+    throw new HttpError(500, "database unavailable", { cause: err });
+  });
+  if (!book) throw new HttpError(422, "book not found");
+
+  try {
+    await deps.probeBook(request.file_url);
+  } catch (err) {
+    if (err instanceof FileUrlError) throw new HttpError(422, err.message, { cause: err });
+    throw err;
+  }
+
+  const { job, depth } = await enqueueJob(deps.kv, request).catch((err: unknown) => {
+    throw new HttpError(500, "queue unavailable", { cause: err });
+  });
+  deps.metrics.processing.jobsQueued.inc();
+  deps.metrics.processing.queueDepth.set(depth);
+  deps.logger.info("book queued", { book_id: job.book_id, job_id: job.job_id, queue_depth: depth });
+  return { status: "accepted", job_id: job.job_id, data: { book_id: job.book_id, job, queued: true } };
+}

@@ -1,0 +1,87 @@
+import { join } from "node:path";
+import type { Config } from "./config.ts";
+import { createDatabase } from "./db/create.ts";
+import type { Database } from "./db/index.ts";
+import { migrate } from "./db/migrate.ts";
+import { createKeyValueStore } from "./kv/create.ts";
+import type { KeyValueStore } from "./kv/index.ts";
+import { createLanguageModel } from "./llm/create.ts";
+import type { LanguageModel } from "./llm/index.ts";
+import { createLogger, type Logger } from "./log.ts";
+import { countTokens, createMetrics, type Metrics } from "./metrics.ts";
+import { createHttpReranker } from "./rerank/http.ts";
+import type { Reranker } from "./rerank/index.ts";
+import { createEmbeddedTextIndex } from "./text/embedded.ts";
+import type { TextIndex } from "./text/index.ts";
+import { createTypesenseTextIndex } from "./text/typesense.ts";
+import { createEmbeddedVectorIndex } from "./vector/embedded.ts";
+import type { VectorIndex } from "./vector/index.ts";
+import { createQdrantVectorIndex } from "./vector/qdrant.ts";
+
+/**
+ * The composition root: reads the typed config once and builds every adapter. The API, the worker
+ * and the CLIs take what they need from here; nothing else chooses an adapter.
+ */
+export interface Deps {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  db: Database;
+  kv: KeyValueStore;
+  llm: LanguageModel;
+  vectorIndex: VectorIndex;
+  textIndex: TextIndex;
+  reranker: Reranker | undefined;
+  close(): Promise<void>;
+}
+
+export interface BuildOptions {
+  logger?: Logger;
+  metrics?: Metrics;
+}
+
+export async function buildDeps(config: Config, options: BuildOptions = {}): Promise<Deps> {
+  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  const metrics = options.metrics ?? createMetrics();
+
+  const db = await createDatabase(config.database, { logger });
+  const applied = await migrate(db);
+  if (applied.length > 0) logger.info("migrations applied", { migrations: applied });
+
+  const kv = createKeyValueStore(config.kv, logger);
+  const llm = createLanguageModel(config.llm, {
+    onUsage: (purpose, usage) => countTokens(metrics, purpose, usage.promptTokens, usage.completionTokens),
+  });
+  const vectorIndex = config.qdrant
+    ? createQdrantVectorIndex(config.qdrant)
+    : createEmbeddedVectorIndex({ dir: join(config.dataDir, "vectors") });
+  const textIndex = config.typesense
+    ? createTypesenseTextIndex(config.typesense)
+    : createEmbeddedTextIndex({ dir: join(config.dataDir, "text") });
+  const reranker = config.rerank ? createHttpReranker(config.rerank) : undefined;
+
+  logger.info("components", {
+    database: db.driver,
+    kv: kv.driver,
+    llm: llm.provider,
+    vector_index: vectorIndex.adapter,
+    text_index: textIndex.adapter,
+    reranker: reranker ? "http" : "rank fusion",
+  });
+
+  return {
+    config,
+    logger,
+    metrics,
+    db,
+    kv,
+    llm,
+    vectorIndex,
+    textIndex,
+    reranker,
+    async close() {
+      await Promise.allSettled([kv.close(), vectorIndex.close?.(), textIndex.close?.()]);
+      await db.close();
+    },
+  };
+}
