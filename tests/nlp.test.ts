@@ -141,6 +141,16 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
   });
 
+  test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
+    const text = [
+      "Mrs. Ashdown was sewing by the fire. Mr. Ashdown came in from the garden, and he sat down heavily. Clara Whitcombe was reading in the corner, and she did not look up.",
+      '"The roses are finished," said Mr. Ashdown.',
+      '"Then we shall have none for Sunday," said his wife.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
+  });
+
   test("a description used in many tags becomes a character", () => {
     const text = [
       '"Who goes there?" said the lamplighter.',

@@ -30,7 +30,17 @@ export interface AttributionInput {
 
 type Tag =
   | { kind: "char"; char: number; start: number; end: number }
-  | { kind: "pronoun"; gender: Gender | "i"; at: number };
+  | { kind: "pronoun"; gender: Gender | "i"; at: number }
+  /** "his wife": the wife of whoever "his" is, found through a shared surname. */
+  | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number };
+
+// Family words whose holder shares the possessor's surname under a known title.
+const RELATIONS: Record<string, { gender: Gender; title: string }> = {
+  wife: { gender: "f", title: "mrs" },
+  mother: { gender: "f", title: "mrs" },
+  husband: { gender: "m", title: "mr" },
+  father: { gender: "m", title: "mr" },
+};
 
 const SKIPPABLE = new Set([",", "!", "?", "\u2014", "--", "-", ";", ":", "_", "."]);
 const ADVERBS = new Set(["then", "again", "now", "at", "once", "still", "presently", "suddenly", "simply", "only", "quietly", "softly", "gravely", "calmly", "coldly", "eagerly", "warmly", "sharply", "slowly"]);
@@ -75,7 +85,12 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     const det = tokens[j]!.text.toLowerCase();
     if (det !== "the" && det !== "his" && det !== "her" && det !== "my" && det !== "a" && det !== "their") return undefined;
     for (let k = j + 1; k <= Math.min(hi, j + 3); k++) {
-      const g = GENDERED_NOUNS.get(tokens[k]!.text.toLowerCase());
+      const noun = tokens[k]!.text.toLowerCase();
+      const relation = RELATIONS[noun];
+      if (relation && k === j + 1 && (det === "his" || det === "her")) {
+        return { kind: "relation", gender: relation.gender, possessor: det === "his" ? "m" : "f", title: relation.title, at: k };
+      }
+      const g = GENDERED_NOUNS.get(noun);
       if (g) return { kind: "pronoun", gender: g, at: k };
       if (!/^\p{L}+$/u.test(tokens[k]!.text)) break;
     }
@@ -161,6 +176,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     }
     return fallback;
   };
+  const resolveTag = (tag: Tag, avoid: number, paraMentions: number[]): number => {
+    if (tag.kind === "char") return tag.char;
+    if (tag.kind === "pronoun") return resolvePronoun(tag.gender, avoid, paraMentions);
+    const holder = resolvePronoun(tag.possessor, -1, paraMentions);
+    if (holder >= 0) {
+      const surnames = chars[holder]!.lasts;
+      const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
+      if (kin) return kin.id;
+    }
+    return resolvePronoun(tag.gender, avoid, paraMentions);
+  };
 
   // Group quotes into paragraph units.
   const units: { para: number; qs: number[]; speaker: number; addressee: number; continuation: boolean }[] = [];
@@ -205,7 +231,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (!tag && q.start > cursor) tag = tagBefore(cursor, q.start - 1);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
-        const c = tag.kind === "char" ? tag.char : resolvePronoun(tag.gender, avoid, paraMentions);
+        const c = resolveTag(tag, avoid, paraMentions);
         if (c >= 0) {
           speaker[qk] = c;
           if (tag.kind === "char") {
@@ -227,7 +253,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       break;
     }
     if (unitSpeaker < 0 && lead) {
-      unitSpeaker = lead.kind === "char" ? lead.char : resolvePronoun(lead.gender, avoid, []);
+      unitSpeaker = resolveTag(lead, avoid, []);
     }
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
