@@ -547,31 +547,58 @@ if (postgres.reachable) {
 
 describe("PGlite on disk", () => {
   let dataDir: string;
+
+  /** `bun run migrate` as a user runs it: nothing configured but the data dir. */
+  async function runMigrateCommand(env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+    const child = Bun.spawn([process.execPath, "run", "migrate"], {
+      cwd: join(import.meta.dir, ".."),
+      env: { PATH: process.env.PATH ?? "", ...env },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    const [stdout, stderr, code] = await Promise.all([new Response(child.stdout).text(), new Response(child.stderr).text(), child.exited]);
+    return { code, stdout, stderr };
+  }
+
+  let firstRun: Awaited<ReturnType<typeof runMigrateCommand>>;
+
+  // initdb takes seconds, so the data dir the command creates is the one the persistence test reopens.
   beforeAll(async () => {
     dataDir = await mkdtemp(join(tmpdir(), "pglite-"));
-  });
+    firstRun = await runMigrateCommand({ DATA_DIR: dataDir });
+  }, SETUP_TIMEOUT_MS);
   afterAll(() => rm(dataDir, { recursive: true, force: true }));
 
-  test(
-    "data written to a data dir survives closing and reopening it",
-    async () => {
-      const config = { driver: "pglite", dataDir: join(dataDir, "pg") } as const;
-      const first = await createDatabase(config);
-      expect(first.driver).toBe("pglite");
-      expect(await migrate(first)).not.toEqual([]);
-      const book = await repo.insertBook(first, { title: "Sense and Sensibility" });
-      await first.close();
+  test("bun run migrate creates the schema in the data dir once and then reports it up to date", async () => {
+    expect(firstRun.code).toBe(0);
+    expect(firstRun.stdout).toContain("applied 0001_initial.sql");
+    const second = await runMigrateCommand({ DATA_DIR: dataDir });
+    expect(second.code).toBe(0);
+    expect(second.stdout).toContain("schema is up to date");
+    expect(second.stdout).not.toContain("applied");
+  });
 
-      const reopened = await createDatabase(config);
-      try {
-        expect(await migrate(reopened)).toEqual([]);
-        expect(await repo.getBook(reopened, book.id)).toEqual(book);
-      } finally {
-        await reopened.close();
-      }
-    },
-    SETUP_TIMEOUT_MS,
-  );
+  test("bun run migrate with a malformed DATABASE_URL names the variable and fails", async () => {
+    const result = await runMigrateCommand({ DATA_DIR: dataDir, DATABASE_URL: "mysql://db/app" });
+    expect(result.code).not.toBe(0);
+    expect(result.stderr).toContain("DATABASE_URL");
+  });
+
+  test("data written to a data dir survives closing and reopening it", async () => {
+    const config = { driver: "pglite", dataDir: join(dataDir, "pg") } as const;
+    const first = await createDatabase(config);
+    expect(first.driver).toBe("pglite");
+    expect(await migrate(first)).toEqual([]);
+    const book = await repo.insertBook(first, { title: "Sense and Sensibility" });
+    await first.close();
+
+    const reopened = await createDatabase(config);
+    try {
+      expect(await repo.getBook(reopened, book.id)).toEqual(book);
+    } finally {
+      await reopened.close();
+    }
+  });
 });
 
 describe("unreachable servers", () => {
