@@ -74,7 +74,9 @@ export function capitalStats(tokens: Token[], inQuote: Uint8Array): CapitalStats
   const lower = new Map<string, number>();
   for (let i = 0; i < tokens.length; i++) {
     const w = tokens[i]!.text;
-    if (!LETTER.test(w)) continue;
+    const c = w.charCodeAt(0);
+    // ASCII punctuation and digits are the commonest non-words: skip them without a regex.
+    if (c < 65 || (c > 90 && c < 97) || (c > 122 && c < 128) || !LETTER.test(w)) continue;
     const lc = w.toLowerCase();
     if (w === lc) add(lower, lc);
     else if (isCapitalised(w) && !isSentenceInitial(tokens, i, inQuote)) add(capMid, lc);

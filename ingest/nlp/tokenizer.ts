@@ -65,7 +65,7 @@ function pushToken(
 /** Splits a word into the word and a trailing clitic the way spaCy does ("do" "n't", "Darcy" "'s"). */
 function pushWord(out: Token[], text: string, start: number, end: number, paragraph: number): void {
   const word = text.slice(start, end);
-  const m = CONTRACTION_RE.exec(word);
+  const m = word.includes("'") || word.includes("\u2019") ? CONTRACTION_RE.exec(word) : null;
   if (m && m[1] && m[2]) {
     const cut = start + m[1].length;
     pushToken(out, text, start, cut, paragraph);
