@@ -27,6 +27,12 @@ const DESCRIPTION = `Backend of an AI reading companion: submit a book for inges
 in their own voice, grounded in passages of the book. Internal service: the JSON body is trusted; there is
 no authentication of its own.`;
 
+/** Zod to JSON Schema, without the `$schema` marker that OpenAPI 3.1 schema objects do not need. */
+function toOpenApiSchema(schema: z.ZodType): Record<string, unknown> {
+  const { $schema: _, ...rest } = z.toJSONSchema(schema, { unrepresentable: "any", io: "input" });
+  return rest;
+}
+
 export function docs() {
   return new Elysia({ name: "docs" })
     .use(
@@ -34,7 +40,7 @@ export function docs() {
         provider: "swagger-ui",
         path: DOCS_PATH,
         specPath: OPENAPI_JSON_PATH,
-        mapJsonSchema: { zod: z.toJSONSchema },
+        mapJsonSchema: { zod: toOpenApiSchema },
         exclude: { paths: [`${ASSETS_PATH}/:file`] },
         documentation: {
           info: { title: API_TITLE, version: API_VERSION, description: DESCRIPTION },
@@ -45,6 +51,8 @@ export function docs() {
           ],
         },
         swagger: {
+          // The plugin links the document relatively ("docs/json"), which breaks at "/docs/"; link it absolutely.
+          ...{ url: OPENAPI_JSON_PATH },
           theme: `${ASSETS_PATH}/swagger-ui.css`,
           cdn: `${ASSETS_PATH}/swagger-ui-bundle.js`,
           autoDarkMode: false,
