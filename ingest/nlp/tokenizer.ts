@@ -34,19 +34,42 @@ const ABBREVIATIONS = new Set([
   "sq", "mt", "ave", "maj", "adm", "gov", "supt", "insp",
 ]);
 
-// One alternation per token class; the sticky flag walks the text without slicing it.
-// Words may carry inner apostrophes (o'clock, don't) and inner periods only as initials (U.S.).
-const TOKEN_RE = new RegExp(
-  [
-    "(\\r?\\n(?:[ \\t\\f\\v\\u00a0]*\\r?\\n)+)", // 1: paragraph break (a blank line)
-    "([\\s\\u00a0\\u2028\\u2029]+)", // 2: other whitespace
-    "((?:[A-Za-z]\\.){2,})", // 3: initialisms such as U.S.
-    "([\\p{L}\\p{M}\\p{N}]+(?:['\\u2019][\\p{L}\\p{M}]+)*)", // 4: word, with inner apostrophes
-    "(-{2,}|\\.{2,}|\\u2026|[\\u2013\\u2014\\u2015]+)", // 5: dashes and ellipses
-    "([^\\s])", // 6: any other single character
-  ].join("|"),
-  "uy",
-);
+// Character classes for the scanner. ASCII is decided by code; anything else by a Unicode regex,
+// remembered per code unit.
+const WORD_CHAR = /[\p{L}\p{M}\p{N}]/u;
+const LETTER_OR_MARK = /[\p{L}\p{M}]/u;
+const SPACE = /\s/u;
+const NON_ASCII_CLASS = new Uint8Array(65536); // 0 unknown, bit 1 word, bit 2 letter, bit 4 space, bit 8 decided
+
+function classOf(text: string, i: number): number {
+  const c = text.charCodeAt(i);
+  if (c < 128) {
+    if ((c >= 97 && c <= 122) || (c >= 65 && c <= 90)) return 3;
+    if (c >= 48 && c <= 57) return 1;
+    return c === 32 || (c >= 9 && c <= 13) ? 4 : 0;
+  }
+  if (c >= 0xd800 && c <= 0xdbff) {
+    const ch = String.fromCodePoint(text.codePointAt(i)!);
+    return (WORD_CHAR.test(ch) ? 1 : 0) | (LETTER_OR_MARK.test(ch) ? 2 : 0);
+  }
+  let k = NON_ASCII_CLASS[c]!;
+  if (k === 0) {
+    const ch = String.fromCharCode(c);
+    k = 8 | (WORD_CHAR.test(ch) ? 1 : 0) | (LETTER_OR_MARK.test(ch) ? 2 : 0) | (SPACE.test(ch) ? 4 : 0);
+    NON_ASCII_CLASS[c] = k;
+  }
+  return k & 7;
+}
+
+/** Length in code units of the character at i (2 for a surrogate pair). */
+function width(text: string, i: number): number {
+  const c = text.charCodeAt(i);
+  return c >= 0xd800 && c <= 0xdbff && i + 1 < text.length ? 2 : 1;
+}
+
+const isAsciiLetter = (c: number) => (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
+const isApostrophe = (c: number) => c === 39 || c === 0x2019;
+const isLongDash = (c: number) => c === 0x2013 || c === 0x2014 || c === 0x2015;
 
 const CONTRACTION_RE = /^(.+?)(n['\u2019]t|['\u2019](?:s|m|re|ve|ll|d|S|M|RE|VE|LL|D))$/;
 const SENTENCE_END = new Set([".", "!", "?", "\u2026", "..."]);
@@ -82,43 +105,61 @@ export function tokenize(text: string): Tokenized {
   let paragraphHasTokens = false;
   // Books with no blank lines at all use one line per paragraph.
   const lineParagraphs = !/\n[ \t]*\r?\n/.test(text);
-  TOKEN_RE.lastIndex = 0;
+  const n = text.length;
   let pos = 0;
-  while (pos < text.length) {
-    TOKEN_RE.lastIndex = pos;
-    const m = TOKEN_RE.exec(text);
-    if (!m) break;
+  while (pos < n) {
     const start = pos;
-    const end = pos + m[0].length;
-    pos = end;
-    if (m[1] !== undefined || (m[2] !== undefined && lineParagraphs && m[2].includes("\n"))) {
-      if (paragraphHasTokens) {
+    const cls = classOf(text, pos);
+    if (cls & 4) {
+      // A whitespace run with a blank line in it (or any newline, in line-per-paragraph books).
+      let newlines = 0;
+      while (pos < n && classOf(text, pos) & 4) {
+        if (text.charCodeAt(pos) === 10) newlines++;
+        pos++;
+      }
+      if ((newlines >= 2 || (lineParagraphs && newlines >= 1)) && paragraphHasTokens) {
         paragraph++;
         paragraphHasTokens = false;
       }
       continue;
     }
-    if (m[2] !== undefined) continue;
     if (!paragraphHasTokens) {
       paragraphStarts.push(tokens.length);
       paragraphHasTokens = true;
     }
-    if (m[4] !== undefined) {
-      // Keep an abbreviation's period on the word ("Mr."), and a single capital's ("P." in "Annie P. Miller").
-      const word = m[4];
-      if (
-        text.charCodeAt(end) === 46 &&
-        (ABBREVIATIONS.has(word.toLowerCase()) || /^[A-Z]$/.test(word)) &&
-        text.charCodeAt(end + 1) !== 46
-      ) {
-        pushToken(tokens, text, start, end + 1, paragraph);
-        pos = end + 1;
-        continue;
-      }
-      pushWord(tokens, text, start, end, paragraph);
+    const c = text.charCodeAt(pos);
+    // Initialisms such as U.S. stay one token.
+    if (isAsciiLetter(c) && text.charCodeAt(pos + 1) === 46 && isAsciiLetter(text.charCodeAt(pos + 2)) && text.charCodeAt(pos + 3) === 46) {
+      pos += 4;
+      while (isAsciiLetter(text.charCodeAt(pos)) && text.charCodeAt(pos + 1) === 46) pos += 2;
+      pushToken(tokens, text, start, pos, paragraph);
       continue;
     }
-    pushToken(tokens, text, start, end, paragraph);
+    if (cls & 1) {
+      // A word, with inner apostrophes (o'clock, don't) when a letter follows them.
+      while (pos < n) {
+        if (classOf(text, pos) & 1) pos += width(text, pos);
+        else if (isApostrophe(text.charCodeAt(pos)) && pos + 1 < n && classOf(text, pos + 1) & 2) pos += 1;
+        else break;
+      }
+      // Keep an abbreviation's period on the word ("Mr."), and a single capital's ("P." in "Annie P. Miller").
+      if (text.charCodeAt(pos) === 46 && text.charCodeAt(pos + 1) !== 46) {
+        const word = text.slice(start, pos);
+        if (ABBREVIATIONS.has(word.toLowerCase()) || (pos - start === 1 && c >= 65 && c <= 90)) {
+          pushToken(tokens, text, start, pos + 1, paragraph);
+          pos++;
+          continue;
+        }
+      }
+      pushWord(tokens, text, start, pos, paragraph);
+      continue;
+    }
+    if ((c === 45 || c === 46) && text.charCodeAt(pos + 1) === c) {
+      while (text.charCodeAt(pos) === c) pos++;
+    } else if (isLongDash(c)) {
+      while (isLongDash(text.charCodeAt(pos))) pos++;
+    } else pos += width(text, pos);
+    pushToken(tokens, text, start, pos, paragraph);
   }
   paragraphStarts.push(tokens.length);
   const sentenceStarts = splitSentences(tokens);
