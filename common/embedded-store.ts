@@ -1,9 +1,15 @@
-import { mkdir, open, readFile, rename, rm } from "node:fs/promises";
+import { mkdir, open, readFile, rename, rm, truncate } from "node:fs/promises";
 import { dirname, join } from "node:path";
 
 /**
- * What the embedded vector and BM25 indexes share: one file per book under a folder, loaded lazily,
- * written atomically, with every write to a book serialised and idle books evicted from memory.
+ * What the embedded vector and BM25 indexes share: files per book under a folder, loaded lazily,
+ * every write to a book serialised, idle books evicted from memory, and two crash-safe ways to write.
+ *
+ * - An append-only log of checksummed frames, one frame per upsert batch, fsynced before the upsert
+ *   resolves: a batch costs its own size, not the book's, and a crash mid-append leaves a torn last
+ *   frame that the next load drops (so a batch is stored whole or not at all).
+ * - Whole-file replacement (temp file, fsync, rename, fsync the folder) for snapshots and compaction:
+ *   a crash leaves the old file or the new one, never a mix.
  */
 
 export const DEFAULT_MAX_OPEN_BOOKS = 64;
@@ -22,33 +28,15 @@ export function assertSafeBookId(bookId: string): void {
   if (!SAFE_BOOK_ID.test(bookId)) throw new InvalidBookIdError(bookId);
 }
 
-/**
- * Replaces `path` with `parts` so that a crash leaves either the old file or the new one, never a
- * torn mix: write a sibling temp file, fsync it, rename over the target, fsync the folder so the
- * rename itself survives a power cut.
- */
-export async function writeFileAtomic(path: string, parts: readonly ArrayBufferView[]): Promise<void> {
-  const tmp = `${path}.${process.pid}.${crypto.randomUUID()}.tmp`;
-  try {
-    const file = await open(tmp, "w");
-    try {
-      for (const part of parts) {
-        const bytes = new Uint8Array(part.buffer, part.byteOffset, part.byteLength);
-        // A write may be short; keep going until the whole part is on disk.
-        for (let done = 0; done < bytes.byteLength; ) {
-          const { bytesWritten } = await file.write(bytes, done, bytes.byteLength - done);
-          done += bytesWritten;
-        }
-      }
-      await file.sync();
-    } finally {
-      await file.close();
-    }
-    await rename(tmp, path);
-  } catch (err) {
-    await rm(tmp, { force: true });
-    throw err;
-  }
+function isMissing(err: unknown): boolean {
+  return (err as { code?: unknown } | null)?.code === "ENOENT";
+}
+
+function bytesOf(part: ArrayBufferView): Uint8Array {
+  return new Uint8Array(part.buffer, part.byteOffset, part.byteLength);
+}
+
+async function fsyncFolder(path: string): Promise<void> {
   const folder = await open(dirname(path), "r");
   try {
     await folder.sync();
@@ -57,31 +45,127 @@ export async function writeFileAtomic(path: string, parts: readonly ArrayBufferV
   }
 }
 
+async function writeParts(path: string, flags: "w" | "a", parts: readonly ArrayBufferView[]): Promise<void> {
+  const file = await open(path, flags);
+  try {
+    const isNew = (await file.stat()).size === 0;
+    for (const part of parts) {
+      const bytes = bytesOf(part);
+      // A write may be short; keep going until the whole part is on disk.
+      for (let done = 0; done < bytes.byteLength; ) {
+        const { bytesWritten } = await file.write(bytes, done, bytes.byteLength - done);
+        done += bytesWritten;
+      }
+    }
+    await file.sync();
+    // A new file's directory entry must reach the disk too, or a power cut can lose the whole file.
+    if (isNew && flags === "a") await fsyncFolder(path);
+  } finally {
+    await file.close();
+  }
+}
+
+/** Replaces `path` with `parts` atomically (see the module comment). */
+export async function writeFileAtomic(path: string, parts: readonly ArrayBufferView[]): Promise<void> {
+  const tmp = `${path}.${process.pid}.${crypto.randomUUID()}.tmp`;
+  try {
+    await writeParts(tmp, "w", parts);
+    await rename(tmp, path);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+  await fsyncFolder(path);
+}
+
+/** Reads a whole file, or undefined when it does not exist. */
+export async function readFileIfExists(path: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    if (isMissing(err)) return undefined;
+    throw err;
+  }
+}
+
+// Frame: u32 magic · u32 payload length · u32 CRC-32 of payload · payload · zero padding to 4 bytes.
+// The padding keeps every payload 4-byte aligned in the file, so readers can view it as 32-bit arrays.
+const FRAME_MAGIC = 0x3146_4b42; // "BKF1" as little-endian bytes
+const FRAME_HEADER_BYTES = 12;
+
+/** The parts of one log frame holding `payload`, for appendFrame or writeFileAtomic. */
+export function frame(payload: readonly ArrayBufferView[]): ArrayBufferView[] {
+  const length = payload.reduce((sum, part) => sum + part.byteLength, 0);
+  let crc = 0;
+  for (const part of payload) crc = Bun.hash.crc32(bytesOf(part), crc);
+  const header = new DataView(new ArrayBuffer(FRAME_HEADER_BYTES));
+  header.setUint32(0, FRAME_MAGIC, true);
+  header.setUint32(4, length, true);
+  header.setUint32(8, crc, true);
+  return [header, ...payload, new Uint8Array((4 - (length % 4)) % 4)];
+}
+
+/** Appends one frame and fsyncs: when this resolves the batch survives a crash. */
+export async function appendFrame(path: string, payload: readonly ArrayBufferView[]): Promise<void> {
+  await writeParts(path, "a", frame(payload));
+}
+
+export interface LogContents {
+  /** Payloads of the whole frames, in order, each a 4-byte-aligned view. */
+  payloads: Uint8Array[];
+  /** Bytes of a torn or corrupt tail that were cut off (0 normally). */
+  droppedBytes: number;
+}
+
+/**
+ * Reads a log, or undefined when there is none. A torn or corrupt frame ends the log: it and
+ * anything after it are cut off the file, so later appends follow the last good frame.
+ * Call only while no one else writes the file (inside BookShelf.exclusive or a load).
+ */
+export async function readLog(path: string): Promise<LogContents | undefined> {
+  const file = await readFileIfExists(path);
+  if (file === undefined) return undefined;
+  // A fresh, 0-aligned copy when the read buffer is a slice of a pool.
+  const bytes = file.byteOffset % 4 === 0 ? file : new Uint8Array(file);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const payloads: Uint8Array[] = [];
+  let at = 0;
+  while (at + FRAME_HEADER_BYTES <= bytes.byteLength) {
+    if (view.getUint32(at, true) !== FRAME_MAGIC) break;
+    const length = view.getUint32(at + 4, true);
+    const start = at + FRAME_HEADER_BYTES;
+    if (start + length > bytes.byteLength) break;
+    const payload = bytes.subarray(start, start + length);
+    if (Bun.hash.crc32(payload) !== view.getUint32(at + 8, true)) break;
+    payloads.push(payload);
+    at = start + length + ((4 - (length % 4)) % 4);
+  }
+  // Cuts a torn tail, or restores the missing padding after a last frame whose payload is whole.
+  if (at !== bytes.byteLength) await truncate(path, at);
+  return { payloads, droppedBytes: Math.max(0, bytes.byteLength - at) };
+}
+
 export interface BookShelfOptions<T> {
+  /** Folder holding the books' files; created before the first write. */
   dir: string;
-  /** File name suffix, e.g. ".vec". */
-  extension: string;
-  decode(bytes: Buffer, bookId: string): T;
+  /** Builds a book's state from its files; undefined when the book has none. */
+  load(bookId: string): Promise<T | undefined>;
   maxOpenBooks?: number;
 }
 
 export interface BookShelf<T> {
-  /** The book's state, loading it from disk on first use; undefined when the book has none. */
+  /** The book's state, loading it on first use; undefined when the book has none. */
   get(bookId: string): Promise<T | undefined>;
   /**
-   * Runs `fn` with the book's current state while no other `exclusive` call for the same book runs,
-   * so two batches for one book never interleave. `fn` returns the state to keep in memory (or
-   * undefined to drop it); if it throws, memory is dropped too so the next use reloads what is on disk.
+   * Runs `fn` with the book's current state while nothing else runs for the same book, so two
+   * batches for one book never interleave. `fn` returns the state to keep in memory (undefined to
+   * drop it); if it throws, memory is dropped so the next use reloads what is on disk.
    */
-  exclusive<R>(bookId: string, fn: (state: T | undefined, path: string) => Promise<{ state: T | undefined; result: R }>): Promise<R>;
-  /** Removes the book's file and memory. */
-  remove(bookId: string): Promise<void>;
-  /** Lets pending writes finish and forgets every loaded book. */
+  exclusive<R>(bookId: string, fn: (state: T | undefined) => Promise<{ state: T | undefined; result: R }>): Promise<R>;
+  /** Drops the book from memory, then runs `removeFiles`, without loading the book first. */
+  remove(bookId: string, removeFiles: () => Promise<void>): Promise<void>;
+  /** Lets pending work finish and forgets every loaded book. */
   close(): Promise<void>;
-}
-
-function isMissing(err: unknown): boolean {
-  return (err as { code?: unknown } | null)?.code === "ENOENT";
 }
 
 export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
@@ -90,8 +174,6 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
   const open = new Map<string, T>();
   const queues = new Map<string, Promise<unknown>>();
   let dirReady: Promise<unknown> | undefined;
-
-  const pathOf = (bookId: string) => join(options.dir, bookId + options.extension);
 
   function remember(bookId: string, state: T | undefined): void {
     open.delete(bookId);
@@ -104,23 +186,8 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     }
   }
 
-  async function load(bookId: string): Promise<T | undefined> {
-    const cached = open.get(bookId);
-    if (cached !== undefined) return cached;
-    let bytes: Buffer;
-    try {
-      bytes = await readFile(pathOf(bookId));
-    } catch (err) {
-      if (isMissing(err)) return undefined;
-      throw err;
-    }
-    const state = options.decode(bytes, bookId);
-    remember(bookId, state);
-    return state;
-  }
-
   /** Runs `task` after every earlier task for the same book has settled. */
-  function serialise<R>(bookId: string, task: () => Promise<R>): Promise<R> {
+  async function serialise<R>(bookId: string, task: () => Promise<R>): Promise<R> {
     assertSafeBookId(bookId);
     const run = (queues.get(bookId) ?? Promise.resolve()).then(task);
     const settled = run.then(
@@ -134,18 +201,13 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     return run;
   }
 
-  function exclusive<R>(bookId: string, fn: (state: T | undefined, path: string) => Promise<{ state: T | undefined; result: R }>): Promise<R> {
-    return serialise(bookId, async () => {
-      const state = await load(bookId);
-      try {
-        const outcome = await fn(state, pathOf(bookId));
-        remember(bookId, outcome.state);
-        return outcome.result;
-      } catch (err) {
-        open.delete(bookId);
-        throw err;
-      }
-    });
+  /** Loading inside the queue means a load never races a write or a delete of the same book. */
+  async function current(bookId: string): Promise<T | undefined> {
+    const cached = open.get(bookId);
+    if (cached !== undefined) return cached;
+    const state = await options.load(bookId);
+    remember(bookId, state);
+    return state;
   }
 
   return {
@@ -153,28 +215,36 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
       assertSafeBookId(bookId);
       const cached = open.get(bookId);
       if (cached !== undefined) {
-        open.delete(bookId);
-        open.set(bookId, cached);
+        remember(bookId, cached);
         return cached;
       }
-      // Loading inside the queue means a load never races a write or a delete of the same book.
-      return exclusive(bookId, async (state) => ({ state, result: state }));
+      return serialise(bookId, () => current(bookId));
     },
-    exclusive: async (bookId, fn) =>
-      exclusive(bookId, async (state, path) => {
+
+    exclusive: (bookId, fn) =>
+      serialise(bookId, async () => {
         dirReady ??= mkdir(options.dir, { recursive: true }).catch((err: unknown) => {
           dirReady = undefined;
           throw err;
         });
         await dirReady;
-        return fn(state, path);
+        try {
+          const outcome = await fn(await current(bookId));
+          remember(bookId, outcome.state);
+          return outcome.result;
+        } catch (err) {
+          open.delete(bookId);
+          throw err;
+        }
       }),
-    // No load first: deleting must work for a book whose file no longer decodes.
-    remove: async (bookId) =>
+
+    // No load first: deleting must work for a book whose files no longer decode.
+    remove: (bookId, removeFiles) =>
       serialise(bookId, async () => {
         open.delete(bookId);
-        await rm(pathOf(bookId), { force: true });
+        await removeFiles();
       }),
+
     async close() {
       await Promise.all(queues.values());
       open.clear();

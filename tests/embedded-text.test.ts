@@ -3,6 +3,7 @@ import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvalidBookIdError } from "../common/embedded-store.ts";
+import { createLogger } from "../common/log.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { TOKENIZER_VERSION, tokenize } from "../common/text/tokenize.ts";
 import type { IndexedChunk } from "../common/search.ts";
@@ -132,10 +133,14 @@ describe("embedded BM25 index", () => {
     ]);
   });
 
-  test("a new index on the same folder finds what an earlier one stored, and can replace it", async () => {
+  test.each([
+    ["after a clean close", true],
+    ["after a crash before the snapshot", false],
+  ])("a new index on the same folder finds what an earlier one stored %s, and can replace it", async (_, closeCleanly) => {
     const { dir, index } = await indexed();
     const before = await index.search(BOOK, "harbour keeper");
-    await index.close?.();
+    if (closeCleanly) await index.close?.();
+    expect((await readdir(dir)).sort()).toEqual(closeCleanly ? [`${BOOK}.bm25.json`] : [`${BOOK}.bm25.log`]);
 
     const reopened = createEmbeddedTextIndex({ dir });
     expect(await reopened.count(BOOK)).toBe(8);
@@ -146,18 +151,26 @@ describe("embedded BM25 index", () => {
     expect(await third.count(BOOK)).toBe(8);
     expect(await third.search(BOOK, "spiral")).toEqual([]);
     expect((await third.search(BOOK, "lamp dark"))[0]?.chunkIndex).toBe(0);
+    await third.close?.();
+    expect(await readdir(dir)).toEqual([`${BOOK}.bm25.json`]);
+    expect((await createEmbeddedTextIndex({ dir }).search(BOOK, "lamp dark"))[0]?.chunkIndex).toBe(0);
   });
 
-  test("rebuilds an index saved by an older tokenizer from its stored texts", async () => {
+  test("after a crash mid-write keeps every batch written before it", async () => {
     const { dir } = await indexed();
-    const path = join(dir, `${BOOK}.bm25.json`);
-    const file = JSON.parse(await Bun.file(path).text()) as { tokenizer: number; index: { index: unknown[] } };
-    file.tokenizer = TOKENIZER_VERSION - 1;
-    file.index.index = [];
-    await writeFile(path, JSON.stringify(file));
-    const reopened = createEmbeddedTextIndex({ dir });
-    expect((await reopened.search(BOOK, "telescope"))[0]?.chunkIndex).toBe(4);
+    const index = createEmbeddedTextIndex({ dir });
+    await index.upsert(BOOK, [{ chunkIndex: 8, text: "A torn batch about zeppelins." }]);
+    const path = join(dir, `${BOOK}.bm25.log`);
+    const bytes = await Bun.file(path).bytes();
+    await writeFile(path, bytes.subarray(0, bytes.length - 5));
+
+    const warnings: string[] = [];
+    const reopened = createEmbeddedTextIndex({ dir, logger: createLogger({ write: (line) => warnings.push(line) }) });
     expect(await reopened.count(BOOK)).toBe(8);
+    expect(await reopened.search(BOOK, "zeppelins")).toEqual([]);
+    expect(warnings.join()).toContain("torn or corrupt tail");
+    await reopened.upsert(BOOK, [{ chunkIndex: 9, text: "Balloons over the harbour." }]);
+    expect((await createEmbeddedTextIndex({ dir }).search(BOOK, "balloons"))[0]?.chunkIndex).toBe(9);
   });
 
   test("a book that was never indexed has no hits and a count of zero", async () => {
@@ -186,7 +199,8 @@ describe("embedded BM25 index", () => {
     expect(await index.search(BOOK, "harbour")).toEqual([]);
     expect(await index.count(BOOK)).toBe(0);
     expect(await createEmbeddedTextIndex({ dir }).count(BOOK)).toBe(0);
-    expect(await readdir(dir)).toEqual([`${URDU_BOOK}.bm25.json`]);
+    expect((await readdir(dir)).filter((name) => name.startsWith(BOOK))).toEqual([]);
+    expect(await createEmbeddedTextIndex({ dir }).count(URDU_BOOK)).toBe(4);
   });
 
   test("refuses book ids that could reach outside its folder", async () => {

@@ -1,8 +1,9 @@
 import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { InvalidBookIdError } from "../common/embedded-store.ts";
+import { createLogger } from "../common/log.ts";
 import { createEmbeddedVectorIndex, VectorDimensionError } from "../common/vector/embedded.ts";
 import type { VectorPoint } from "../common/vector/index.ts";
 
@@ -207,15 +208,51 @@ describe("embedded vector index", () => {
     expect(await readdir(dir)).toEqual([]);
   });
 
-  test("reports a damaged file instead of serving wrong vectors, and can still delete it", async () => {
+  test("after a crash mid-write keeps every batch written before it and appends the next one after them", async () => {
+    const dir = await freshDir();
+    const index = createEmbeddedVectorIndex({ dir });
+    await index.upsert(BOOK, handMade);
+    await index.upsert(BOOK, [{ chunkIndex: 7, text: "torn", vector: [0, 0, 1] }]);
+    const path = join(dir, `${BOOK}.vec`);
+    const bytes = await Bun.file(path).bytes();
+    await writeFile(path, bytes.subarray(0, bytes.length - 7));
+
+    const warnings: string[] = [];
+    const reopened = createEmbeddedVectorIndex({ dir, logger: createLogger({ write: (line) => warnings.push(line) }) });
+    expect(await reopened.count(BOOK)).toBe(5);
+    expect(warnings.join()).toContain("torn or corrupt tail");
+    await reopened.upsert(BOOK, [{ chunkIndex: 8, text: "after the crash", vector: [0, 0, 1] }]);
+
+    const third = createEmbeddedVectorIndex({ dir });
+    expect(await third.count(BOOK)).toBe(6);
+    expect((await third.search(BOOK, [0, 0, 1], { limit: 1 }))[0]?.text).toBe("after the crash");
+  });
+
+  test("ignores a batch whose bytes were damaged on disk instead of serving wrong vectors", async () => {
     const dir = await freshDir();
     await createEmbeddedVectorIndex({ dir }).upsert(BOOK, handMade);
     const path = join(dir, `${BOOK}.vec`);
     const bytes = await Bun.file(path).bytes();
-    await writeFile(path, bytes.subarray(0, bytes.length - 7));
+    bytes[40] = bytes[40]! ^ 0xff;
+    await writeFile(path, bytes);
     const reopened = createEmbeddedVectorIndex({ dir });
-    await expect(reopened.search(BOOK, [1, 0, 0])).rejects.toThrow("corrupt");
+    expect(await reopened.search(BOOK, [1, 0, 0])).toEqual([]);
     await reopened.deleteBook(BOOK);
-    expect(await reopened.count(BOOK)).toBe(0);
+    expect(await readdir(dir)).toEqual([]);
+  });
+
+  test("rewrites its file compactly once replaced points outnumber live ones, losing nothing", async () => {
+    const dir = await freshDir();
+    const index = createEmbeddedVectorIndex({ dir });
+    const path = join(dir, `${BOOK}.vec`);
+    await index.upsert(BOOK, handMade);
+    const onePass = (await stat(path)).size;
+    for (let round = 1; round <= 6; round++) {
+      await index.upsert(BOOK, handMade.map((p) => ({ ...p, text: `${p.text} #${round}` })));
+    }
+    expect((await stat(path)).size).toBeLessThanOrEqual(2 * onePass + 64);
+    const reopened = createEmbeddedVectorIndex({ dir });
+    expect(await reopened.count(BOOK)).toBe(5);
+    expect((await reopened.search(BOOK, [1, 0, 0], { limit: 1 }))[0]?.text).toBe("same direction, long #6");
   });
 });

@@ -10,8 +10,9 @@
  *    scripts (Devanagari vowel signs, …) carry meaning and stay.
  * 3. Arabic-keyboard letters folded to their Urdu forms (ي ى → ی, ك → ک, ه ە → ہ) and Arabic-Indic
  *    digits to ASCII; lower-cased with the locale-independent toLowerCase; recomposed (NFC).
- * 4. Words found with Intl.Segmenter, which also splits scripts written without spaces (Chinese,
- *    Japanese, Thai), then cut at any inner punctuation so "Pierre's" yields "pierre".
+ * 4. Words are runs of letters, marks and digits, so punctuation splits them ("Pierre's" yields
+ *    "pierre"); a run in a script written without spaces (Chinese, Japanese, Thai, …) is further cut
+ *    with Intl.Segmenter's dictionary. Segmenting everything that way would cost three times more.
  * 5. A small English stop list (Lucene's, plus the "s" and "t" left by "'s" and "n't") dropped, and plain English plurals reduced (Harman's
  *    S-stemmer, ASCII words only) so "letters" finds "letter". No other stemming.
  */
@@ -34,8 +35,10 @@ for (let d = 0; d <= 9; d++) {
 }
 const FOLDABLE = new RegExp(`[${Object.keys(FOLDED).join("")}]`, "g");
 
-const WORD_PART = /[\p{L}\p{M}\p{N}]+/gu;
-const WHOLE_WORD = /^[\p{L}\p{M}\p{N}]+$/u;
+const ASCII = /^[\x00-\x7f]*$/;
+const ASCII_WORD = /^[a-z]+$/;
+const WORD = /[\p{L}\p{M}\p{N}]+/gu;
+const UNSPACED_SCRIPT = /[\p{Script=Han}\p{Script=Hiragana}\p{Script=Katakana}\p{Script=Thai}\p{Script=Lao}\p{Script=Khmer}\p{Script=Myanmar}]/u;
 
 const STOP_WORDS = new Set(
   "a an and are as at be but by for if in into is it no not of on or such that the their then there these they this to was will with s t".split(" "),
@@ -45,6 +48,8 @@ const segmenter = new Intl.Segmenter("und", { granularity: "word" });
 
 /** Text folded as described above, before it is cut into words. */
 export function normalizeText(text: string): string {
+  // Nothing below changes ASCII except case; most English chunks skip two normalisation passes.
+  if (ASCII.test(text)) return text.toLowerCase();
   return text
     .normalize("NFKD")
     .replace(STRIPPED, "")
@@ -55,7 +60,7 @@ export function normalizeText(text: string): string {
 
 /** Harman's S-stemmer: ies → y, es → e, s → "" with the usual exceptions. */
 function stemPlural(word: string): string {
-  if (word.length <= 3 || !/^[a-z]+$/.test(word) || !word.endsWith("s")) return word;
+  if (!word.endsWith("s") || word.length <= 3 || !ASCII_WORD.test(word)) return word;
   if (word.endsWith("ies") && !word.endsWith("eies") && !word.endsWith("aies")) return word.slice(0, -3) + "y";
   if (word.endsWith("es") && !word.endsWith("aes") && !word.endsWith("ees") && !word.endsWith("oes")) return word.slice(0, -1);
   if (word.endsWith("us") || word.endsWith("ss")) return word;
@@ -69,11 +74,14 @@ function addTerm(terms: string[], word: string): void {
 /** Index and query terms of `text`, in order, repeats kept (BM25 counts them). */
 export function tokenize(text: string): string[] {
   const terms: string[] = [];
-  for (const segment of segmenter.segment(normalizeText(text))) {
-    if (!segment.isWordLike) continue;
-    // Most segments are already one clean word; the regex scan is only for "pierre's", "1,234".
-    if (WHOLE_WORD.test(segment.segment)) addTerm(terms, segment.segment);
-    else for (const [part] of segment.segment.matchAll(WORD_PART)) addTerm(terms, part);
+  const normalized = normalizeText(text);
+  const unspaced = UNSPACED_SCRIPT.test(normalized);
+  for (const [word] of normalized.matchAll(WORD)) {
+    if (!unspaced || !UNSPACED_SCRIPT.test(word)) {
+      addTerm(terms, word);
+      continue;
+    }
+    for (const segment of segmenter.segment(word)) if (segment.isWordLike) addTerm(terms, segment.segment);
   }
   return terms;
 }

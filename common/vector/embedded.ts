@@ -1,4 +1,7 @@
-import { createBookShelf, writeFileAtomic, type BookShelf } from "../embedded-store.ts";
+import { rm } from "node:fs/promises";
+import { join } from "node:path";
+import { appendFrame, createBookShelf, frame, readLog, writeFileAtomic } from "../embedded-store.ts";
+import { silentLogger, type Logger } from "../log.ts";
 import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../search.ts";
 import type { VectorIndex, VectorPoint } from "./index.ts";
 
@@ -8,16 +11,15 @@ import type { VectorIndex, VectorPoint } from "./index.ts";
  * Vectors are normalised once at upsert so a search is one dot product per chunk, and a bounded
  * min-heap keeps the best `limit` hits without sorting every score.
  *
- * File `{dir}/{bookId}.vec`, little-endian, rewritten whole (temp file, fsync, rename) before each
- * upsert resolves, so a point the caller was told is stored survives a crash and a crash mid-write
- * leaves the previous version:
- *   u32 magic "BVX1" · u32 dimension · u32 count · u32 byte length of texts
- *   i32[count] chunk indexes · f32[count × dimension] unit vectors · UTF-8 JSON array of texts
+ * File `{dir}/{bookId}.vec` is a log of frames (see embedded-store.ts), one per upsert batch,
+ * appended and fsynced before the upsert resolves. Little-endian frame payload:
+ *   u32 dimension · u32 n · i32[n] chunk indexes · f32[n × dimension] unit vectors · UTF-8 JSON array of n texts
+ * Loading replays the frames in order (a later point replaces an earlier one). When replaced points
+ * would make up over half the file, it is rewritten atomically as one frame of the live points.
  */
 
 export const VECTOR_FILE_EXTENSION = ".vec";
-const MAGIC = 0x31585642; // "BVX1" read as a little-endian u32
-const HEADER_BYTES = 16;
+const PAYLOAD_HEADER_BYTES = 8;
 const MAX_CHUNK_INDEX = 0x7fffffff;
 
 export class VectorDimensionError extends Error {
@@ -36,6 +38,7 @@ export interface EmbeddedVectorIndexOptions {
   dir: string;
   /** Books kept in memory at once; the least recently used idle one is dropped beyond this. */
   maxOpenBooks?: number;
+  logger?: Logger;
 }
 
 interface BookVectors {
@@ -47,42 +50,66 @@ interface BookVectors {
   vectors: Float32Array;
   texts: string[];
   slotOf: Map<number, number>;
+  /** Points in the file, replaced ones included. */
+  pointsOnDisk: number;
 }
 
-function decode(bytes: Buffer, bookId: string): BookVectors {
-  const corrupt = (why: string) => new Error(`vector file of book ${bookId} is corrupt: ${why}`);
-  if (bytes.byteLength < HEADER_BYTES) throw corrupt("too short");
-  // A fresh copy gives 4-byte alignment for the typed-array views below.
-  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength);
-  const header = new DataView(buffer, 0, HEADER_BYTES);
-  if (header.getUint32(0, true) !== MAGIC) throw corrupt("bad magic");
-  const dimension = header.getUint32(4, true);
-  const count = header.getUint32(8, true);
-  const textBytes = header.getUint32(12, true);
-  const vectorsAt = HEADER_BYTES + count * 4;
-  const textsAt = vectorsAt + count * dimension * 4;
-  if (textsAt + textBytes !== bytes.byteLength) throw corrupt("length does not match its header");
-  const chunkIndexes = new Int32Array(buffer, HEADER_BYTES, count);
-  const vectors = new Float32Array(buffer, vectorsAt, count * dimension);
-  const texts: unknown = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, textsAt, textBytes)));
-  if (!Array.isArray(texts) || texts.length !== count) throw corrupt("text table does not match its header");
-  const slotOf = new Map<number, number>();
-  for (let slot = 0; slot < count; slot++) slotOf.set(chunkIndexes[slot]!, slot);
-  return { dimension, count, chunkIndexes, vectors, texts: texts as string[], slotOf };
+/** Frame payload for the points in `slots` (every point when "all"), read from memory so disk matches it. */
+function encodePoints(book: BookVectors, slots: readonly number[] | "all"): ArrayBufferView[] {
+  const { dimension, count } = book;
+  const header = new DataView(new ArrayBuffer(PAYLOAD_HEADER_BYTES));
+  header.setUint32(0, dimension, true);
+  header.setUint32(4, slots === "all" ? count : slots.length, true);
+  if (slots === "all") {
+    const texts = new TextEncoder().encode(JSON.stringify(book.texts.slice(0, count)));
+    return [header, book.chunkIndexes.subarray(0, count), book.vectors.subarray(0, count * dimension), texts];
+  }
+  const vectors = new Float32Array(slots.length * dimension);
+  slots.forEach((slot, i) => vectors.set(book.vectors.subarray(slot * dimension, (slot + 1) * dimension), i * dimension));
+  const texts = new TextEncoder().encode(JSON.stringify(slots.map((slot) => book.texts[slot]!)));
+  return [header, Int32Array.from(slots, (slot) => book.chunkIndexes[slot]!), vectors, texts];
 }
 
-function encode(book: BookVectors): ArrayBufferView[] {
-  const texts = new TextEncoder().encode(JSON.stringify(book.texts));
-  const header = new DataView(new ArrayBuffer(HEADER_BYTES));
-  header.setUint32(0, MAGIC, true);
-  header.setUint32(4, book.dimension, true);
-  header.setUint32(8, book.count, true);
-  header.setUint32(12, texts.byteLength, true);
-  return [header, book.chunkIndexes.subarray(0, book.count), book.vectors.subarray(0, book.count * book.dimension), texts];
+function slotFor(book: BookVectors, chunkIndex: number): number {
+  let slot = book.slotOf.get(chunkIndex);
+  if (slot === undefined) {
+    slot = book.count++;
+    book.slotOf.set(chunkIndex, slot);
+    book.chunkIndexes[slot] = chunkIndex;
+  }
+  return slot;
+}
+
+function decode(frames: readonly Uint8Array[], bookId: string): BookVectors | undefined {
+  let book: BookVectors | undefined;
+  for (const payload of frames) {
+    const corrupt = (why: string) => new Error(`vector file of book ${bookId} is corrupt: ${why}`);
+    if (payload.byteLength < PAYLOAD_HEADER_BYTES) throw corrupt("frame too short");
+    const header = new DataView(payload.buffer, payload.byteOffset, PAYLOAD_HEADER_BYTES);
+    const dimension = header.getUint32(0, true);
+    const n = header.getUint32(4, true);
+    const vectorsAt = payload.byteOffset + PAYLOAD_HEADER_BYTES + n * 4;
+    const textsAt = vectorsAt + n * dimension * 4;
+    if (textsAt > payload.byteOffset + payload.byteLength) throw corrupt("frame shorter than its header says");
+    book ??= emptyBook(dimension);
+    if (dimension !== book.dimension) throw corrupt(`dimension ${dimension} after ${book.dimension}`);
+    const chunkIndexes = new Int32Array(payload.buffer, payload.byteOffset + PAYLOAD_HEADER_BYTES, n);
+    const vectors = new Float32Array(payload.buffer, vectorsAt, n * dimension);
+    const texts: unknown = JSON.parse(new TextDecoder().decode(payload.subarray(textsAt - payload.byteOffset)));
+    if (!Array.isArray(texts) || texts.length !== n) throw corrupt("text table does not match its header");
+    ensureCapacity(book, book.count + n);
+    for (let i = 0; i < n; i++) {
+      const slot = slotFor(book, chunkIndexes[i]!);
+      book.vectors.set(vectors.subarray(i * dimension, (i + 1) * dimension), slot * dimension);
+      book.texts[slot] = String(texts[i]);
+    }
+    book.pointsOnDisk += n;
+  }
+  return book;
 }
 
 function emptyBook(dimension: number): BookVectors {
-  return { dimension, count: 0, chunkIndexes: new Int32Array(0), vectors: new Float32Array(0), texts: [], slotOf: new Map() };
+  return { dimension, count: 0, chunkIndexes: new Int32Array(0), vectors: new Float32Array(0), texts: [], slotOf: new Map(), pointsOnDisk: 0 };
 }
 
 function ensureCapacity(book: BookVectors, needed: number): void {
@@ -121,20 +148,28 @@ function writeUnit(target: Float32Array, offset: number, vector: readonly number
 }
 
 function dot(vectors: Float32Array, offset: number, query: Float32Array, dimension: number): number {
-  // Four independent sums let the CPU overlap the multiply-adds.
+  // Eight independent sums let the CPU overlap the multiply-adds (about twice as fast as one sum).
   let s0 = 0;
   let s1 = 0;
   let s2 = 0;
   let s3 = 0;
+  let s4 = 0;
+  let s5 = 0;
+  let s6 = 0;
+  let s7 = 0;
   let i = 0;
-  for (const end = dimension - 3; i < end; i += 4) {
+  for (const end = dimension - 7; i < end; i += 8) {
     s0 += vectors[offset + i]! * query[i]!;
     s1 += vectors[offset + i + 1]! * query[i + 1]!;
     s2 += vectors[offset + i + 2]! * query[i + 2]!;
     s3 += vectors[offset + i + 3]! * query[i + 3]!;
+    s4 += vectors[offset + i + 4]! * query[i + 4]!;
+    s5 += vectors[offset + i + 5]! * query[i + 5]!;
+    s6 += vectors[offset + i + 6]! * query[i + 6]!;
+    s7 += vectors[offset + i + 7]! * query[i + 7]!;
   }
   for (; i < dimension; i++) s0 += vectors[offset + i]! * query[i]!;
-  return s0 + s1 + s2 + s3;
+  return s0 + s1 + s2 + s3 + s4 + s5 + s6 + s7;
 }
 
 /**
@@ -187,10 +222,16 @@ function topK(book: BookVectors, query: Float32Array, k: number, maxChunkIndex: 
 }
 
 export function createEmbeddedVectorIndex(options: EmbeddedVectorIndexOptions): VectorIndex {
-  const shelf: BookShelf<BookVectors> = createBookShelf({
+  const pathOf = (bookId: string) => join(options.dir, bookId + VECTOR_FILE_EXTENSION);
+  const logger = options.logger ?? silentLogger;
+  const shelf = createBookShelf({
     dir: options.dir,
-    extension: VECTOR_FILE_EXTENSION,
-    decode,
+    load: async (bookId) => {
+      const log = await readLog(pathOf(bookId));
+      if (log === undefined) return undefined;
+      if (log.droppedBytes > 0) logger.warn("vector index: dropped a torn or corrupt tail", { book_id: bookId, bytes: log.droppedBytes });
+      return decode(log.payloads, bookId);
+    },
     maxOpenBooks: options.maxOpenBooks,
   });
 
@@ -199,22 +240,25 @@ export function createEmbeddedVectorIndex(options: EmbeddedVectorIndexOptions): 
 
     async upsert(bookId, points) {
       if (points.length === 0) return;
-      await shelf.exclusive(bookId, async (existing, path) => {
+      await shelf.exclusive(bookId, async (existing) => {
         const book = existing ?? emptyBook(points[0]!.vector.length);
         if (book.dimension === 0) throw new VectorDimensionError(bookId, 0, 0);
         validate(bookId, book.dimension, points);
         ensureCapacity(book, book.count + points.length);
+        const touched = new Set<number>();
         for (const point of points) {
-          let slot = book.slotOf.get(point.chunkIndex);
-          if (slot === undefined) {
-            slot = book.count++;
-            book.slotOf.set(point.chunkIndex, slot);
-            book.chunkIndexes[slot] = point.chunkIndex;
-          }
+          const slot = slotFor(book, point.chunkIndex);
           writeUnit(book.vectors, slot * book.dimension, point.vector);
           book.texts[slot] = point.text;
+          touched.add(slot);
         }
-        await writeFileAtomic(path, encode(book));
+        if (book.pointsOnDisk + touched.size > 2 * book.count) {
+          await writeFileAtomic(pathOf(bookId), frame(encodePoints(book, "all")));
+          book.pointsOnDisk = book.count;
+        } else {
+          await appendFrame(pathOf(bookId), encodePoints(book, [...touched]));
+          book.pointsOnDisk += touched.size;
+        }
         return { state: book, result: undefined };
       });
     },
@@ -234,7 +278,7 @@ export function createEmbeddedVectorIndex(options: EmbeddedVectorIndexOptions): 
       return (await shelf.get(bookId))?.count ?? 0;
     },
 
-    deleteBook: (bookId) => shelf.remove(bookId),
+    deleteBook: (bookId) => shelf.remove(bookId, () => rm(pathOf(bookId), { force: true })),
 
     close: () => shelf.close(),
   };
