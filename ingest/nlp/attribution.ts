@@ -189,11 +189,11 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   };
 
   // Group quotes into paragraph units.
-  const units: { para: number; qs: number[]; speaker: number; addressee: number; continuation: boolean }[] = [];
+  const units: Unit[] = [];
   quotes.forEach((q, k) => {
     const last = units[units.length - 1];
     if (last && last.para === q.paragraph) last.qs.push(k);
-    else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation });
+    else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0 });
   });
 
   const mentionsIn = (lo: number, hi: number, out: number[]) => {
@@ -264,7 +264,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     for (const c of paraMentions) remember(c);
     if (u.speaker >= 0) remember(u.speaker);
     for (const c of tail) remember(c);
-    (u as { recentAt?: number }).recentAt = recent.length;
+    u.recentAt = recent.length;
     prevUnitSpeaker = u.speaker;
     prevUnitPara = u.para;
   }
@@ -293,17 +293,23 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   return { speaker, mentionStart, mentionEnd, addressee };
 }
 
+/** The quotes of one paragraph: one turn of a conversation. */
 interface Unit {
+  para: number;
+  /** Indices into the quote list. */
+  qs: number[];
   speaker: number;
   addressee: number;
   continuation: boolean;
+  /** Length of the salience list when this turn was read: who had been mentioned so far. */
+  recentAt: number;
 }
 
 /**
  * Turn-taking: in a two-party exchange speakers alternate, a vocative names the next speaker, and
  * an untagged paragraph goes to the person two turns back.
  */
-function fillConversation(conv: (Unit & { recentAt?: number })[], recent: number[], isPerson: (c: number) => boolean): void {
+function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) => boolean): void {
   let changed = true;
   while (changed) {
     changed = false;
@@ -329,7 +335,7 @@ function fillConversation(conv: (Unit & { recentAt?: number })[], recent: number
     const u = conv[k]!;
     if (u.speaker >= 0) continue;
     const prev = conv[k - 1]?.speaker ?? -1;
-    const end = u.recentAt ?? recent.length;
+    const end = u.recentAt;
     for (let i = end - 1, seen = 0; i >= 0 && seen < SALIENCE_WINDOW; i--, seen++) {
       const c = recent[i]!;
       if (c !== prev && c !== u.addressee && isPerson(c)) {

@@ -87,7 +87,6 @@ export const MALE_PRONOUNS = words("he him his himself");
 export const FEMALE_PRONOUNS = words("she her hers herself");
 export const FIRST_PERSON = words("i me my mine myself");
 export const SECOND_PERSON = words("you your yours yourself");
-export const PLURAL_PRONOUNS = words("they them their theirs themselves we us our ours ourselves");
 
 /** Common given names with their usual gender: a prior that pronoun evidence can override. */
 export const GIVEN_NAMES = new Map<string, Gender>();
