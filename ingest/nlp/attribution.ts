@@ -321,8 +321,11 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
       const n1 = conv[k + 1];
       const n2 = conv[k + 2];
       let pick = -1;
-      if (u.continuation && p1 && p1.speaker >= 0) pick = p1.speaker;
-      else if (p1 && p1.addressee >= 0 && p1.addressee !== p1.speaker) pick = p1.addressee;
+      // A paragraph that carries on a quote waits for its first paragraph's speaker.
+      if (u.continuation && p1) {
+        if (p1.speaker < 0) continue;
+        pick = p1.speaker;
+      } else if (p1 && p1.addressee >= 0 && p1.addressee !== p1.speaker) pick = p1.addressee;
       else if (p1 && p2 && p1.speaker >= 0 && p2.speaker >= 0 && p1.speaker !== p2.speaker) pick = p2.speaker;
       else if (n1 && n2 && n1.speaker >= 0 && n2.speaker >= 0 && n1.speaker !== n2.speaker && !n1.continuation) pick = n2.speaker;
       if (pick >= 0 && pick !== u.addressee) {
@@ -335,6 +338,10 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
     const u = conv[k]!;
     if (u.speaker >= 0) continue;
     const prev = conv[k - 1]?.speaker ?? -1;
+    if (u.continuation && prev >= 0) {
+      u.speaker = prev;
+      continue;
+    }
     const end = u.recentAt;
     for (let i = end - 1, seen = 0; i >= 0 && seen < SALIENCE_WINDOW; i--, seen++) {
       const c = recent[i]!;

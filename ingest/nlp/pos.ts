@@ -69,7 +69,7 @@ export function tagToken(w: string, sentenceInitial: boolean): Tagged {
   return { pos: "NOUN", tag: "NN", lemma };
 }
 
-/** Verbs for the .book agent/patient lists: the tagger's verbs plus common past forms. */
+/** Verb and auxiliary tags: sentence roots in .tokens, agents and patients in .book. */
 export function isVerbLike(tag: string): boolean {
   return tag.startsWith("VB") || tag === "MD";
 }
