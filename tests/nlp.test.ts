@@ -108,6 +108,18 @@ describe("quote conventions", () => {
     expect(r.analysis.scan.quotes[2]!.continuation).toBe(true);
     expect(r.speakers).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe", "Clara Whitcombe"));
   });
+
+  test("an untagged story told over several paragraphs stays with its teller, whoever it names", () => {
+    const text = [
+      "Clara Whitcombe and Tobias Fenwick sat by the fire. Tobias poured the tea, and he waited. Clara thought of Silas Brand, and of what Silas had said to her.",
+      '"Tell me how it happened," said Tobias.',
+      '"It was long ago. I was a clerk then, and poor.',
+      '"My old master, Silas Brand, was kind to me, and he taught me the trade.',
+      '"But he died, and I was alone again."',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Clara Whitcombe", "Clara Whitcombe"));
+  });
 });
 
 describe("speaker attribution", () => {
