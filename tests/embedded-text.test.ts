@@ -173,6 +173,20 @@ describe("embedded BM25 index", () => {
     expect((await createEmbeddedTextIndex({ dir }).search(BOOK, "balloons"))[0]?.chunkIndex).toBe(9);
   });
 
+  test("serves books it had to drop from memory, and snapshots them on close", async () => {
+    const dir = await freshDir();
+    const index = createEmbeddedTextIndex({ dir, maxOpenBooks: 1 });
+    await index.upsert(BOOK, passages);
+    await index.upsert(URDU_BOOK, urduPassages);
+    expect((await index.search(BOOK, "telescope"))[0]?.chunkIndex).toBe(4);
+    expect((await index.search(URDU_BOOK, "مسجد"))[0]?.chunkIndex).toBe(1);
+    await index.close?.();
+    expect((await readdir(dir)).sort()).toEqual([`${BOOK}.bm25.json`, `${URDU_BOOK}.bm25.json`].sort());
+    const reopened = createEmbeddedTextIndex({ dir });
+    expect(await reopened.count(BOOK)).toBe(8);
+    expect(await reopened.count(URDU_BOOK)).toBe(4);
+  });
+
   test("a book that was never indexed has no hits and a count of zero", async () => {
     const index = createEmbeddedTextIndex({ dir: await freshDir() });
     expect(await index.search(BOOK, "harbour")).toEqual([]);

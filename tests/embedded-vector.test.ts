@@ -146,6 +146,17 @@ describe("embedded vector index", () => {
     expect((await third.search(BOOK, [0, -1, 0], { limit: 1 }))[0]!.text).toBe("added after restart");
   });
 
+  test("serves books it had to drop from memory by reloading them from disk", async () => {
+    const index = createEmbeddedVectorIndex({ dir: await freshDir(), maxOpenBooks: 1 });
+    await index.upsert(BOOK, handMade);
+    await index.upsert(OTHER_BOOK, [{ chunkIndex: 0, text: "other", vector: [0, 0, 1] }]);
+    await index.upsert(BOOK, [{ chunkIndex: 5, text: "late", vector: [0, 0, 1] }]);
+    expect(await index.count(OTHER_BOOK)).toBe(1);
+    expect(await index.count(BOOK)).toBe(6);
+    expect((await index.search(BOOK, [0, 0, 1], { limit: 1 }))[0]?.text).toBe("late");
+    expect((await index.search(OTHER_BOOK, [0, 0, 1]))[0]?.text).toBe("other");
+  });
+
   test("a book that was never indexed has no hits and a count of zero", async () => {
     const index = createEmbeddedVectorIndex({ dir: await freshDir() });
     expect(await index.search(BOOK, [1, 2, 3])).toEqual([]);
