@@ -82,10 +82,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   });
   // "said the young man", "cried his wife": a description that only gives a gender, read like he/she.
   const describedGender = (j: number, hi: number): Tag | undefined => {
-    const det = tokens[j]!.text.toLowerCase();
+    const det = tokens[j]!.lower;
     if (det !== "the" && det !== "his" && det !== "her" && det !== "my" && det !== "a" && det !== "their") return undefined;
     for (let k = j + 1; k <= Math.min(hi, j + 3); k++) {
-      const noun = tokens[k]!.text.toLowerCase();
+      const noun = tokens[k]!.lower;
       const relation = RELATIONS[noun];
       if (relation && k === j + 1 && (det === "his" || det === "her")) {
         return { kind: "relation", gender: relation.gender, possessor: det === "his" ? "m" : "f", title: relation.title, at: k };
@@ -100,17 +100,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
   const subject = (v: number, lo: number, hi: number): Tag | undefined => {
     let j = v + 1;
-    if (j <= hi && isAdverb(tokens[j]!.text.toLowerCase())) j++;
+    if (j <= hi && isAdverb(tokens[j]!.lower)) j++;
     if (j <= hi) {
       const k = nameAt[j]!;
       if (k >= 0) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
-      const g = pronounGender(tokens[j]!.text.toLowerCase());
+      const g = pronounGender(tokens[j]!.lower);
       if (g) return { kind: "pronoun", gender: g, at: j };
       const d = describedGender(j, hi);
       if (d) return d;
     }
     for (let i = v - 1, skipped = 0; i >= lo && skipped <= 2; i--) {
-      const lc = tokens[i]!.text.toLowerCase();
+      const lc = tokens[i]!.lower;
       const g = pronounGender(lc);
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
@@ -127,7 +127,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     while (i <= hi && SKIPPABLE.has(tokens[i]!.text)) i++;
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(tokens[v]!.text.toLowerCase())) return subject(v, i, Math.min(hi, v + 5));
+      if (SPEECH_VERBS.has(tokens[v]!.lower)) return subject(v, i, Math.min(hi, v + 5));
     }
     return undefined;
   };
@@ -135,7 +135,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(tokens[v]!.text.toLowerCase())) return subject(v, Math.max(lo, v - 6), hi);
+      if (SPEECH_VERBS.has(tokens[v]!.lower)) return subject(v, Math.max(lo, v - 6), hi);
     }
     return undefined;
   };
@@ -145,11 +145,11 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     for (let i = lo; i <= hi; i++) {
       const k = nameAt[i]!;
       if (k >= 0) {
-        const prev = tokens[i - 1]?.text.toLowerCase();
+        const prev = tokens[i - 1]?.lower;
         if (prev === "to" || prev === "at" || prev === "with" || prev === "of") continue;
         return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
       }
-      const g = pronounGender(tokens[i]!.text.toLowerCase());
+      const g = pronounGender(tokens[i]!.lower);
       if (g && tokens[i]!.inSentence <= 1) return { kind: "pronoun", gender: g, at: i };
     }
     return undefined;
@@ -201,7 +201,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
       if (k >= 0) out.push(names[k]!.char);
-      else if (narrator && FIRST_PERSON.has(tokens[i]!.text.toLowerCase())) out.push(NARRATOR_ID);
+      else if (narrator && FIRST_PERSON.has(tokens[i]!.lower)) out.push(NARRATOR_ID);
     }
   };
 

@@ -30,6 +30,9 @@ interface Form {
   key: string;
   title: string | undefined;
   parts: string[];
+  /** parts, lower-cased. */
+  words: string[];
+  gender: Gender | undefined;
   definite: boolean;
   mentions: NameMention[];
 }
@@ -40,7 +43,7 @@ const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\
 /** "Oh, Jane," / "my dear Mr. Bennet!": the name addresses someone inside a quote. */
 export function isVocative(tokens: Token[], m: NameMention): boolean {
   if (!m.inQuote) return false;
-  const before = tokens[m.start - 1]?.text.toLowerCase() ?? "";
+  const before = tokens[m.start - 1]?.lower ?? "";
   const after = tokens[m.end + 1]?.text ?? "";
   return VOCATIVE_BEFORE.has(before) && VOCATIVE_AFTER.has(after);
 }
@@ -62,13 +65,13 @@ function formKey(m: NameMention): string {
 }
 
 function compatible(c: Character, f: Form): boolean {
-  const g = formGender(f.title, f.parts);
+  const g = f.gender;
   if (g && c.gender && g !== c.gender) return false;
   // A married title names a different person from the same surname's "Miss" or first name.
   if (f.title === "mrs" && !c.titles.has("mrs")) return false;
   // Different titles before one surname are different people (Major Sholto, Mr. Sholto).
   if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title)) return false;
-  const words = f.parts.map((p) => p.toLowerCase());
+  const words = f.words;
   if (f.definite) return c.heads.has(words[words.length - 1]!);
   if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
   const w = words[0]!;
@@ -134,7 +137,11 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
   for (const m of names) {
     const key = formKey(m);
     let f = forms.get(key);
-    if (!f) forms.set(key, (f = { key, title: m.title, parts: m.parts, definite: m.definite, mentions: [] }));
+    if (!f) {
+      const words = m.parts.map((p) => p.toLowerCase());
+      f = { key, title: m.title, parts: m.parts, words, gender: formGender(m.title, m.parts), definite: m.definite, mentions: [] };
+      forms.set(key, f);
+    }
     f.mentions.push(m);
   }
   const order = [...forms.values()].sort(
@@ -146,8 +153,11 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
   );
   const chars: Character[] = [...seed];
   const deferred = new Map<Form, Character[]>();
+  const byWord = new Map<string, Character[]>();
   for (const f of order) {
-    const cands = chars.filter((c) => compatible(c, f));
+    // Only characters sharing the form's first or last word can match it.
+    const near = new Set([...(byWord.get(f.words[0]!) ?? []), ...(byWord.get(f.words[f.words.length - 1]!) ?? [])]);
+    const cands = [...near].filter((c) => compatible(c, f));
     let target: Character | undefined;
     if (cands.length === 1) target = cands[0];
     else if (cands.length > 1) {
@@ -167,6 +177,7 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
     if (!target) {
       target = newCharacter(chars.length, f);
       chars.push(target);
+      for (const w of [...target.firsts, ...target.lasts, ...target.heads]) byWord.set(w, [...(byWord.get(w) ?? []), target]);
     }
     absorb(target, f, tokens);
   }
@@ -221,7 +232,7 @@ export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Ch
       const t = tokens[k]!;
       if (t.paragraph !== para || nameStarts.has(k)) break;
       if (inQuote[k]) continue;
-      const lc = t.text.toLowerCase();
+      const lc = t.lower;
       // Object pronouns right after a name usually point at someone else ("Clara looked at him").
       if (lc === "him" || lc === "her") continue;
       if (MALE_PRONOUNS.has(lc)) {

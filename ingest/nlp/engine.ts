@@ -54,7 +54,7 @@ function firstPersonShare(tok: Tokenized, inQuote: Uint8Array): number {
   tok.tokens.forEach((t, i) => {
     if (inQuote[i] || !/\p{L}/u.test(t.text)) return;
     words++;
-    if (FIRST_PERSON.has(t.text.toLowerCase())) firsts++;
+    if (FIRST_PERSON.has(t.lower)) firsts++;
   });
   return words === 0 ? 0 : firsts / words;
 }

@@ -147,20 +147,20 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
         title !== undefined &&
         j === i + 1 &&
         !SHORT_TITLES.has(title) &&
-        prev?.text.toLowerCase() === "the" &&
+        prev?.lower === "the" &&
         !isSentenceInitial(tokens, i, inQuote)
       ) {
         names.push({ start: i - 1, end: i, title: undefined, parts: [w], definite: true, inQuote: inQuote[i] === 1, placeContext: false, char: -1 });
       }
       continue;
     }
-    if (title === undefined && initial && (capMid.get(first.text.toLowerCase()) ?? 0) < 2 && !vouched(j)) continue;
+    if (title === undefined && initial && (capMid.get(first.lower) ?? 0) < 2 && !vouched(j)) continue;
     let end = j;
     for (;;) {
       const n = tokens[end + 1];
       if (!n || n.paragraph !== first.paragraph || n.start - tokens[end]!.end > 1) break;
       // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
-      if (isNameWord(n.text) || INITIAL.test(n.text) || (isCapitalised(n.text) && !NOT_NAMES.has(n.text.toLowerCase()) && titleOf(n.text) === undefined)) {
+      if (isNameWord(n.text) || INITIAL.test(n.text) || (isCapitalised(n.text) && !NOT_NAMES.has(n.lower) && titleOf(n.text) === undefined)) {
         end++;
         continue;
       }
@@ -178,7 +178,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       while (
         start > 0 &&
         isCapitalised(tokens[start - 1]!.text) &&
-        !NOT_NAMES.has(tokens[start - 1]!.text.toLowerCase()) &&
+        !NOT_NAMES.has(tokens[start - 1]!.lower) &&
         !isSentenceInitial(tokens, start - 1, inQuote) &&
         tokens[start - 1]!.paragraph === first.paragraph &&
         titleOf(tokens[start - 1]!.text) === undefined
@@ -186,15 +186,15 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
         start--;
     }
     const next = tokens[end + 1];
-    const lastLc = tokens[end]!.text.toLowerCase();
-    const nextIsHead = next !== undefined && isCapitalised(next.text) && PLACE_HEADS.has(next.text.toLowerCase()) && title === undefined;
+    const lastLc = tokens[end]!.lower;
+    const nextIsHead = next !== undefined && isCapitalised(next.text) && PLACE_HEADS.has(next.lower) && title === undefined;
     if (nextIsHead || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
       places.push({ start, end: nextIsHead ? end + 1 : end });
       i = nextIsHead ? end + 1 : end;
       continue;
     }
     // "the Bennets", "the Miss Musgroves": a family, not a person.
-    if (/s$/.test(lastLc) && capMid.has(lastLc.slice(0, -1)) && (title !== undefined || tokens[start - 1]?.text.toLowerCase() === "the")) {
+    if (/s$/.test(lastLc) && capMid.has(lastLc.slice(0, -1)) && (title !== undefined || tokens[start - 1]?.lower === "the")) {
       i = end;
       continue;
     }
@@ -202,11 +202,11 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     for (let k = title !== undefined ? j : start; k <= end; k++) parts.push(tokens[k]!.text);
     let definite = false;
     const prev = tokens[start - 1];
-    if (title === undefined && prev && prev.text.toLowerCase() === "the" && prev.paragraph === first.paragraph) {
+    if (title === undefined && prev && prev.lower === "the" && prev.paragraph === first.paragraph) {
       definite = true;
       start--;
     }
-    const placeContext = title === undefined && !definite && prev !== undefined && PLACE_PREPOSITIONS.has(prev.text.toLowerCase());
+    const placeContext = title === undefined && !definite && prev !== undefined && PLACE_PREPOSITIONS.has(prev.lower);
     names.push({ start, end, title, parts, definite, inQuote: inQuote[j] === 1, placeContext, char: -1 });
     i = end;
   }
@@ -215,9 +215,9 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
 
 /** True when a speech verb sits right next to the mention ("said Jane", "Jane replied"). */
 export function isTagSubject(tokens: Token[], m: { start: number; end: number }): boolean {
-  const before = tokens[m.start - 1]?.text.toLowerCase() ?? "";
-  const after = tokens[m.end + 1]?.text.toLowerCase() ?? "";
-  const after2 = tokens[m.end + 2]?.text.toLowerCase() ?? "";
+  const before = tokens[m.start - 1]?.lower ?? "";
+  const after = tokens[m.end + 1]?.lower ?? "";
+  const after2 = tokens[m.end + 2]?.lower ?? "";
   return SPEECH_VERBS.has(before) || SPEECH_VERBS.has(after) || (after.endsWith("ly") && SPEECH_VERBS.has(after2));
 }
 
@@ -228,7 +228,7 @@ const WORD = /^\p{L}+$/u;
 
 /** Lower-cased words of "the X Y" right after index i ("the"), stopping at punctuation. */
 function nounPhraseAfter(tokens: Token[], i: number): string[] | undefined {
-  if (tokens[i]?.text.toLowerCase() !== "the") return undefined;
+  if (tokens[i]?.lower !== "the") return undefined;
   const words: string[] = [];
   for (let k = i + 1; k < tokens.length && words.length <= MAX_EPITHET_WORDS; k++) {
     const w = tokens[k]!.text;
@@ -252,12 +252,12 @@ function acceptableHead(words: string[]): boolean {
 export function findEpithets(tokens: Token[], inQuote: Uint8Array, names: NameMention[]): NameMention[] {
   const counts = new Map<string, number>();
   for (let v = 1; v < tokens.length; v++) {
-    if (inQuote[v] || !SPEECH_VERBS.has(tokens[v]!.text.toLowerCase())) continue;
+    if (inQuote[v] || !SPEECH_VERBS.has(tokens[v]!.lower)) continue;
     const after = nounPhraseAfter(tokens, v + 1);
     if (after && acceptableHead(after)) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
     for (let t = v - 2; t >= Math.max(0, v - 1 - MAX_EPITHET_WORDS); t--) {
-      if (tokens[t]!.text.toLowerCase() !== "the") continue;
-      const words = tokens.slice(t + 1, v).map((x) => x.text.toLowerCase());
+      if (tokens[t]!.lower !== "the") continue;
+      const words = tokens.slice(t + 1, v).map((x) => x.lower);
       if (words.every((w) => WORD.test(w)) && acceptableHead(words)) counts.set(words.join(" "), (counts.get(words.join(" ")) ?? 0) + 1);
       break;
     }
@@ -269,15 +269,15 @@ export function findEpithets(tokens: Token[], inQuote: Uint8Array, names: NameMe
   for (const m of names) taken.fill(1, m.start, m.end + 1);
   const out: NameMention[] = [];
   for (let i = 0; i + 1 < tokens.length; i++) {
-    if (tokens[i]!.text.toLowerCase() !== "the") continue;
-    const keys = epithets.get(tokens[i + 1]!.text.toLowerCase());
+    if (tokens[i]!.lower !== "the") continue;
+    const keys = epithets.get(tokens[i + 1]!.lower);
     if (!keys) continue;
     for (const key of keys) {
       const words = key.split(" ");
       const end = i + words.length;
       if (end >= tokens.length) continue;
       let ok = true;
-      for (let k = 0; k < words.length && ok; k++) ok = tokens[i + 1 + k]!.text.toLowerCase() === words[k];
+      for (let k = 0; k < words.length && ok; k++) ok = tokens[i + 1 + k]!.lower === words[k];
       // The whole description, not the start of a longer one ("the voice" but not "the voice of").
       const next = tokens[end + 1];
       if (!ok || (next && WORD.test(next.text) && /^\p{Ll}/u.test(next.text) && words.length > 1)) continue;

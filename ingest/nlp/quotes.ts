@@ -49,7 +49,7 @@ export function detectConvention(tok: Tokenized): QuoteConvention {
       const t = tokens[i]!.text;
       if (DOUBLE_OPEN.has(t) || DOUBLE_CLOSE.has(t)) double++;
       else if (SINGLE_MARKS.has(t) && !touchesPrev(tokens, i, a) && touchesNext(tokens, i, b)) {
-        const next = tokens[i + 1]!.text.toLowerCase();
+        const next = tokens[i + 1]!.lower;
         if (!APOSTROPHE_WORDS.has(next)) single += 2;
       }
     }
@@ -121,7 +121,7 @@ function markParagraph(
       continue;
     }
     if (!SINGLE_MARKS.has(t)) continue;
-    const nextWord = i + 1 < b ? tokens[i + 1]!.text.toLowerCase() : "";
+    const nextWord = i + 1 < b ? tokens[i + 1]!.lower : "";
     const openLike = t !== "\u2019" && !prev && next && !APOSTROPHE_WORDS.has(nextWord);
     const closeLike = t !== "\u2018" && prev && !next;
     if (open < 0) {

@@ -10,6 +10,8 @@
 export interface Token {
   /** Surface form exactly as in the text. */
   text: string;
+  /** The surface form lower-cased, computed once for every later lookup. */
+  lower: string;
   /** UTF-16 offsets into the text: text.slice(start, end) === this.text. */
   start: number;
   end: number;
@@ -82,7 +84,8 @@ function pushToken(
   end: number,
   paragraph: number,
 ): void {
-  out.push({ text: text.slice(start, end), start, end, paragraph, sentence: 0, inSentence: 0 });
+  const surface = text.slice(start, end);
+  out.push({ text: surface, lower: surface.toLowerCase(), start, end, paragraph, sentence: 0, inSentence: 0 });
 }
 
 /** Splits a word into the word and a trailing clitic the way spaCy does ("do" "n't", "Darcy" "'s"). */

@@ -127,7 +127,7 @@ export function renderSupersense(a: Analysis, mentions: EntityMention[]): string
   const rows: [number, number, string, string][] = [];
   for (const m of mentions) if (m.cat === "PER" && m.prop !== "PRON") rows.push([m.start, m.end, "noun.person", m.text]);
   tokens.forEach((t, i) => {
-    if (SPEECH_VERBS.has(t.text.toLowerCase())) rows.push([i, i, "verb.communication", t.text]);
+    if (SPEECH_VERBS.has(t.lower)) rows.push([i, i, "verb.communication", t.text]);
   });
   rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
   return [SUPERSENSE_HEADER, ...rows.map((r) => `${r[0]}\t${r[1]}\t${r[2]}\t${clean(r[3])}`)].join("\n") + "\n";
@@ -183,7 +183,7 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[
       if (tags[k] && (tags[k]!.pos === "NOUN" || tags[k]!.tag === "NNS")) e.poss.push(ref(k));
     } else if (tags[j] && isVerbLike(tags[j]!.tag) && !OBJECTS.has(lc)) {
       e.agent.push(ref(j));
-      if (COPULAS.has(tokens[j]!.text.toLowerCase())) {
+      if (COPULAS.has(tokens[j]!.lower)) {
         let k = j + 1;
         if (tokens[k] && tokens[k]!.text.endsWith("ly")) k++;
         if (tags[k]?.pos === "ADJ") e.mod.push(ref(k));
