@@ -1,4 +1,6 @@
 // Renders an analysis as BookNLP 1.0.7's output files, with the same names, headers and columns.
+// .tokens has the 14 columns real 1.0.7 output has (the 13 documented ones plus inQuote); byte_onset
+// and byte_offset are character offsets, as in BookNLP.
 //
 // Approximated columns (BookNLP fills them from neural models we do not run):
 //   .tokens      lemma, POS_tag, fine_POS_tag (rule-based), dependency_relation and
