@@ -23,8 +23,12 @@ const HTTP_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 3
 const PIPELINE_BUCKETS = [0.1, 0.5, 1, 5, 10, 30, 60, 120, 300, 600, 1800, 3600];
 const TTFT_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10];
 
-/** prom-client's per-heap-space gauges are slow to collect under Bun and say little; left out. */
-const EXCLUDED_DEFAULT_METRIC_PREFIXES = ["nodejs_heap_space_"];
+/**
+ * Left out of prom-client's defaults: the per-heap-space gauges are slow to collect under Bun, and
+ * the `nodejs_active_*_total` gauges break the rule that only counters end in `_total` (promtool
+ * rejects them); their `nodejs_active_*` twins carry the same numbers.
+ */
+const EXCLUDED_DEFAULT_METRIC_PREFIXES = ["nodejs_heap_space_", "nodejs_active_handles_total", "nodejs_active_requests_total", "nodejs_active_resources_total"];
 
 export interface Metrics {
   readonly registry: Registry;

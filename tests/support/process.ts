@@ -1,0 +1,90 @@
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+
+/**
+ * Starts project entry points as real child processes, the way an operator would, for tests that
+ * must see the process itself (start-up errors, signals, the HTTP server on a real port).
+ */
+
+export const REPO_ROOT = join(import.meta.dir, "..", "..");
+
+export interface RunResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** Runs `bun <entry>` to completion with only the given variables (plus PATH and HOME). */
+export async function runEntry(entry: string, env: Record<string, string>, timeoutMs = 60_000): Promise<RunResult> {
+  const proc = Bun.spawn([process.execPath, entry], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+    timeout: timeoutMs,
+  });
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { exitCode, stdout, stderr };
+}
+
+export async function freePort(): Promise<number> {
+  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
+  const port = probe.port!;
+  await probe.stop(true);
+  return port;
+}
+
+export interface ServiceProcess {
+  url: string;
+  dataDir: string;
+  proc: ReturnType<typeof Bun.spawn>;
+  /** Everything the process wrote to stderr so far (its JSON log lines). */
+  logs(): string;
+  stop(signal?: NodeJS.Signals): Promise<number>;
+}
+
+/** Starts a long-running entry point on a free port with a fresh DATA_DIR and waits until /health answers. */
+export async function startService(entry: string, env: Record<string, string> = {}, readyTimeoutMs = 90_000): Promise<ServiceProcess> {
+  const port = await freePort();
+  const dataDir = await mkdtemp(join(tmpdir(), "service-data-"));
+  const proc = Bun.spawn([process.execPath, entry], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", PORT: String(port), DATA_DIR: dataDir, ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let stderr = "";
+  void (async () => {
+    const decoder = new TextDecoder();
+    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) stderr += decoder.decode(chunk, { stream: true });
+  })();
+  void new Response(proc.stdout as ReadableStream<Uint8Array>).text();
+  const url = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + readyTimeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`${entry} exited with ${proc.exitCode} before it was ready:\n${stderr}`);
+    try {
+      if ((await fetch(`${url}/health`)).ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) {
+      proc.kill();
+      throw new Error(`${entry} was not ready after ${readyTimeoutMs} ms:\n${stderr}`);
+    }
+    await Bun.sleep(100);
+  }
+  return {
+    url,
+    dataDir,
+    proc,
+    logs: () => stderr,
+    async stop(signal = "SIGTERM") {
+      proc.kill(signal);
+      const code = await proc.exited;
+      await rm(dataDir, { recursive: true, force: true });
+      return code;
+    },
+  };
+}
