@@ -54,6 +54,24 @@ describe("name clustering", () => {
     expect(mrs.gender).toBe("female");
   });
 
+  test("a familiar form joins the given name it comes from, unless that person is rarely called by it", () => {
+    const t = [
+      "Elizabeth Marsh came down early. Elizabeth was always early, and she liked the quiet; Elizabeth read by the window until Elizabeth heard the bell.",
+      '"Good morning, Lizzy," said Mr. Marsh. Lizzy smiled at him.',
+      "Lady Catherine Vane arrived at noon, and Lady Catherine was never early. Kitty, the maid, took her cloak, and Kitty curtsied. Kitty was shy, and she blushed.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Lizzy").id).toBe(character(characters, "Elizabeth Marsh").id);
+    expect(character(characters, "Kitty").id).not.toBe(character(characters, "Lady Catherine").id);
+  });
+
+  test("'Miss' with a given name joins the one person of that given name", () => {
+    const t = "Lydia Marsh laughed. Miss Lydia Marsh was the youngest, and she laughed at everything. Lydia ran out. Later Miss Lydia came back, and Lydia sat down.";
+    const { characters } = read(t);
+    expect(character(characters, "Miss Lydia").id).toBe(character(characters, "Lydia Marsh").id);
+    expect(character(characters, "Lydia").id).toBe(character(characters, "Lydia Marsh").id);
+  });
+
   test("places after 'in' and before 'Street' are not characters", () => {
     const t = 'Tobias Fenwick lived in Harrowgate, where he kept a shop. Tobias walked down Marlow Street every day, and he was well liked in Harrowgate. "Good morning," said Tobias to everyone.';
     const { characters } = read(t);

@@ -5,6 +5,7 @@ import {
   HONORIFICS,
   MALE_PRONOUNS,
   MOSTLY_MALE_TITLES,
+  NICKNAMES,
   type Gender,
 } from "./lexicon.ts";
 import { isTagSubject, type NameMention } from "./names.ts";
@@ -37,6 +38,8 @@ interface Form {
   mentions: NameMention[];
 }
 
+// Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
+const PLACE_SHARE = 0.3;
 const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
 const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
 
@@ -157,7 +160,20 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
   for (const f of order) {
     // Only characters sharing the form's first or last word can match it.
     const near = new Set([...(byWord.get(f.words[0]!) ?? []), ...(byWord.get(f.words[f.words.length - 1]!) ?? [])]);
-    const cands = [...near].filter((c) => compatible(c, f));
+    // A bare word mostly seen after "in"/"at" is a place that once sat next to a name ("in London Lydia").
+    const placeLike = f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.filter((m) => m.placeContext).length >= PLACE_SHARE * f.mentions.length;
+    const cands = placeLike ? [] : [...near].filter((c) => compatible(c, f));
+    // A familiar form nobody else answers to joins the one character with the full given name.
+    if (cands.length === 0 && f.words.length === 1 && !f.definite) {
+      const full = (NICKNAMES.get(f.words[0]!) ?? []).flatMap((n) => {
+        const shadow: Form = { ...f, words: [n] };
+        // Only when the bare given name is used at least as often (Elizabeth, not Lady Catherine).
+        if ((forms.get(n)?.mentions.length ?? 0) < f.mentions.length) return [];
+        return (byWord.get(n) ?? []).filter((c) => c.firsts.has(n) && compatible(c, shadow));
+      });
+      const unique = [...new Set(full)];
+      if (unique.length === 1) cands.push(unique[0]!);
+    }
     let target: Character | undefined;
     if (cands.length === 1) target = cands[0];
     else if (cands.length > 1) {
@@ -171,8 +187,13 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
           deferred.set(f, cands);
           continue;
         }
+      } else {
+        // "Miss Lydia" joins the one "Miss Lydia …" there is; a titled surname that fits several
+        // people ("Miss Bennet") is a character of its own.
+        const title = f.title;
+        const byFirst = cands.filter((c) => c.titles.has(title) && c.firsts.has(w) && !c.lasts.has(w));
+        if (byFirst.length === 1) target = byFirst[0];
       }
-      // A titled short form that fits several people ("Miss Bennet") is a character of its own.
     }
     if (!target) {
       target = newCharacter(chars.length, f);

@@ -116,3 +116,40 @@ for (const w of `mary elizabeth jane anne ann catherine margaret sarah emma char
 export const GENDERED_NOUNS = new Map<string, Gender>();
 for (const w of "man gentleman boy fellow youth lad husband father son brother uncle nephew master sir".split(" ")) GENDERED_NOUNS.set(w, "m");
 for (const w of "woman lady girl lass wife mother daughter sister aunt niece mistress madam widow".split(" ")) GENDERED_NOUNS.set(w, "f");
+
+/** Familiar forms of given names ("Lizzy" is Elizabeth), so they join the same character. */
+export const NICKNAMES = new Map<string, string[]>();
+for (const line of `elizabeth: lizzy lizzie liz eliza beth betsy bess bessie betty
+  catherine: kitty kate katie kit
+  katherine: kitty kate katie
+  frances: fanny
+  mary: polly molly mamie
+  ellen: nelly nell
+  helen: nelly nell
+  eleanor: nelly nell
+  susan: sukey sue susie
+  martha: patty patsy
+  margaret: peggy meg maggie
+  dorothy: dolly dora
+  thomas: tom tommy
+  richard: dick dickon
+  robert: bob bobby robin
+  william: bill billy will willy
+  john: jack johnny
+  edward: ned ted teddy
+  henry: harry hal
+  james: jim jimmy jem jemmy
+  charles: charley charlie
+  frederick: fred freddy
+  samuel: sam sammy
+  benjamin: ben
+  joseph: joe
+  nicholas: nick
+  anthony: tony
+  andrew: andy
+  daniel: dan
+  philip: phil
+  walter: walt`.split("\n")) {
+  const [full, rest] = line.split(":");
+  for (const nick of rest!.trim().split(/\s+/)) NICKNAMES.set(nick, [...(NICKNAMES.get(nick) ?? []), full!.trim()]);
+}

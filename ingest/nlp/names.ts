@@ -38,6 +38,8 @@ export interface CapitalStats {
   capMid: Map<string, number>;
   /** All-lower-case occurrences, by word. */
   lower: Map<string, number>;
+  /** Capitalised occurrences right after "in", "at", "near"…, by lower-cased word. */
+  afterPlacePreposition: Map<string, number>;
 }
 
 const LETTER = /\p{L}/u;
@@ -46,6 +48,8 @@ const HAS_LOWER = /\p{Ll}/u;
 const INITIAL = /^\p{Lu}\.$/u;
 const OPENERS = new Set(['"', "'", "\u201c", "\u2018", "(", "[", "_", "\u2014", "--", "-", ":"]);
 
+// Share of a word's capitalised uses after "in"/"at"/… that makes it a place.
+const PLACE_WORD_SHARE = 0.3;
 // Titles that never stand alone as a name.
 const SHORT_TITLES = new Set(["mr", "mrs", "ms", "miss", "m", "mme", "mlle", "dr", "st", "rev", "capt", "col", "gen", "lieut", "lt", "sgt", "prof"]);
 
@@ -72,16 +76,20 @@ export function isSentenceInitial(tokens: Token[], i: number, inQuote: Uint8Arra
 export function capitalStats(tokens: Token[], inQuote: Uint8Array): CapitalStats {
   const capMid = new Map<string, number>();
   const lower = new Map<string, number>();
+  const afterPlacePreposition = new Map<string, number>();
   for (let i = 0; i < tokens.length; i++) {
     const w = tokens[i]!.text;
     const c = w.charCodeAt(0);
     // ASCII punctuation and digits are the commonest non-words: skip them without a regex.
     if (c < 65 || (c > 90 && c < 97) || (c > 122 && c < 128) || !LETTER.test(w)) continue;
-    const lc = w.toLowerCase();
+    const lc = tokens[i]!.lower;
     if (w === lc) add(lower, lc);
-    else if (isCapitalised(w) && !isSentenceInitial(tokens, i, inQuote)) add(capMid, lc);
+    else if (isCapitalised(w) && !isSentenceInitial(tokens, i, inQuote)) {
+      add(capMid, lc);
+      if (i > 0 && PLACE_PREPOSITIONS.has(tokens[i - 1]!.lower)) add(afterPlacePreposition, lc);
+    }
   }
-  return { capMid, lower };
+  return { capMid, lower, afterPlacePreposition };
 }
 
 // Spellings of one title, so "Doctor Kemp" and "Dr. Kemp" are the same person.
@@ -106,7 +114,9 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
   places: PlaceMention[];
 } {
   const { tokens } = tok;
-  const { capMid, lower } = stats;
+  const { capMid, lower, afterPlacePreposition } = stats;
+  // A word seen after "in"/"at" often enough is a place: it never joins a person's name ("in London Lydia").
+  const isPlaceWord = (lc: string): boolean => (afterPlacePreposition.get(lc) ?? 0) >= PLACE_WORD_SHARE * (capMid.get(lc) ?? 0) && afterPlacePreposition.has(lc);
   const isNameWord = (w: string): boolean => {
     if (!isCapitalised(w) || INITIAL.test(w)) return false;
     const lc = w.toLowerCase();
@@ -160,6 +170,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       const n = tokens[end + 1];
       if (!n || n.paragraph !== first.paragraph || n.start - tokens[end]!.end > 1) break;
       // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
+      if (isPlaceWord(n.lower) || isPlaceWord(tokens[end]!.lower)) break;
       if (isNameWord(n.text) || INITIAL.test(n.text) || (isCapitalised(n.text) && !NOT_NAMES.has(n.lower) && titleOf(n.text) === undefined)) {
         end++;
         continue;
@@ -179,6 +190,8 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
         start > 0 &&
         isCapitalised(tokens[start - 1]!.text) &&
         !NOT_NAMES.has(tokens[start - 1]!.lower) &&
+        !isPlaceWord(tokens[start - 1]!.lower) &&
+        (lower.get(tokens[start - 1]!.lower) ?? 0) <= (capMid.get(tokens[start - 1]!.lower) ?? 0) &&
         !isSentenceInitial(tokens, start - 1, inQuote) &&
         tokens[start - 1]!.paragraph === first.paragraph &&
         titleOf(tokens[start - 1]!.text) === undefined
