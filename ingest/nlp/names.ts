@@ -169,8 +169,8 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     for (;;) {
       const n = tokens[end + 1];
       if (!n || n.paragraph !== first.paragraph || n.start - tokens[end]!.end > 1) break;
-      // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
       if (isPlaceWord(n.lower) || isPlaceWord(tokens[end]!.lower)) break;
+      // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
       if (isNameWord(n.text) || INITIAL.test(n.text) || (isCapitalised(n.text) && !NOT_NAMES.has(n.lower) && titleOf(n.text) === undefined)) {
         end++;
         continue;
