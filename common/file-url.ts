@@ -168,7 +168,7 @@ export async function downloadBook(raw: string, options: DownloadOptions): Promi
       throw new FileUrlError("too_large", `file is larger than ${options.maxBytes} bytes`);
     }
     let bytes = 0;
-    let head = new Uint8Array(0);
+    let head: Uint8Array = new Uint8Array(0);
     let sniffed = false;
     const reader = res.body?.getReader();
     while (reader) {

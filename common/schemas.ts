@@ -9,7 +9,7 @@ const uuid = (field: string) => z.uuid({ error: `${field} must be a UUID` });
 
 export const ErrorBody = z
   .object({ error: z.string() })
-  .meta({ id: "Error", description: "Every error response has this body.", example: { error: "book_id must be a UUID" } });
+  .meta({ title: "Error", description: "Every error response has this body.", example: { error: "book_id must be a UUID" } });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
 export const ProcessingRequest = z
@@ -19,7 +19,7 @@ export const ProcessingRequest = z
     user_id: uuid("user_id"),
   })
   .meta({
-    id: "ProcessingRequest",
+    title: "ProcessingRequest",
     example: {
       book_id: "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b",
       file_url: "https://books.example.com/uploads/pride-and-prejudice.txt",
@@ -50,7 +50,7 @@ export const ProcessingAccepted = z
     }),
   })
   .meta({
-    id: "ProcessingAccepted",
+    title: "ProcessingAccepted",
     description: "The book was queued for ingestion. Both shapes the spec gives are satisfied: status/job_id and data.",
     example: {
       status: "accepted",
