@@ -178,7 +178,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     llm: {
       tokens: new Counter({
         name: "llm_tokens_total",
-        help: "LLM tokens used, by purpose (rewrite, chat, summary, extract, persona, embedding) and type (prompt, completion).",
+        help: "LLM tokens used, by purpose (rewrite, chat, summary, extract, persona, characters, embedding) and type (prompt, completion).",
         labelNames: ["purpose", "type"],
         registers,
       }),

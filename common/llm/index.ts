@@ -5,8 +5,11 @@ export interface ChatMessage {
   content: string;
 }
 
-/** What a call is for; labels token metrics. */
-export type LlmPurpose = "rewrite" | "chat" | "summary" | "extract" | "persona" | "embedding";
+/**
+ * What a call is for; labels token metrics and tells the offline provider which answer to compose.
+ * `characters` is the LLM-based character discovery used for books BookNLP cannot read (Urdu).
+ */
+export type LlmPurpose = "rewrite" | "chat" | "summary" | "extract" | "persona" | "characters" | "embedding";
 
 export interface CompletionOptions {
   purpose: LlmPurpose;
