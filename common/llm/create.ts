@@ -1,5 +1,6 @@
 import type { Config } from "../config.ts";
 import type { LanguageModel } from "./index.ts";
+import { createOfflineLanguageModel } from "./offline.ts";
 import { createOpenAiLanguageModel, type OpenAiLanguageModelOptions } from "./openai.ts";
 
 /** Knobs the composition root and tests may set; the rest comes from config. */
@@ -16,10 +17,6 @@ export function createLanguageModel(config: Config["llm"], options: LanguageMode
       embedModel: config.embedModel,
     });
   }
-  return createOfflineLanguageModel(config, options);
-}
-
-/** Seam for the deterministic offline provider used when no gateway is configured. */
-function createOfflineLanguageModel(_config: Config["llm"], _options: LanguageModelOptions): LanguageModel {
-  throw new Error("offline provider not built yet");
+  // The gateway's transport knobs (fetch, timeouts, retries, batches) mean nothing without a gateway.
+  return createOfflineLanguageModel(options.onUsage ? { onUsage: options.onUsage } : {});
 }

@@ -1,0 +1,237 @@
+/**
+ * The offline provider's answers for a chat turn: the query rewrite, the in-character reply and the
+ * rolling summary. Each reads the prompt that common/prompt.ts built and composes its answer from
+ * the material in it (the reader's words, the character's own quoted lines, the fenced passages),
+ * so nothing in a reply is invented. Pure: no I/O.
+ */
+import {
+  NO_SUMMARY_YET,
+  PASSAGE_CLOSE,
+  PASSAGE_OPEN,
+  PASSAGES_HEADING,
+  PREFERENCES_HEADING,
+  READER_LABEL,
+  REWRITE_HISTORY_LABEL,
+  REWRITE_MESSAGE_LABEL,
+  SUMMARY_HEADING,
+  SUMMARY_MAX_WORDS,
+  SUMMARY_MESSAGES_LABEL,
+  SUMMARY_PREVIOUS_LABEL,
+} from "../prompt.ts";
+import type { ChatMessage } from "./index.ts";
+import { contentTerms, contentWords, firstWords, mostSimilar, salientWords, sentences, wordCount } from "./offline-text.ts";
+
+/** Heading of the persona section listing the character's real lines, one quoted line each. */
+export const OFFLINE_QUOTES_HEADING = "Things I have said:";
+/** Words of the recent conversation added to the narrative query. */
+export const REWRITE_CONTEXT_WORDS = 6;
+/** Lines of the character quoted in one reply: the best match, and the runner-up when it shares words too. */
+const MAX_REPLY_QUOTES = 2;
+/** Length of the passage excerpt cited in a reply. */
+export const REPLY_PASSAGE_WORDS = 60;
+
+export const OFFLINE_NO_MATERIAL_REPLY =
+  "(Offline provider: no language model is configured, and none of this character's lines and no passage of the book " +
+  "were available for your message, so there is nothing to compose a reply from.)";
+
+function lastUserContent(messages: readonly ChatMessage[]): string {
+  return messages.findLast((m) => m.role === "user")?.content ?? "";
+}
+
+/** Text after `label` (on its own line) up to `end` or the end of the text; undefined when the label is absent. */
+function section(text: string, label: string, end?: string): string | undefined {
+  const start = text.startsWith(`${label}\n`) ? 0 : text.indexOf(`\n\n${label}\n`);
+  if (start === -1) return undefined;
+  const from = text.indexOf("\n", start === 0 ? 0 : start + 2) + 1;
+  const to = end === undefined ? -1 : text.indexOf(`\n\n${end}\n`, from);
+  return text.slice(from, to === -1 ? undefined : to);
+}
+
+interface TranscriptEntry {
+  speaker: string;
+  text: string;
+}
+
+/** "Speaker: text" lines; a line without a label continues the message before it. */
+function readTranscript(text: string): TranscriptEntry[] {
+  const entries: TranscriptEntry[] = [];
+  for (const line of text.split("\n")) {
+    const labelled = /^([^:\n]{1,60}): (.*)$/.exec(line);
+    if (labelled) entries.push({ speaker: labelled[1]!, text: labelled[2]! });
+    else if (entries.length > 0) entries[entries.length - 1]!.text += `\n${line}`;
+    else if (line.trim()) entries.push({ speaker: "", text: line });
+  }
+  return entries;
+}
+
+// Query rewrite --------------------------------------------------------------------------------
+
+/**
+ * keyword_query: the reader's message without function words (the recent conversation's salient
+ * words when the message has none, e.g. "Why?"); narrative_query: the message plus the salient
+ * words of the recent turns, the latest turns winning ties.
+ */
+export function composeRewrite(messages: readonly ChatMessage[]): string {
+  const content = lastUserContent(messages);
+  const message = (section(content, REWRITE_MESSAGE_LABEL) ?? content).trim();
+  const history = section(content, REWRITE_HISTORY_LABEL, REWRITE_MESSAGE_LABEL) ?? "";
+  const recentText = readTranscript(history)
+    .reverse()
+    .map((e) => e.text)
+    .join("\n");
+  const recentWords = salientWords(recentText, REWRITE_CONTEXT_WORDS, new Set(contentTerms(message)));
+  const keywords = contentWords(message);
+  const keywordQuery = (keywords.length > 0 ? keywords : recentWords).join(" ") || message;
+  const narrativeQuery = recentWords.length > 0 ? `${message} (${recentWords.join(", ")})` : message;
+  return JSON.stringify({ narrative_query: narrativeQuery, keyword_query: keywordQuery });
+}
+
+// Chat reply -----------------------------------------------------------------------------------
+
+interface ChatMaterial {
+  quotes: string[];
+  passages: string[];
+}
+
+const QUOTE_LINE = /^\s*(?:[-*•]\s*)?["“](.+)["”]\s*$/;
+const QUOTED_SPAN = /["“]([^"”\n]{8,400})["”]/g;
+
+/**
+ * The character's lines: the quoted lines under OFFLINE_QUOTES_HEADING (the offline persona writes
+ * them); for a persona written by a model, any quoted span in it.
+ */
+export function personaQuotes(persona: string): string[] {
+  const lines = persona.split("\n");
+  const heading = lines.findIndex((l) => l.trim() === OFFLINE_QUOTES_HEADING);
+  if (heading === -1) return Array.from(persona.matchAll(QUOTED_SPAN), (m) => m[1]!.trim());
+  const quotes: string[] = [];
+  for (const line of lines.slice(heading + 1)) {
+    const quoted = QUOTE_LINE.exec(line);
+    if (!quoted) break;
+    quotes.push(quoted[1]!.trim());
+  }
+  return quotes;
+}
+
+/** Persona quotes and fenced passages of a system prompt built by buildChatSystemPrompt. */
+export function readChatMaterial(system: string): ChatMaterial {
+  const personaEnd = [PREFERENCES_HEADING, PASSAGES_HEADING]
+    .map((heading) => system.indexOf(`\n\n${heading}\n`))
+    .filter((i) => i !== -1);
+  const persona = personaEnd.length > 0 ? system.slice(0, Math.min(...personaEnd)) : system;
+  // The summary comes last and may quote anything the reader typed: passages are read only before it.
+  const passagesStart = system.indexOf(`\n\n${PASSAGES_HEADING}\n`);
+  const summaryStart = system.lastIndexOf(`\n\n${SUMMARY_HEADING}\n`);
+  const passagesText =
+    passagesStart === -1 ? "" : system.slice(passagesStart, summaryStart > passagesStart ? summaryStart : undefined);
+  const fence = new RegExp(`${PASSAGE_OPEN}\\n([\\s\\S]*?)\\n${PASSAGE_CLOSE}`, "g");
+  return {
+    quotes: personaQuotes(persona),
+    passages: Array.from(passagesText.matchAll(fence), (m) => m[1]!.trim()).filter(Boolean),
+  };
+}
+
+/** Stable small hash so a message that shares no word with any line still gets a line of its own. */
+function pick(text: string, count: number): number {
+  let hash = 0;
+  for (let i = 0; i < text.length; i++) hash = (Math.imul(hash, 31) + text.charCodeAt(i)) >>> 0;
+  return hash % count;
+}
+
+function chooseQuotes(message: string, quotes: readonly string[]): string[] {
+  const ranked = quotes
+    .map((quote, index) => ({ quote, index, score: mostSimilar(message, [quote]).score }))
+    .sort((a, b) => b.score - a.score || a.index - b.index);
+  if (ranked[0]!.score <= 0) return [quotes[pick(message, quotes.length)]!];
+  return ranked
+    .filter((r) => r.score > 0)
+    .slice(0, MAX_REPLY_QUOTES)
+    .map((r) => r.quote);
+}
+
+/** The passage sentence closest to the message, with the sentences after it up to REPLY_PASSAGE_WORDS. */
+function passageExcerpt(message: string, passage: string): string {
+  const all = sentences(passage);
+  const { index, score } = mostSimilar(message, all);
+  const start = score > 0 ? index : 0;
+  const taken: string[] = [];
+  let words = 0;
+  for (const sentence of all.slice(start)) {
+    if (taken.length > 0 && words + wordCount(sentence) > REPLY_PASSAGE_WORDS) break;
+    taken.push(sentence);
+    words += wordCount(sentence);
+  }
+  return firstWords(taken.join(" "), REPLY_PASSAGE_WORDS);
+}
+
+/**
+ * The character answers with its own lines closest to the reader's message, then cites the
+ * passage closest to it (retrieval's best when none shares a word).
+ */
+export function composeChatReply(messages: readonly ChatMessage[]): string {
+  const system = messages.find((m) => m.role === "system")?.content ?? "";
+  const message = lastUserContent(messages);
+  const { quotes, passages } = readChatMaterial(system);
+  const parts: string[] = [];
+  if (quotes.length > 0) parts.push(chooseQuotes(message, quotes).join(" "));
+  if (passages.length > 0) {
+    const best = mostSimilar(message, passages);
+    const excerpt = passageExcerpt(message, passages[best.score > 0 ? best.index : 0]!);
+    parts.push(`${quotes.length > 0 ? "As the book tells it" : "The book tells it this way"}: “${excerpt}”`);
+  }
+  return parts.length > 0 ? parts.join("\n\n") : OFFLINE_NO_MATERIAL_REPLY;
+}
+
+// Rolling summary ------------------------------------------------------------------------------
+
+interface SummaryUnit {
+  text: string;
+  terms: string[];
+  fromNewMessages: boolean;
+  order: number;
+}
+
+/**
+ * Extractive: the sentences of the old summary and of the messages leaving the window (attributed
+ * to their speaker) compete on how much they share the conversation's recurring words; the best fit
+ * in SUMMARY_MAX_WORDS and are kept in their original order. One sentence of the new messages is
+ * always kept, so the summary moves on even when the old one is full.
+ */
+export function composeSummary(messages: readonly ChatMessage[]): string {
+  const content = lastUserContent(messages);
+  const previous = (section(content, SUMMARY_PREVIOUS_LABEL, SUMMARY_MESSAGES_LABEL) ?? "").trim();
+  const leaving = readTranscript(section(content, SUMMARY_MESSAGES_LABEL) ?? "");
+
+  const units: SummaryUnit[] = [];
+  const add = (text: string, fromNewMessages: boolean) =>
+    units.push({ text, terms: contentTerms(text), fromNewMessages, order: units.length });
+  if (previous !== NO_SUMMARY_YET) for (const s of sentences(previous)) add(s, false);
+  for (const { speaker, text } of leaving) {
+    const who = speaker === READER_LABEL ? "The reader" : speaker || "Someone";
+    for (const s of sentences(text)) add(`${who} ${s.endsWith("?") ? "asked" : "said"}: “${s}”`, true);
+  }
+
+  const frequency = new Map<string, number>();
+  for (const term of units.flatMap((u) => [...new Set(u.terms)])) frequency.set(term, (frequency.get(term) ?? 0) + 1);
+  const score = (u: SummaryUnit) =>
+    u.terms.length === 0 ? 0 : u.terms.reduce((sum, t) => sum + frequency.get(t)!, 0) / Math.sqrt(u.terms.length);
+  const ranked = [...units].sort((a, b) => score(b) - score(a) || Number(b.fromNewMessages) - Number(a.fromNewMessages) || a.order - b.order);
+  const firstNew = ranked.find((u) => u.fromNewMessages);
+
+  const chosen = new Map<number, string>();
+  let words = 0;
+  for (const unit of firstNew ? [firstNew, ...ranked.filter((u) => u !== firstNew)] : ranked) {
+    const length = wordCount(unit.text);
+    if (words + length <= SUMMARY_MAX_WORDS) {
+      chosen.set(unit.order, unit.text);
+      words += length;
+    } else if (chosen.size === 0) {
+      chosen.set(unit.order, firstWords(unit.text, SUMMARY_MAX_WORDS));
+      words = SUMMARY_MAX_WORDS;
+    }
+  }
+  return [...chosen.entries()]
+    .sort((a, b) => a[0] - b[0])
+    .map(([, text]) => text)
+    .join(" ");
+}
