@@ -68,6 +68,7 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
     text_index: textIndex.adapter,
     reranker: reranker ? "http" : "rank fusion",
   });
+  if (llm.provider === "offline") logger.warn("LLM gateway not configured: offline provider (deterministic, no model)");
 
   return {
     config,
