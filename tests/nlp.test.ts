@@ -27,7 +27,7 @@ function character(list: CharacterSummary[], name: string): CharacterSummary {
 const quoted = (text: string) => findQuotes(tokenize(text));
 const quoteTexts = (text: string) => {
   const tok = tokenize(text);
-  return findQuotes(tok).quotes.map((q) => text.slice(tok.tokens[q.start]!.start, tok.tokens[q.end]!.end));
+  return findQuotes(tok).quotes.map((q) => text.slice(tok.start[q.start], tok.end[q.end]));
 };
 
 describe("name clustering", () => {

@@ -3,7 +3,7 @@ import { isVocative } from "./characters.ts";
 import { FIRST_PERSON, GENDERED_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
-import type { Token, Tokenized } from "./tokenizer.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -62,37 +62,37 @@ function pronounGender(lc: string): Gender | "i" | undefined {
 
 export function attributeSpeakers(input: AttributionInput): Attribution {
   const { tok, quotes, inQuote, names, chars, narrator } = input;
-  const tokens = tok.tokens;
+  const { text, lower, inSentence } = tok;
   const n = quotes.length;
   const speaker = new Int32Array(n).fill(-1);
   const mentionStart = new Int32Array(n).fill(-1);
   const mentionEnd = new Int32Array(n).fill(-1);
   const addressee = new Int32Array(n).fill(-1);
 
-  const nameAt = new Int32Array(tokens.length).fill(-1);
+  const nameAt = new Int32Array(tok.count).fill(-1);
   names.forEach((m, k) => {
     if (m.char >= 0 && chars[m.char]!.person) nameAt[m.start] = k;
   });
   const isPerson = (c: number) => c === NARRATOR_ID && narrator ? true : c >= 0 && chars[c]!.person;
   const genderOf = (c: number): Gender | undefined => (c >= 0 && c < chars.length ? chars[c]!.gender : undefined);
 
-  const nameEndingAt = new Int32Array(tokens.length).fill(-1);
+  const nameEndingAt = new Int32Array(tok.count).fill(-1);
   names.forEach((m, k) => {
     if (m.char >= 0) nameEndingAt[m.end] = k;
   });
   // "said the young man", "cried his wife": a description that only gives a gender, read like he/she.
   const describedGender = (j: number, hi: number): Tag | undefined => {
-    const det = tokens[j]!.lower;
+    const det = lower[j]!;
     if (det !== "the" && det !== "his" && det !== "her" && det !== "my" && det !== "a" && det !== "their") return undefined;
     for (let k = j + 1; k <= Math.min(hi, j + 3); k++) {
-      const noun = tokens[k]!.lower;
+      const noun = lower[k]!;
       const relation = RELATIONS[noun];
       if (relation && k === j + 1 && (det === "his" || det === "her")) {
         return { kind: "relation", gender: relation.gender, possessor: det === "his" ? "m" : "f", title: relation.title, at: k };
       }
       const g = GENDERED_NOUNS.get(noun);
       if (g) return { kind: "pronoun", gender: g, at: k };
-      if (!/^\p{L}+$/u.test(tokens[k]!.text)) break;
+      if (!/^\p{L}+$/u.test(text[k]!)) break;
     }
     return undefined;
   };
@@ -100,17 +100,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
   const subject = (v: number, lo: number, hi: number): Tag | undefined => {
     let j = v + 1;
-    if (j <= hi && isAdverb(tokens[j]!.lower)) j++;
+    if (j <= hi && isAdverb(lower[j]!)) j++;
     if (j <= hi) {
       const k = nameAt[j]!;
       if (k >= 0) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
-      const g = pronounGender(tokens[j]!.lower);
+      const g = pronounGender(lower[j]!);
       if (g) return { kind: "pronoun", gender: g, at: j };
       const d = describedGender(j, hi);
       if (d) return d;
     }
     for (let i = v - 1, skipped = 0; i >= lo && skipped <= 2; i--) {
-      const lc = tokens[i]!.lower;
+      const lc = lower[i]!;
       const g = pronounGender(lc);
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
@@ -124,10 +124,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration right after a quote ("…," said Jane / "…," she replied). */
   const tagAfter = (lo: number, hi: number): Tag | undefined => {
     let i = lo;
-    while (i <= hi && SKIPPABLE.has(tokens[i]!.text)) i++;
+    while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(tokens[v]!.lower)) return subject(v, i, Math.min(hi, v + 5));
+      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
     }
     return undefined;
   };
@@ -135,7 +135,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(tokens[v]!.lower)) return subject(v, Math.max(lo, v - 6), hi);
+      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
     }
     return undefined;
   };
@@ -145,12 +145,12 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     for (let i = lo; i <= hi; i++) {
       const k = nameAt[i]!;
       if (k >= 0) {
-        const prev = tokens[i - 1]?.lower;
+        const prev = lower[i - 1];
         if (prev === "to" || prev === "at" || prev === "with" || prev === "of") continue;
         return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
       }
-      const g = pronounGender(tokens[i]!.lower);
-      if (g && tokens[i]!.inSentence <= 1) return { kind: "pronoun", gender: g, at: i };
+      const g = pronounGender(lower[i]!);
+      if (g && inSentence[i]! <= 1) return { kind: "pronoun", gender: g, at: i };
     }
     return undefined;
   };
@@ -201,7 +201,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
       if (k >= 0) out.push(names[k]!.char);
-      else if (narrator && FIRST_PERSON.has(tokens[i]!.lower)) out.push(NARRATOR_ID);
+      else if (narrator && FIRST_PERSON.has(lower[i]!)) out.push(NARRATOR_ID);
     }
   };
 
@@ -243,7 +243,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
           }
         }
       }
-      for (const m of vocativesIn(tokens, names, q)) if (isPerson(m)) addressee[qk] = m;
+      for (const m of vocativesIn(tok, names, q)) if (isPerson(m)) addressee[qk] = m;
       cursor = q.end + 1;
     }
     // Quotes of one paragraph share a speaker unless tagged otherwise.
@@ -354,7 +354,7 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
 }
 
 /** Characters addressed by name inside the quote; names are sorted by position. */
-function vocativesIn(tokens: Token[], names: NameMention[], q: Quote): number[] {
+function vocativesIn(tok: Tokenized, names: NameMention[], q: Quote): number[] {
   let lo = 0;
   let hi = names.length;
   while (lo < hi) {
@@ -365,7 +365,7 @@ function vocativesIn(tokens: Token[], names: NameMention[], q: Quote): number[] 
   const out: number[] = [];
   for (let k = lo; k < names.length && names[k]!.end <= q.end; k++) {
     const m = names[k]!;
-    if (m.char >= 0 && isVocative(tokens, m)) out.push(m.char);
+    if (m.char >= 0 && isVocative(tok, m)) out.push(m.char);
   }
   return out;
 }

@@ -9,7 +9,7 @@ import {
   type Gender,
 } from "./lexicon.ts";
 import { isTagSubject, type NameMention } from "./names.ts";
-import type { Token } from "./tokenizer.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 export interface Character {
   id: number;
@@ -44,10 +44,10 @@ const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dea
 const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
 
 /** "Oh, Jane," / "my dear Mr. Bennet!": the name addresses someone inside a quote. */
-export function isVocative(tokens: Token[], m: NameMention): boolean {
+export function isVocative(tok: Tokenized, m: NameMention): boolean {
   if (!m.inQuote) return false;
-  const before = tokens[m.start - 1]?.lower ?? "";
-  const after = tokens[m.end + 1]?.text ?? "";
+  const before = tok.lower[m.start - 1] ?? "";
+  const after = tok.text[m.end + 1] ?? "";
   return VOCATIVE_BEFORE.has(before) && VOCATIVE_AFTER.has(after);
 }
 
@@ -109,12 +109,19 @@ function newCharacter(id: number, f: Form): Character {
   return c;
 }
 
-function absorb(c: Character, f: Form, tokens: Token[]): void {
+/** A mention as written, words joined by single spaces. */
+export function surfaceOf(tok: Tokenized, start: number, end: number): string {
+  let out = tok.text[start]!;
+  for (let i = start + 1; i <= end; i++) out += " " + tok.text[i]!;
+  return out;
+}
+
+function absorb(c: Character, f: Form, tok: Tokenized): void {
   if (f.title !== undefined) c.titles.add(f.title);
   const g = formGender(f.title, f.parts);
   if (!c.gender && g) c.gender = g;
   for (const m of f.mentions) {
-    const surface = tokens.slice(m.start, m.end + 1).map((t) => t.text).join(" ");
+    const surface = surfaceOf(tok, m.start, m.end);
     c.forms.set(surface, (c.forms.get(surface) ?? 0) + 1);
     m.char = c.id;
   }
@@ -135,7 +142,7 @@ function dominant(cands: Character[]): Character | undefined {
  * character they fit ("Elizabeth" → "Elizabeth Bennet"), never across genders or across Mrs./Miss.
  * An ambiguous short form ("Miss Bennet" with two Miss Bennets) becomes a character of its own.
  */
-export function clusterNames(tokens: Token[], names: NameMention[], seed: Character[] = []): Character[] {
+export function clusterNames(tok: Tokenized, names: NameMention[], seed: Character[] = []): Character[] {
   const forms = new Map<string, Form>();
   for (const m of names) {
     const key = formKey(m);
@@ -200,14 +207,14 @@ export function clusterNames(tokens: Token[], names: NameMention[], seed: Charac
       chars.push(target);
       for (const w of [...target.firsts, ...target.lasts, ...target.heads]) byWord.set(w, [...(byWord.get(w) ?? []), target]);
     }
-    absorb(target, f, tokens);
+    absorb(target, f, tok);
   }
-  resolveByRecency(tokens, names, deferred, chars);
+  resolveByRecency(tok, names, deferred, chars);
   return chars;
 }
 
 /** Each mention of an ambiguous bare name goes to the candidate mentioned most recently before it. */
-function resolveByRecency(tokens: Token[], names: NameMention[], deferred: Map<Form, Character[]>, chars: Character[]): void {
+function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Form, Character[]>, chars: Character[]): void {
   if (deferred.size === 0) return;
   const candidatesOf = new Map<NameMention, Character[]>();
   for (const [f, cands] of deferred) for (const m of f.mentions) candidatesOf.set(m, cands);
@@ -220,7 +227,7 @@ function resolveByRecency(tokens: Token[], names: NameMention[], deferred: Map<F
         const better = lastSeen[c.id]! > lastSeen[best.id]! || (lastSeen[c.id] === lastSeen[best.id] && c.mentionCount > best.mentionCount);
         if (better) best = c;
       }
-      const surface = tokens.slice(m.start, m.end + 1).map((t) => t.text).join(" ");
+      const surface = surfaceOf(tok, m.start, m.end);
       best.forms.set(surface, (best.forms.get(surface) ?? 0) + 1);
       best.mentionCount++;
       m.char = best.id;
@@ -234,7 +241,7 @@ function resolveByRecency(tokens: Token[], names: NameMention[], deferred: Map<F
  * then decides who is a person: titles, dialogue tags, vocatives, given names and gendered pronouns
  * count for; "in"/"at"/"near" before the name counts against.
  */
-export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Character[], inQuote: Uint8Array): void {
+export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Character[], inQuote: Uint8Array): void {
   const evidence = new Float64Array(chars.length);
   const bump = (id: number, x: number) => {
     evidence[id] = evidence[id]! + x;
@@ -244,16 +251,15 @@ export function scoreCharacters(tokens: Token[], names: NameMention[], chars: Ch
     if (m.char < 0) continue;
     const c = chars[m.char]!;
     if (m.title !== undefined) bump(c.id, 2);
-    if (isTagSubject(tokens, m)) bump(c.id, 2);
-    if (isVocative(tokens, m)) bump(c.id, 1);
+    if (isTagSubject(tok, m)) bump(c.id, 2);
+    if (isVocative(tok, m)) bump(c.id, 1);
     if (m.placeContext) bump(c.id, -1.5);
     if (m.inQuote) continue;
-    const para = tokens[m.start]!.paragraph;
-    for (let k = m.end + 1; k < tokens.length && k <= m.end + 25; k++) {
-      const t = tokens[k]!;
-      if (t.paragraph !== para || nameStarts.has(k)) break;
+    const para = tok.paragraph[m.start]!;
+    for (let k = m.end + 1; k < tok.count && k <= m.end + 25; k++) {
+      if (tok.paragraph[k] !== para || nameStarts.has(k)) break;
       if (inQuote[k]) continue;
-      const lc = t.lower;
+      const lc = tok.lower[k]!;
       // Object pronouns right after a name usually point at someone else ("Clara looked at him").
       if (lc === "him" || lc === "her") continue;
       if (MALE_PRONOUNS.has(lc)) {

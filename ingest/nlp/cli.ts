@@ -2,7 +2,7 @@
 
 import { mkdir, readFile, writeFile } from "node:fs/promises";
 import { basename, extname, join } from "node:path";
-import { runBookNlp, type Stage } from "./engine.ts";
+import { analyze, renderBodies, type Stage } from "./engine.ts";
 
 const STAGES: Stage[] = ["tokens", "quotes", "names", "speakers", "coreference", "files"];
 const BAR_WIDTH = 24;
@@ -32,15 +32,17 @@ export async function main(argv: string[]): Promise<number> {
   const text = await readFile(file, "utf8");
   const bar = progressBar(process.stderr.isTTY === true);
   const t0 = performance.now();
-  const { analysis, files } = runBookNlp(text, { onStage: bar.stage });
+  const analysis = analyze(text, { onStage: bar.stage });
+  bar.stage("files");
+  const bodies = renderBodies(analysis);
   await mkdir(outdir, { recursive: true });
-  await Promise.all(Object.entries(files).map(([ext, body]) => writeFile(join(outdir, `${id}.${ext}`), body)));
+  await Promise.all(Object.entries(bodies).map(([ext, body]) => writeFile(join(outdir, `${id}.${ext}`), body)));
   bar.done();
   const seconds = (performance.now() - t0) / 1000;
   const characters = new Set(analysis.mentions.filter((m) => m.cat === "PER").map((m) => m.coref)).size;
   const mb = Buffer.byteLength(text) / 1e6;
   process.stdout.write(
-    `${id}: ${mb.toFixed(2)} MB, ${analysis.tok.tokens.length} tokens, ${analysis.scan.quotes.length} quotes, ` +
+    `${id}: ${mb.toFixed(2)} MB, ${analysis.tok.count} tokens, ${analysis.scan.quotes.length} quotes, ` +
       `${characters} characters in ${seconds.toFixed(2)} s (${(mb / Math.max(seconds, 1e-9)).toFixed(2)} MB/s) -> ${outdir}\n`,
   );
   return 0;

@@ -1,9 +1,9 @@
 import { NARRATOR_ID, type Attribution } from "./attribution.ts";
-import type { Character } from "./characters.ts";
+import { surfaceOf, type Character } from "./characters.ts";
 import { FEMALE_PRONOUNS, FIRST_PERSON, MALE_PRONOUNS, SECOND_PERSON } from "./lexicon.ts";
 import type { NameMention, PlaceMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
-import type { Token } from "./tokenizer.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 export type MentionKind = "PROP" | "NOM" | "PRON";
 
@@ -18,7 +18,7 @@ export interface EntityMention {
 }
 
 export interface CorefInput {
-  tokens: Token[];
+  tok: Tokenized;
   names: NameMention[];
   places: PlaceMention[];
   chars: Character[];
@@ -28,30 +28,24 @@ export interface CorefInput {
   narrator: boolean;
 }
 
-const surface = (tokens: Token[], s: number, e: number): string => {
-  let out = tokens[s]!.text;
-  for (let i = s + 1; i <= e; i++) out += " " + tokens[i]!.text;
-  return out;
-};
-
 /**
  * Links every mention to a character: names by their cluster, I/me/my inside a quote to its
  * speaker, you/your to its addressee, he/she in narration to the most recent character of that
  * gender, narration I/me to the narrator. Non-person names become place entities.
  */
 export function resolveMentions(input: CorefInput): EntityMention[] {
-  const { tokens, names, places, chars, quotes, inQuote, attribution, narrator } = input;
+  const { tok, names, places, chars, quotes, inQuote, attribution, narrator } = input;
   const out: EntityMention[] = [];
-  const quoteAt = new Int32Array(tokens.length).fill(-1);
+  const quoteAt = new Int32Array(tok.count).fill(-1);
   quotes.forEach((q, k) => quoteAt.fill(k, q.start, q.end + 1));
   const tagPronoun = new Map<number, number>();
   quotes.forEach((_, k) => {
     const s = attribution.mentionStart[k]!;
     if (s >= 0 && s === attribution.mentionEnd[k] && attribution.speaker[k]! >= 0) tagPronoun.set(s, attribution.speaker[k]!);
   });
-  const nameAt = new Int32Array(tokens.length).fill(-1);
+  const nameAt = new Int32Array(tok.count).fill(-1);
   names.forEach((m, k) => (nameAt[m.start] = k));
-  const placeAt = new Int32Array(tokens.length).fill(-1);
+  const placeAt = new Int32Array(tok.count).fill(-1);
   places.forEach((p, k) => (placeAt[p.start] = k));
   let nextOtherId = chars.length;
   const otherIds = new Map<string, number>();
@@ -65,14 +59,14 @@ export function resolveMentions(input: CorefInput): EntityMention[] {
     const g = chars[c]?.gender;
     if (g) last[g] = c;
   };
-  for (let i = 0; i < tokens.length; i++) {
+  for (let i = 0; i < tok.count; i++) {
     // Whoever just spoke is the likeliest "he"/"she" of the narration that follows.
     const qEnding = i > 0 ? quoteAt[i - 1]! : -1;
     if (qEnding >= 0 && quotes[qEnding]!.end === i - 1 && attribution.speaker[qEnding]! >= 0) seen(attribution.speaker[qEnding]!);
     const k = nameAt[i]!;
     if (k >= 0) {
       const m = names[k]!;
-      const text = surface(tokens, m.start, m.end);
+      const text = surfaceOf(tok, m.start, m.end);
       if (m.char >= 0 && chars[m.char]!.person) {
         out.push({ coref: m.char, start: m.start, end: m.end, prop: "PROP", cat: "PER", text });
         if (!inQuote[i]) seen(m.char);
@@ -85,13 +79,13 @@ export function resolveMentions(input: CorefInput): EntityMention[] {
     const p = placeAt[i]!;
     if (p >= 0) {
       const pl = places[p]!;
-      const text = surface(tokens, pl.start, pl.end);
+      const text = surfaceOf(tok, pl.start, pl.end);
       out.push({ coref: otherId(text.toLowerCase()), start: pl.start, end: pl.end, prop: "PROP", cat: "FAC", text });
       i = pl.end;
       continue;
     }
-    const w = tokens[i]!.text;
-    const lc = w.toLowerCase();
+    const w = tok.text[i]!;
+    const lc = tok.lower[i]!;
     let c = -1;
     const tagged = tagPronoun.get(i);
     if (tagged !== undefined) c = tagged;

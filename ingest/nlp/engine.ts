@@ -5,7 +5,7 @@ import { FIRST_PERSON } from "./lexicon.ts";
 import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
-import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokens, tagAll, type BookNlpFiles } from "./writer.ts";
+import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenBytes, tagAll, type BookNlpFiles } from "./writer.ts";
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
@@ -51,11 +51,11 @@ function narratorSlot(): Character {
 function firstPersonShare(tok: Tokenized, inQuote: Uint8Array): number {
   let words = 0;
   let firsts = 0;
-  tok.tokens.forEach((t, i) => {
-    if (inQuote[i] || !/\p{L}/u.test(t.text)) return;
+  for (let i = 0; i < tok.count; i++) {
+    if (inQuote[i] || !/\p{L}/u.test(tok.text[i]!)) continue;
     words++;
-    if (FIRST_PERSON.has(t.lower)) firsts++;
-  });
+    if (FIRST_PERSON.has(tok.lower[i]!)) firsts++;
+  }
   return words === 0 ? 0 : firsts / words;
 }
 
@@ -63,7 +63,7 @@ function firstPersonShare(tok: Tokenized, inQuote: Uint8Array): number {
  * A first-person narrator is never named in the narration, only by others inside quotes: the
  * person addressed most by name whose name occurs (almost) only in quotes is the narrator.
  */
-function nameTheNarrator(tokens: Tokenized["tokens"], names: NameMention[], chars: Character[]): void {
+function nameTheNarrator(tok: Tokenized, names: NameMention[], chars: Character[]): void {
   const total = new Map<number, number>();
   const quoted = new Map<number, number>();
   const vocatives = new Map<number, number>();
@@ -72,7 +72,7 @@ function nameTheNarrator(tokens: Tokenized["tokens"], names: NameMention[], char
     if (m.char <= NARRATOR_ID || !chars[m.char]!.person) continue;
     add(total, m.char);
     if (m.inQuote) add(quoted, m.char);
-    if (isVocative(tokens, m)) add(vocatives, m.char);
+    if (isVocative(tok, m)) add(vocatives, m.char);
   }
   let best = -1;
   for (const [c, v] of vocatives) {
@@ -99,20 +99,20 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   stage("quotes");
   const scan = findQuotes(tok);
   stage("names");
-  const stats = capitalStats(tok.tokens, scan.inQuote);
+  const stats = capitalStats(tok, scan.inQuote);
   const found = findNames(tok, scan.inQuote, stats);
   const places = found.places;
-  const names = [...found.names, ...findEpithets(tok.tokens, scan.inQuote, found.names)].sort((a, b) => a.start - b.start);
-  const chars = clusterNames(tok.tokens, names, [narratorSlot()]);
-  scoreCharacters(tok.tokens, names, chars, scan.inQuote);
+  const names = [...found.names, ...findEpithets(tok, scan.inQuote, found.names)].sort((a, b) => a.start - b.start);
+  const chars = clusterNames(tok, names, [narratorSlot()]);
+  scoreCharacters(tok, names, chars, scan.inQuote);
   const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);
   chars[NARRATOR_ID]!.person = narrator;
-  if (narrator) nameTheNarrator(tok.tokens, names, chars);
+  if (narrator) nameTheNarrator(tok, names, chars);
   stage("speakers");
   const attribution = attributeSpeakers({ tok, quotes: scan.quotes, inQuote: scan.inQuote, names, chars, narrator });
   stage("coreference");
   const mentions = resolveMentions({
-    tokens: tok.tokens,
+    tok,
     names,
     places,
     chars,
@@ -124,10 +124,13 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   return { text, tok, scan, names, places, chars, narrator, attribution, mentions };
 }
 
-export function render(a: Analysis): BookNlpFiles {
+/** File contents ready to write: .tokens as UTF-8 bytes, the way it is built, the rest as text. */
+export type BookNlpFileBodies = Omit<BookNlpFiles, "tokens"> & { tokens: Uint8Array };
+
+export function renderBodies(a: Analysis): BookNlpFileBodies {
   const tags = tagAll(a);
   return {
-    tokens: renderTokens(a, tags),
+    tokens: renderTokenBytes(a, tags),
     entities: renderEntities(a.mentions),
     quotes: renderQuotes(a),
     supersense: renderSupersense(a, a.mentions),
@@ -135,9 +138,50 @@ export function render(a: Analysis): BookNlpFiles {
   };
 }
 
-/** The whole job: a book's text in, BookNLP's five files out. */
+function once<T>(f: () => T): () => T {
+  let done = false;
+  let value: T;
+  return () => {
+    if (!done) {
+      value = f();
+      done = true;
+    }
+    return value;
+  };
+}
+
+/**
+ * The five files as text, each rendered when first read: a caller that wants only the characters
+ * never builds the .tokens file (50 MB for War and Peace).
+ */
+export function render(a: Analysis): BookNlpFiles {
+  const tags = once(() => tagAll(a));
+  const tokens = once(() => new TextDecoder().decode(renderTokenBytes(a, tags())));
+  const entities = once(() => renderEntities(a.mentions));
+  const quotes = once(() => renderQuotes(a));
+  const supersense = once(() => renderSupersense(a, a.mentions));
+  const book = once(() => renderBook(a, a.mentions, tags()));
+  return {
+    get tokens() {
+      return tokens();
+    },
+    get entities() {
+      return entities();
+    },
+    get quotes() {
+      return quotes();
+    },
+    get supersense() {
+      return supersense();
+    },
+    get book() {
+      return book();
+    },
+  };
+}
+
+/** The whole job: a book's text in, BookNLP's five files out (rendered on first read). */
 export function runBookNlp(text: string, options: EngineOptions = {}): { analysis: Analysis; files: BookNlpFiles } {
   const analysis = analyze(text, options);
-  options.onStage?.("files");
   return { analysis, files: render(analysis) };
 }

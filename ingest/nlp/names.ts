@@ -8,7 +8,7 @@ import {
   PLACE_PREPOSITIONS,
   SPEECH_VERBS,
 } from "./lexicon.ts";
-import type { Token, Tokenized } from "./tokenizer.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 /** A run of tokens that names someone: "Miss Elizabeth Bennet", "Darcy", "the Mock Turtle". */
 export interface NameMention {
@@ -60,12 +60,12 @@ export function isCapitalised(word: string): boolean {
 }
 
 /** A token opens a sentence (or a quoted sentence), where capitals say little about names. */
-export function isSentenceInitial(tokens: Token[], i: number, inQuote: Uint8Array): boolean {
-  const t = tokens[i]!;
-  if (t.inSentence === 0) return true;
+export function isSentenceInitial(tok: Tokenized, i: number, inQuote: Uint8Array): boolean {
+  const { text, sentence, inSentence } = tok;
+  if (inSentence[i] === 0) return true;
   let j = i - 1;
-  while (j >= 0 && OPENERS.has(tokens[j]!.text) && tokens[j]!.sentence === t.sentence) {
-    if (tokens[j]!.inSentence === 0) return true;
+  while (j >= 0 && OPENERS.has(text[j]!) && sentence[j] === sentence[i]) {
+    if (inSentence[j] === 0) return true;
     // The first word inside a quote starts a quoted sentence.
     if (inQuote[j] && (j === 0 || !inQuote[j - 1])) return true;
     j--;
@@ -73,20 +73,21 @@ export function isSentenceInitial(tokens: Token[], i: number, inQuote: Uint8Arra
   return false;
 }
 
-export function capitalStats(tokens: Token[], inQuote: Uint8Array): CapitalStats {
+export function capitalStats(tok: Tokenized, inQuote: Uint8Array): CapitalStats {
   const capMid = new Map<string, number>();
   const lower = new Map<string, number>();
   const afterPlacePreposition = new Map<string, number>();
-  for (let i = 0; i < tokens.length; i++) {
-    const w = tokens[i]!.text;
+  const { text, count } = tok;
+  for (let i = 0; i < count; i++) {
+    const w = text[i]!;
     const c = w.charCodeAt(0);
     // ASCII punctuation and digits are the commonest non-words: skip them without a regex.
     if (c < 65 || (c > 90 && c < 97) || (c > 122 && c < 128) || !LETTER.test(w)) continue;
-    const lc = tokens[i]!.lower;
+    const lc = tok.lower[i]!;
     if (w === lc) add(lower, lc);
-    else if (isCapitalised(w) && !isSentenceInitial(tokens, i, inQuote)) {
+    else if (isCapitalised(w) && !isSentenceInitial(tok, i, inQuote)) {
       add(capMid, lc);
-      if (i > 0 && PLACE_PREPOSITIONS.has(tokens[i - 1]!.lower)) add(afterPlacePreposition, lc);
+      if (i > 0 && PLACE_PREPOSITIONS.has(tok.lower[i - 1]!)) add(afterPlacePreposition, lc);
     }
   }
   return { capMid, lower, afterPlacePreposition };
@@ -109,11 +110,12 @@ function titleOf(word: string): string | undefined {
  * lower case mid-sentence is probably not a name, and a sentence-initial capital only counts when
  * the word is seen capitalised mid-sentence too.
  */
-export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalStats = capitalStats(tok.tokens, inQuote)): {
+export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalStats = capitalStats(tok, inQuote)): {
   names: NameMention[];
   places: PlaceMention[];
 } {
-  const { tokens } = tok;
+  const { text, count, paragraph } = tok;
+  const lowers = tok.lower;
   const { capMid, lower, afterPlacePreposition } = stats;
   // A word seen after "in"/"at" often enough is a place: it never joins a person's name ("in London Lydia").
   const isPlaceWord = (lc: string): boolean => (afterPlacePreposition.get(lc) ?? 0) >= PLACE_WORD_SHARE * (capMid.get(lc) ?? 0) && afterPlacePreposition.has(lc);
@@ -127,99 +129,98 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
   // At a sentence start a capital proves little; a word never seen in lower case still counts when
   // something vouches for it: a known given name, a surname right after it, or a speech verb.
   const vouched = (j: number): boolean => {
-    const w = tokens[j]!.text;
+    const w = text[j]!;
     const lc = w.toLowerCase();
     if (!isCapitalised(w) || INITIAL.test(w) || lower.has(lc) || NOT_NAMES.has(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
-    const next = tokens[j + 1];
-    const after = next?.text ?? "";
-    return GIVEN_NAMES.has(lc) || (next !== undefined && next.start - tokens[j]!.end <= 1 && isNameWord(after)) || SPEECH_VERBS.has(after.toLowerCase());
+    const after = text[j + 1] ?? "";
+    return GIVEN_NAMES.has(lc) || (j + 1 < count && tok.start[j + 1]! - tok.end[j]! <= 1 && isNameWord(after)) || SPEECH_VERBS.has(after.toLowerCase());
   };
   const names: NameMention[] = [];
   const places: PlaceMention[] = [];
-  for (let i = 0; i < tokens.length; i++) {
-    const w = tokens[i]!.text;
+  for (let i = 0; i < count; i++) {
+    const w = text[i]!;
     if (!UPPER_START.test(w)) continue;
+    const para = paragraph[i]!;
     let title: string | undefined;
     let j = i;
     // Titles may stack ("the Rev. Mr. Bunting"); keep the one that says most about gender.
-    while (j < tokens.length && titleOf(tokens[j]!.text) !== undefined && tokens[j]!.paragraph === tokens[i]!.paragraph) {
-      const t = titleOf(tokens[j]!.text)!;
+    while (j < count && titleOf(text[j]!) !== undefined && paragraph[j] === para) {
+      const t = titleOf(text[j]!)!;
       if (title === undefined || HONORIFICS.get(title) === undefined) title = t;
       j++;
     }
-    const first = tokens[j];
-    const sameParagraph = first !== undefined && first.paragraph === tokens[i]!.paragraph;
-    const initial = sameParagraph && isSentenceInitial(tokens, j, inQuote);
-    if (!first || !sameParagraph || !(isNameWord(first.text) || (initial && title === undefined && vouched(j)))) {
+    const sameParagraph = j < count && paragraph[j] === para;
+    const initial = sameParagraph && isSentenceInitial(tok, j, inQuote);
+    if (!sameParagraph || !(isNameWord(text[j]!) || (initial && title === undefined && vouched(j)))) {
       // A title standing alone after "the" names someone too ("the King", "the Admiral").
-      const prev = tokens[i - 1];
       if (
         title !== undefined &&
         j === i + 1 &&
         !SHORT_TITLES.has(title) &&
-        prev?.lower === "the" &&
-        !isSentenceInitial(tokens, i, inQuote)
+        lowers[i - 1] === "the" &&
+        !isSentenceInitial(tok, i, inQuote)
       ) {
         names.push({ start: i - 1, end: i, title: undefined, parts: [w], definite: true, inQuote: inQuote[i] === 1, placeContext: false, char: -1 });
       }
       continue;
     }
-    if (title === undefined && initial && (capMid.get(first.lower) ?? 0) < 2 && !vouched(j)) continue;
+    if (title === undefined && initial && (capMid.get(lowers[j]!) ?? 0) < 2 && !vouched(j)) continue;
     let end = j;
     for (;;) {
-      const n = tokens[end + 1];
-      if (!n || n.paragraph !== first.paragraph || n.start - tokens[end]!.end > 1) break;
-      if (isPlaceWord(n.lower) || isPlaceWord(tokens[end]!.lower)) break;
+      const n = end + 1;
+      if (n >= count || paragraph[n] !== para || tok.start[n]! - tok.end[end]! > 1) break;
+      const nText = text[n]!;
+      const nLower = lowers[n]!;
+      if (isPlaceWord(nLower) || isPlaceWord(lowers[end]!)) break;
       // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
-      if (isNameWord(n.text) || INITIAL.test(n.text) || (isCapitalised(n.text) && !NOT_NAMES.has(n.lower) && titleOf(n.text) === undefined)) {
+      if (isNameWord(nText) || INITIAL.test(nText) || (isCapitalised(nText) && !NOT_NAMES.has(nLower) && titleOf(nText) === undefined)) {
         end++;
         continue;
       }
-      const after = tokens[end + 2];
-      if (NAME_PARTICLES.has(n.text) && after && isNameWord(after.text)) {
+      const after = text[end + 2];
+      if (NAME_PARTICLES.has(nText) && after !== undefined && isNameWord(after)) {
         end += 2;
         continue;
       }
       break;
     }
-    while (end > j && INITIAL.test(tokens[end]!.text)) end--;
+    while (end > j && INITIAL.test(text[end]!)) end--;
     let start = title !== undefined ? i : j;
     // A capitalised modifier in front of a name word ("the White Rabbit").
     if (title === undefined) {
       while (
         start > 0 &&
-        isCapitalised(tokens[start - 1]!.text) &&
-        !NOT_NAMES.has(tokens[start - 1]!.lower) &&
-        !isPlaceWord(tokens[start - 1]!.lower) &&
-        (lower.get(tokens[start - 1]!.lower) ?? 0) <= (capMid.get(tokens[start - 1]!.lower) ?? 0) &&
-        !isSentenceInitial(tokens, start - 1, inQuote) &&
-        tokens[start - 1]!.paragraph === first.paragraph &&
-        titleOf(tokens[start - 1]!.text) === undefined
+        isCapitalised(text[start - 1]!) &&
+        !NOT_NAMES.has(lowers[start - 1]!) &&
+        !isPlaceWord(lowers[start - 1]!) &&
+        (lower.get(lowers[start - 1]!) ?? 0) <= (capMid.get(lowers[start - 1]!) ?? 0) &&
+        !isSentenceInitial(tok, start - 1, inQuote) &&
+        paragraph[start - 1] === para &&
+        titleOf(text[start - 1]!) === undefined
       )
         start--;
     }
-    const next = tokens[end + 1];
-    const lastLc = tokens[end]!.lower;
-    const nextIsHead = next !== undefined && isCapitalised(next.text) && PLACE_HEADS.has(next.lower) && title === undefined;
+    const lastLc = lowers[end]!;
+    const nextIsHead = end + 1 < count && isCapitalised(text[end + 1]!) && PLACE_HEADS.has(lowers[end + 1]!) && title === undefined;
     if (nextIsHead || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
       places.push({ start, end: nextIsHead ? end + 1 : end });
       i = nextIsHead ? end + 1 : end;
       continue;
     }
     // "the Bennets", "the Miss Musgroves": a family, not a person.
-    if (/s$/.test(lastLc) && capMid.has(lastLc.slice(0, -1)) && (title !== undefined || tokens[start - 1]?.lower === "the")) {
+    if (lastLc.endsWith("s") && capMid.has(lastLc.slice(0, -1)) && (title !== undefined || lowers[start - 1] === "the")) {
       i = end;
       continue;
     }
     const parts: string[] = [];
-    for (let k = title !== undefined ? j : start; k <= end; k++) parts.push(tokens[k]!.text);
+    for (let k = title !== undefined ? j : start; k <= end; k++) parts.push(text[k]!);
     let definite = false;
-    const prev = tokens[start - 1];
-    if (title === undefined && prev && prev.lower === "the" && prev.paragraph === first.paragraph) {
+    const prev = start - 1;
+    if (title === undefined && prev >= 0 && lowers[prev] === "the" && paragraph[prev] === para) {
       definite = true;
       start--;
     }
-    const placeContext = title === undefined && !definite && prev !== undefined && PLACE_PREPOSITIONS.has(prev.lower);
+    const placeContext = title === undefined && !definite && prev >= 0 && PLACE_PREPOSITIONS.has(lowers[prev]!);
     names.push({ start, end, title, parts, definite, inQuote: inQuote[j] === 1, placeContext, char: -1 });
     i = end;
   }
@@ -227,10 +228,10 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
 }
 
 /** True when a speech verb sits right next to the mention ("said Jane", "Jane replied"). */
-export function isTagSubject(tokens: Token[], m: { start: number; end: number }): boolean {
-  const before = tokens[m.start - 1]?.lower ?? "";
-  const after = tokens[m.end + 1]?.lower ?? "";
-  const after2 = tokens[m.end + 2]?.lower ?? "";
+export function isTagSubject(tok: Tokenized, m: { start: number; end: number }): boolean {
+  const before = tok.lower[m.start - 1] ?? "";
+  const after = tok.lower[m.end + 1] ?? "";
+  const after2 = tok.lower[m.end + 2] ?? "";
   return SPEECH_VERBS.has(before) || SPEECH_VERBS.has(after) || (after.endsWith("ly") && SPEECH_VERBS.has(after2));
 }
 
@@ -240,16 +241,16 @@ const MAX_EPITHET_WORDS = 3;
 const WORD = /^\p{L}+$/u;
 
 /** Lower-cased words of "the X Y" right after index i ("the"), stopping at punctuation. */
-function nounPhraseAfter(tokens: Token[], i: number): string[] | undefined {
-  if (tokens[i]?.lower !== "the") return undefined;
+function nounPhraseAfter(tok: Tokenized, i: number): string[] | undefined {
+  if (tok.lower[i] !== "the") return undefined;
   const words: string[] = [];
-  for (let k = i + 1; k < tokens.length && words.length <= MAX_EPITHET_WORDS; k++) {
-    const w = tokens[k]!.text;
+  for (let k = i + 1; k < tok.count && words.length <= MAX_EPITHET_WORDS; k++) {
+    const w = tok.text[k]!;
     if (!WORD.test(w)) break;
-    words.push(w.toLowerCase());
+    words.push(tok.lower[k]!);
   }
-  const end = tokens[i + 1 + words.length];
-  if (words.length === 0 || words.length > MAX_EPITHET_WORDS || (end && WORD.test(end.text))) return undefined;
+  const end = tok.text[i + 1 + words.length];
+  if (words.length === 0 || words.length > MAX_EPITHET_WORDS || (end !== undefined && WORD.test(end))) return undefined;
   return words;
 }
 
@@ -262,15 +263,17 @@ function acceptableHead(words: string[]): boolean {
  * Unnamed characters known by a description used in dialogue tags ("said the mariner", "the Cat
  * said"): once a description tags enough quotes, every "the <description>" becomes a mention.
  */
-export function findEpithets(tokens: Token[], inQuote: Uint8Array, names: NameMention[]): NameMention[] {
+export function findEpithets(tok: Tokenized, inQuote: Uint8Array, names: NameMention[]): NameMention[] {
+  const { count, text } = tok;
+  const lowers = tok.lower;
   const counts = new Map<string, number>();
-  for (let v = 1; v < tokens.length; v++) {
-    if (inQuote[v] || !SPEECH_VERBS.has(tokens[v]!.lower)) continue;
-    const after = nounPhraseAfter(tokens, v + 1);
+  for (let v = 1; v < count; v++) {
+    if (inQuote[v] || !SPEECH_VERBS.has(lowers[v]!)) continue;
+    const after = nounPhraseAfter(tok, v + 1);
     if (after && acceptableHead(after)) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
     for (let t = v - 2; t >= Math.max(0, v - 1 - MAX_EPITHET_WORDS); t--) {
-      if (tokens[t]!.lower !== "the") continue;
-      const words = tokens.slice(t + 1, v).map((x) => x.lower);
+      if (lowers[t] !== "the") continue;
+      const words = lowers.slice(t + 1, v);
       if (words.every((w) => WORD.test(w)) && acceptableHead(words)) counts.set(words.join(" "), (counts.get(words.join(" ")) ?? 0) + 1);
       break;
     }
@@ -278,26 +281,26 @@ export function findEpithets(tokens: Token[], inQuote: Uint8Array, names: NameMe
   const epithets = new Map<string, string[]>();
   for (const [key, n] of counts) if (n >= EPITHET_MIN_TAGS) epithets.set(key.split(" ")[0]!, [...(epithets.get(key.split(" ")[0]!) ?? []), key]);
   if (epithets.size === 0) return [];
-  const taken = new Uint8Array(tokens.length);
+  const taken = new Uint8Array(count);
   for (const m of names) taken.fill(1, m.start, m.end + 1);
   const out: NameMention[] = [];
-  for (let i = 0; i + 1 < tokens.length; i++) {
-    if (tokens[i]!.lower !== "the") continue;
-    const keys = epithets.get(tokens[i + 1]!.lower);
+  for (let i = 0; i + 1 < count; i++) {
+    if (lowers[i] !== "the") continue;
+    const keys = epithets.get(lowers[i + 1]!);
     if (!keys) continue;
     for (const key of keys) {
       const words = key.split(" ");
       const end = i + words.length;
-      if (end >= tokens.length) continue;
+      if (end >= count) continue;
       let ok = true;
-      for (let k = 0; k < words.length && ok; k++) ok = tokens[i + 1 + k]!.lower === words[k];
+      for (let k = 0; k < words.length && ok; k++) ok = lowers[i + 1 + k] === words[k];
       // The whole description, not the start of a longer one ("the voice" but not "the voice of").
-      const next = tokens[end + 1];
-      if (!ok || (next && WORD.test(next.text) && /^\p{Ll}/u.test(next.text) && words.length > 1)) continue;
+      const next = text[end + 1];
+      if (!ok || (next !== undefined && WORD.test(next) && /^\p{Ll}/u.test(next) && words.length > 1)) continue;
       let free = true;
       for (let k = i; k <= end && free; k++) free = taken[k] === 0;
       if (!free) continue;
-      const parts = tokens.slice(i + 1, end + 1).map((t) => t.text);
+      const parts = text.slice(i + 1, end + 1);
       out.push({ start: i, end, title: undefined, parts, definite: true, inQuote: inQuote[i] === 1, placeContext: false, char: -1 });
       break;
     }

@@ -1,4 +1,4 @@
-import type { Token, Tokenized } from "./tokenizer.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 export type QuoteConvention = "double" | "single" | "dash";
 
@@ -27,29 +27,29 @@ const TRAILING_PUNCT = /^[,.;:!?)\]_\u2014\u2026-]/;
 // Words that start with an apostrophe in dialect ("'tis", "'em"): the mark is not a quote.
 const APOSTROPHE_WORDS = new Set(["tis", "twas", "em", "cause", "un", "ere", "im", "ow", "twere", "till", "n", "s"]);
 
-function touchesPrev(tokens: Token[], i: number, paraStart: number): boolean {
-  return i > paraStart && tokens[i - 1]!.end === tokens[i]!.start && !OPENING_PUNCT.has(tokens[i - 1]!.text);
+function touchesPrev(tok: Tokenized, i: number, paraStart: number): boolean {
+  return i > paraStart && tok.end[i - 1] === tok.start[i] && !OPENING_PUNCT.has(tok.text[i - 1]!);
 }
 
-function touchesNext(tokens: Token[], i: number, paraEnd: number): boolean {
-  return i + 1 < paraEnd && tokens[i + 1]!.start === tokens[i]!.end && !TRAILING_PUNCT.test(tokens[i + 1]!.text);
+function touchesNext(tok: Tokenized, i: number, paraEnd: number): boolean {
+  return i + 1 < paraEnd && tok.start[i + 1] === tok.end[i] && !TRAILING_PUNCT.test(tok.text[i + 1]!);
 }
 
 /** Picks the book's dominant convention the way BookNLP does: double quotes unless others clearly dominate. */
 export function detectConvention(tok: Tokenized): QuoteConvention {
-  const { tokens, paragraphStarts } = tok;
+  const { text, paragraphStarts } = tok;
   let double = 0;
   let single = 0;
   let dash = 0;
   for (let p = 0; p + 1 < paragraphStarts.length; p++) {
     const a = paragraphStarts[p]!;
     const b = paragraphStarts[p + 1]!;
-    if (a < b && DASHES.has(tokens[a]!.text)) dash++;
+    if (a < b && DASHES.has(text[a]!)) dash++;
     for (let i = a; i < b; i++) {
-      const t = tokens[i]!.text;
+      const t = text[i]!;
       if (DOUBLE_OPEN.has(t) || DOUBLE_CLOSE.has(t)) double++;
-      else if (SINGLE_MARKS.has(t) && !touchesPrev(tokens, i, a) && touchesNext(tokens, i, b)) {
-        const next = tokens[i + 1]!.lower;
+      else if (SINGLE_MARKS.has(t) && !touchesPrev(tok, i, a) && touchesNext(tok, i, b)) {
+        const next = tok.lower[i + 1]!;
         if (!APOSTROPHE_WORDS.has(next)) single += 2;
       }
     }
@@ -60,22 +60,22 @@ export function detectConvention(tok: Tokenized): QuoteConvention {
 }
 
 export function findQuotes(tok: Tokenized, convention: QuoteConvention = detectConvention(tok)): QuoteScan {
-  const { tokens, paragraphStarts } = tok;
+  const { text, paragraphStarts } = tok;
   const quotes: Quote[] = [];
   let carry = false;
   for (let p = 0; p + 1 < paragraphStarts.length; p++) {
     const a = paragraphStarts[p]!;
     const b = paragraphStarts[p + 1]!;
     const before = quotes.length;
-    if (convention === "dash") dashParagraph(tokens, a, b, p, quotes);
-    else markParagraph(tokens, a, b, p, convention, quotes);
+    if (convention === "dash") dashParagraph(text, a, b, p, quotes);
+    else markParagraph(tok, a, b, p, convention, quotes);
     const first = quotes[before];
     if (carry && first && first.start === a) first.continuation = true;
     const last = quotes[quotes.length - 1];
     // An unclosed quote ends at the paragraph; if the next paragraph reopens it, it is the same speech.
-    carry = quotes.length > before && last !== undefined && last.end === b - 1 && !isCloser(tokens[b - 1]!.text, convention);
+    carry = quotes.length > before && last !== undefined && last.end === b - 1 && !isCloser(text[b - 1]!, convention);
   }
-  const inQuote = new Uint8Array(tokens.length);
+  const inQuote = new Uint8Array(tok.count);
   for (const q of quotes) inQuote.fill(1, q.start, q.end + 1);
   return { convention, quotes, inQuote };
 }
@@ -85,7 +85,7 @@ function isCloser(text: string, convention: QuoteConvention): boolean {
 }
 
 function markParagraph(
-  tokens: Token[],
+  tok: Tokenized,
   a: number,
   b: number,
   paragraph: number,
@@ -98,9 +98,9 @@ function markParagraph(
   let lastCloser = -1;
   const push = (s: number, e: number) => out.push({ start: s, end: e, paragraph, continuation: false });
   for (let i = a; i < b; i++) {
-    const t = tokens[i]!.text;
-    const prev = touchesPrev(tokens, i, a);
-    const next = touchesNext(tokens, i, b);
+    const t = tok.text[i]!;
+    const prev = touchesPrev(tok, i, a);
+    const next = touchesNext(tok, i, b);
     if (convention === "double") {
       const canOpen = DOUBLE_OPEN.has(t);
       const canClose = DOUBLE_CLOSE.has(t);
@@ -121,7 +121,7 @@ function markParagraph(
       continue;
     }
     if (!SINGLE_MARKS.has(t)) continue;
-    const nextWord = i + 1 < b ? tokens[i + 1]!.lower : "";
+    const nextWord = i + 1 < b ? tok.lower[i + 1]! : "";
     const openLike = t !== "\u2019" && !prev && next && !APOSTROPHE_WORDS.has(nextWord);
     const closeLike = t !== "\u2018" && prev && !next;
     if (open < 0) {
@@ -138,14 +138,14 @@ function markParagraph(
 }
 
 /** Em-dash dialogue: a paragraph opening with a dash is speech, broken by dash-fenced narration tags. */
-function dashParagraph(tokens: Token[], a: number, b: number, paragraph: number, out: Quote[]): void {
-  if (a >= b || !DASHES.has(tokens[a]!.text)) return;
+function dashParagraph(text: string[], a: number, b: number, paragraph: number, out: Quote[]): void {
+  if (a >= b || !DASHES.has(text[a]!)) return;
   let start = a;
   let speaking = true;
   for (let i = a + 1; i < b; i++) {
-    if (!DASHES.has(tokens[i]!.text)) continue;
+    if (!DASHES.has(text[i]!)) continue;
     if (speaking) {
-      const after = tokens[i + 1]?.text ?? "";
+      const after = text[i + 1] ?? "";
       // A dash followed by a lower-case word starts a narration tag ("— he said —").
       if (i + 1 < b && after === after.toLowerCase() && /\p{L}/u.test(after)) {
         out.push({ start, end: i - 1, paragraph, continuation: false });

@@ -7,26 +7,32 @@
 // ASCII-only (non-ASCII characters are written as \u escapes) so it behaves the same on both runtimes;
 // tests/nlp-parity.test.ts checks that by running it under Node.
 
-export interface Token {
-  /** Surface form exactly as in the text. */
-  text: string;
-  /** The surface form lower-cased, computed once for every later lookup. */
-  lower: string;
-  /** UTF-16 offsets into the text: text.slice(start, end) === this.text. */
-  start: number;
-  end: number;
-  paragraph: number;
-  sentence: number;
-  /** Index within its sentence. */
-  inSentence: number;
-}
-
+/**
+ * A book's tokens as parallel columns: token i is text[i], spanning start[i]..end[i] of the book.
+ * Columns instead of one object per token keep a 600,000-token novel to a few flat arrays.
+ */
 export interface Tokenized {
-  tokens: Token[];
-  /** First token index of each sentence, plus a final sentinel equal to tokens.length. */
-  sentenceStarts: number[];
-  /** First token index of each paragraph, plus a final sentinel equal to tokens.length. */
-  paragraphStarts: number[];
+  /** Number of tokens. */
+  count: number;
+  /** Surface form exactly as in the text; equal words share one interned string. */
+  text: string[];
+  /** The surface form lower-cased, interned too. */
+  lower: string[];
+  /** Index into vocab of each token's surface form. */
+  word: Int32Array;
+  /** Distinct surface forms in order of first appearance. */
+  vocab: string[];
+  /** UTF-16 offsets into the text: text.slice(start[i], end[i]) === this.text[i]. */
+  start: Int32Array;
+  end: Int32Array;
+  paragraph: Int32Array;
+  sentence: Int32Array;
+  /** Index within its sentence. */
+  inSentence: Int32Array;
+  /** First token index of each sentence, plus a final sentinel equal to count. */
+  sentenceStarts: Int32Array;
+  /** First token index of each paragraph, plus a final sentinel equal to count. */
+  paragraphStarts: Int32Array;
 }
 
 // Abbreviations that keep their period (so the period never ends a sentence).
@@ -77,32 +83,94 @@ const CONTRACTION_RE = /^(.+?)(n['\u2019]t|['\u2019](?:s|m|re|ve|ll|d|S|M|RE|VE|
 const SENTENCE_END = new Set([".", "!", "?", "\u2026", "..."]);
 const CLOSERS = new Set(['"', "'", "\u201d", "\u2019", ")", "]", "_"]);
 
-function pushToken(
-  out: Token[],
-  text: string,
-  start: number,
-  end: number,
-  paragraph: number,
-): void {
-  const surface = text.slice(start, end);
-  out.push({ text: surface, lower: surface.toLowerCase(), start, end, paragraph, sentence: 0, inSentence: 0 });
+/** Growable token columns and the word interner, filled one token at a time. */
+class Columns {
+  count = 0;
+  start: Int32Array;
+  end: Int32Array;
+  paragraph: Int32Array;
+  word: Int32Array;
+  readonly text: string[] = [];
+  readonly lower: string[] = [];
+  readonly vocab: string[] = [];
+  private readonly vocabLower: string[] = [];
+  private readonly ids = new Map<string, number>();
+  private readonly lowers = new Map<string, string>();
+  // Single ASCII characters (most punctuation) are looked up by code, without slicing the text.
+  private readonly asciiIds = new Int32Array(128).fill(-1);
+
+  constructor(private readonly source: string) {
+    // Novels average about five characters per token.
+    const capacity = (source.length >> 2) + 64;
+    this.start = new Int32Array(capacity);
+    this.end = new Int32Array(capacity);
+    this.paragraph = new Int32Array(capacity);
+    this.word = new Int32Array(capacity);
+  }
+
+  push(start: number, end: number, paragraph: number): void {
+    const k = this.count;
+    if (k === this.start.length) this.grow();
+    const c = this.source.charCodeAt(start);
+    let id: number;
+    if (end - start === 1 && c < 128) {
+      id = this.asciiIds[c]!;
+      if (id < 0) id = this.asciiIds[c] = this.intern(this.source.charAt(start));
+    } else id = this.intern(this.source.slice(start, end));
+    this.start[k] = start;
+    this.end[k] = end;
+    this.paragraph[k] = paragraph;
+    this.word[k] = id;
+    this.text.push(this.vocab[id]!);
+    this.lower.push(this.vocabLower[id]!);
+    this.count = k + 1;
+  }
+
+  private intern(surface: string): number {
+    let id = this.ids.get(surface);
+    if (id === undefined) {
+      id = this.vocab.length;
+      this.ids.set(surface, id);
+      this.vocab.push(surface);
+      const lc = surface.toLowerCase();
+      let shared = this.lowers.get(lc);
+      if (shared === undefined) this.lowers.set(lc, (shared = lc));
+      this.vocabLower.push(shared);
+    }
+    return id;
+  }
+
+  private grow(): void {
+    const widen = (a: Int32Array) => {
+      const b = new Int32Array(a.length * 2);
+      b.set(a);
+      return b;
+    };
+    this.start = widen(this.start);
+    this.end = widen(this.end);
+    this.paragraph = widen(this.paragraph);
+    this.word = widen(this.word);
+  }
 }
 
 /** Splits a word into the word and a trailing clitic the way spaCy does ("do" "n't", "Darcy" "'s"). */
-function pushWord(out: Token[], text: string, start: number, end: number, paragraph: number): void {
-  const word = text.slice(start, end);
-  const m = word.includes("'") || word.includes("\u2019") ? CONTRACTION_RE.exec(word) : null;
-  if (m && m[1] && m[2]) {
-    const cut = start + m[1].length;
-    pushToken(out, text, start, cut, paragraph);
-    pushToken(out, text, cut, end, paragraph);
-    return;
+function pushWord(out: Columns, text: string, start: number, end: number, paragraph: number): void {
+  for (let i = start + 1; i < end; i++) {
+    if (!isApostrophe(text.charCodeAt(i))) continue;
+    const m = CONTRACTION_RE.exec(text.slice(start, end));
+    if (m && m[1] && m[2]) {
+      const cut = start + m[1].length;
+      out.push(start, cut, paragraph);
+      out.push(cut, end, paragraph);
+      return;
+    }
+    break;
   }
-  pushToken(out, text, start, end, paragraph);
+  out.push(start, end, paragraph);
 }
 
 export function tokenize(text: string): Tokenized {
-  const tokens: Token[] = [];
+  const cols = new Columns(text);
   const paragraphStarts: number[] = [];
   let paragraph = 0;
   let paragraphHasTokens = false;
@@ -127,7 +195,7 @@ export function tokenize(text: string): Tokenized {
       continue;
     }
     if (!paragraphHasTokens) {
-      paragraphStarts.push(tokens.length);
+      paragraphStarts.push(cols.count);
       paragraphHasTokens = true;
     }
     const c = text.charCodeAt(pos);
@@ -135,7 +203,7 @@ export function tokenize(text: string): Tokenized {
     if (isAsciiLetter(c) && text.charCodeAt(pos + 1) === 46 && isAsciiLetter(text.charCodeAt(pos + 2)) && text.charCodeAt(pos + 3) === 46) {
       pos += 4;
       while (isAsciiLetter(text.charCodeAt(pos)) && text.charCodeAt(pos + 1) === 46) pos += 2;
-      pushToken(tokens, text, start, pos, paragraph);
+      cols.push(start, pos, paragraph);
       continue;
     }
     if (cls & 1) {
@@ -147,14 +215,13 @@ export function tokenize(text: string): Tokenized {
       }
       // Keep an abbreviation's period on the word ("Mr."), and a single capital's ("P." in "Annie P. Miller").
       if (text.charCodeAt(pos) === 46 && text.charCodeAt(pos + 1) !== 46) {
-        const word = text.slice(start, pos);
-        if (ABBREVIATIONS.has(word.toLowerCase()) || (pos - start === 1 && c >= 65 && c <= 90)) {
-          pushToken(tokens, text, start, pos + 1, paragraph);
+        if ((pos - start === 1 && c >= 65 && c <= 90) || ABBREVIATIONS.has(text.slice(start, pos).toLowerCase())) {
+          cols.push(start, pos + 1, paragraph);
           pos++;
           continue;
         }
       }
-      pushWord(tokens, text, start, pos, paragraph);
+      pushWord(cols, text, start, pos, paragraph);
       continue;
     }
     if ((c === 45 || c === 46) && text.charCodeAt(pos + 1) === c) {
@@ -162,58 +229,68 @@ export function tokenize(text: string): Tokenized {
     } else if (isLongDash(c)) {
       while (isLongDash(text.charCodeAt(pos))) pos++;
     } else pos += width(text, pos);
-    pushToken(tokens, text, start, pos, paragraph);
+    cols.push(start, pos, paragraph);
   }
-  paragraphStarts.push(tokens.length);
-  const sentenceStarts = splitSentences(tokens);
-  return { tokens, sentenceStarts, paragraphStarts };
+  const count = cols.count;
+  paragraphStarts.push(count);
+  const tokens = {
+    count,
+    text: cols.text,
+    lower: cols.lower,
+    word: cols.word.slice(0, count),
+    vocab: cols.vocab,
+    start: cols.start.slice(0, count),
+    end: cols.end.slice(0, count),
+    paragraph: cols.paragraph.slice(0, count),
+  };
+  const { sentence, inSentence, sentenceStarts } = splitSentences(tokens);
+  return { ...tokens, sentence, inSentence, sentenceStarts, paragraphStarts: Int32Array.from(paragraphStarts) };
 }
 
-function startsUpperOrQuote(t: Token | undefined): boolean {
-  if (!t) return true;
-  const c = t.text.charAt(0);
+function startsUpperOrQuote(word: string | undefined): boolean {
+  if (word === undefined) return true;
+  const c = word.charAt(0);
   return c !== c.toLowerCase() || /^["'\u201c\u2018(\[_\d]/.test(c);
 }
 
 /** Sentence boundaries: paragraph ends, and . ! ? (with trailing closers) before a capital or quote. */
-function splitSentences(tokens: Token[]): number[] {
+function splitSentences(t: Pick<Tokenized, "count" | "text" | "start" | "end" | "paragraph">): {
+  sentence: Int32Array;
+  inSentence: Int32Array;
+  sentenceStarts: Int32Array;
+} {
+  const { count, text, start, end, paragraph } = t;
+  const sentenceOf = new Int32Array(count);
+  const inSentenceOf = new Int32Array(count);
   const starts: number[] = [];
   let sentence = -1;
   let inSentence = 0;
   let boundary = true;
-  for (let i = 0; i < tokens.length; i++) {
-    const t = tokens[i]!;
-    if (boundary || (i > 0 && tokens[i - 1]!.paragraph !== t.paragraph)) {
+  for (let i = 0; i < count; i++) {
+    const para = paragraph[i]!;
+    if (boundary || (i > 0 && paragraph[i - 1] !== para)) {
       sentence++;
       inSentence = 0;
       starts.push(i);
       boundary = false;
     }
-    t.sentence = sentence;
-    t.inSentence = inSentence++;
-    if (SENTENCE_END.has(t.text)) {
+    sentenceOf[i] = sentence;
+    inSentenceOf[i] = inSentence++;
+    if (SENTENCE_END.has(text[i]!)) {
       let j = i + 1;
       // A closer only counts when it touches the previous token: a spaced quote opens the next sentence.
-      while (
-        j < tokens.length &&
-        CLOSERS.has(tokens[j]!.text) &&
-        tokens[j]!.start === tokens[j - 1]!.end &&
-        tokens[j]!.paragraph === t.paragraph
-      )
-        j++;
-      const next = tokens[j];
-      if (!next || next.paragraph !== t.paragraph || startsUpperOrQuote(next)) {
+      while (j < count && CLOSERS.has(text[j]!) && start[j] === end[j - 1] && paragraph[j] === para) j++;
+      if (j >= count || paragraph[j] !== para || startsUpperOrQuote(text[j])) {
         // Closing quotes and brackets belong to the sentence they close.
         for (let k = i + 1; k < j; k++) {
-          const c = tokens[k]!;
-          c.sentence = sentence;
-          c.inSentence = inSentence++;
+          sentenceOf[k] = sentence;
+          inSentenceOf[k] = inSentence++;
         }
         i = j - 1;
         boundary = true;
       }
     }
   }
-  starts.push(tokens.length);
-  return starts;
+  starts.push(count);
+  return { sentence: sentenceOf, inSentence: inSentenceOf, sentenceStarts: Int32Array.from(starts) };
 }

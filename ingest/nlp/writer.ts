@@ -37,7 +37,7 @@ const clean = (s: string) => s.replace(/[\t\r\n]+/g, " ");
  * BookNLP reports Python string offsets (code points); JavaScript strings count UTF-16 units. Only
  * texts with characters outside the BMP need the conversion.
  */
-function codePointOffsets(text: string): ((utf16: number) => number) | undefined {
+function codePointOffsets(text: string): Int32Array | undefined {
   if (!/[\uD800-\uDBFF]/.test(text)) return undefined;
   const map = new Int32Array(text.length + 1);
   let cp = 0;
@@ -47,38 +47,109 @@ function codePointOffsets(text: string): ((utf16: number) => number) | undefined
     if (!(c >= 0xdc00 && c <= 0xdfff)) cp++;
   }
   map[text.length] = cp;
-  return (u) => map[u]!;
+  return map;
 }
 
-/** Tags plus the pieces of a .tokens line that depend only on the word, built once per word. */
+/** Tags plus the bytes of a .tokens line that depend only on the word, built once per word. */
 interface TaggedCell extends Tagged {
-  wordLemma: string;
-  posTag: string;
+  /** "word\tlemma\t", UTF-8. */
+  wordLemma: Uint8Array;
+  /** "\tPOS\ttag\t", UTF-8. */
+  posTag: Uint8Array;
 }
+
+const encoder = new TextEncoder();
 
 export function tagAll(a: Analysis): TaggedCell[] {
-  // The tag depends only on the word and whether it opens a sentence: cache both cases.
-  const cache = [new Map<string, TaggedCell>(), new Map<string, TaggedCell>()];
-  return a.tok.tokens.map((t, i) => {
-    const initial = t.inSentence === 0 || (i > 0 && a.scan.inQuote[i] === 1 && a.scan.inQuote[i - 1] === 0) ? 1 : 0;
-    const map = cache[initial]!;
-    let g = map.get(t.text);
-    if (!g) {
-      const tag = tagToken(t.text, initial === 1);
+  const { count, word, vocab, inSentence } = a.tok;
+  const inQuote = a.scan.inQuote;
+  // The tag depends only on the word and whether it opens a sentence: one cell per word and case.
+  const cells: (TaggedCell | undefined)[] = new Array(vocab.length * 2);
+  const out: TaggedCell[] = new Array(count);
+  for (let i = 0; i < count; i++) {
+    const initial = inSentence[i] === 0 || (i > 0 && inQuote[i] === 1 && inQuote[i - 1] === 0);
+    const key = word[i]! * 2 + (initial ? 1 : 0);
+    let g = cells[key];
+    if (g === undefined) {
+      const w = vocab[word[i]!]!;
+      const tag = tagToken(w, initial);
       // Tokens never contain whitespace, so no escaping is needed.
-      g = { ...tag, wordLemma: t.text + "\t" + tag.lemma + "\t", posTag: "\t" + tag.pos + "\t" + tag.tag + "\t" };
-      map.set(t.text, g);
+      g = { ...tag, wordLemma: encoder.encode(w + "\t" + tag.lemma + "\t"), posTag: encoder.encode("\t" + tag.pos + "\t" + tag.tag + "\t") };
+      cells[key] = g;
     }
-    return g;
-  });
+    out[i] = g;
+  }
+  return out;
 }
 
-export function renderTokens(a: Analysis, tags: TaggedCell[]): string {
-  const { tokens, sentenceStarts } = a.tok;
+/** An append-only byte buffer: a .tokens file is written as bytes, never as one huge string. */
+class ByteSink {
+  buf: Uint8Array;
+  pos = 0;
+
+  constructor(capacity: number) {
+    this.buf = new Uint8Array(capacity);
+  }
+
+  reserve(n: number): void {
+    if (this.pos + n <= this.buf.length) return;
+    const bigger = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
+    bigger.set(this.buf.subarray(0, this.pos));
+    this.buf = bigger;
+  }
+
+  bytes(b: Uint8Array): void {
+    const buf = this.buf;
+    let p = this.pos;
+    for (let k = 0; k < b.length; k++) buf[p++] = b[k]!;
+    this.pos = p;
+  }
+
+  /** A non-negative integer in decimal. */
+  int(n: number): void {
+    const buf = this.buf;
+    let digits = 1;
+    for (let x = n; x >= 10; x = (x / 10) | 0) digits++;
+    let p = this.pos + digits;
+    this.pos = p;
+    do {
+      const q = (n / 10) | 0;
+      buf[--p] = 48 + n - q * 10;
+      n = q;
+    } while (n > 0);
+  }
+
+  byte(b: number): void {
+    this.buf[this.pos++] = b;
+  }
+
+  ascii(s: string): void {
+    for (let k = 0; k < s.length; k++) this.buf[this.pos++] = s.charCodeAt(k);
+  }
+
+  result(): Uint8Array {
+    return this.buf.subarray(0, this.pos);
+  }
+}
+
+const TAB = 9;
+const NEWLINE = 10;
+// Longest line apart from the word-dependent cells: six integers, a relation and the fixed columns.
+const LINE_RESERVE = 6 * 11 + 40;
+const REL_ROOT = "ROOT";
+const REL_PUNCT = "punct";
+const REL_SUBJECT = "nsubj";
+const REL_OTHER = "dep";
+const IN_QUOTE = "\tO\tTrue\n";
+const NOT_IN_QUOTE = "\tO\tFalse\n";
+
+/** The .tokens file as UTF-8 bytes. */
+export function renderTokenBytes(a: Analysis, tags: TaggedCell[]): Uint8Array {
+  const { sentenceStarts, paragraph, start, end } = a.tok;
   const conv = codePointOffsets(a.text);
   const inQuote = a.scan.inQuote;
-  // Lines are joined per sentence, sentences once at the end: short ropes, one flattening.
-  const parts: string[] = [TOKENS_HEADER + "\n"];
+  const out = new ByteSink(a.tok.count * 64 + TOKENS_HEADER.length + 1);
+  out.ascii(TOKENS_HEADER + "\n");
   for (let s = 0; s + 1 < sentenceStarts.length; s++) {
     const lo = sentenceStarts[s]!;
     const hi = sentenceStarts[s + 1]!;
@@ -89,20 +160,29 @@ export function renderTokens(a: Analysis, tags: TaggedCell[]): string {
         break;
       }
     }
-    const head = tokens[lo]!.paragraph + "\t" + s + "\t";
-    const tail = "\t" + root + "\tO\t";
-    let chunk = "";
     for (let i = lo; i < hi; i++) {
-      const t = tokens[i]!;
       const g = tags[i]!;
-      const rel = i === root ? "ROOT" : g.pos === "PUNCT" ? "punct" : g.pos === "PRON" && i < root ? "nsubj" : "dep";
-      const start = conv ? conv(t.start) : t.start;
-      const end = conv ? conv(t.end) : t.end;
-      chunk += head + (i - lo) + "\t" + i + "\t" + g.wordLemma + start + "\t" + end + g.posTag + rel + tail + (inQuote[i] ? "True\n" : "False\n");
+      out.reserve(LINE_RESERVE + g.wordLemma.length + g.posTag.length);
+      out.int(paragraph[i]!);
+      out.byte(TAB);
+      out.int(s);
+      out.byte(TAB);
+      out.int(i - lo);
+      out.byte(TAB);
+      out.int(i);
+      out.byte(TAB);
+      out.bytes(g.wordLemma);
+      out.int(conv ? conv[start[i]!]! : start[i]!);
+      out.byte(TAB);
+      out.int(conv ? conv[end[i]!]! : end[i]!);
+      out.bytes(g.posTag);
+      out.ascii(i === root ? REL_ROOT : g.pos === "PUNCT" ? REL_PUNCT : g.pos === "PRON" && i < root ? REL_SUBJECT : REL_OTHER);
+      out.byte(TAB);
+      out.int(root);
+      out.ascii(inQuote[i] ? IN_QUOTE : NOT_IN_QUOTE);
     }
-    parts.push(chunk);
   }
-  return parts.join("");
+  return out.result();
 }
 
 export function renderEntities(mentions: EntityMention[]): string {
@@ -112,25 +192,23 @@ export function renderEntities(mentions: EntityMention[]): string {
 }
 
 export function renderQuotes(a: Analysis): string {
-  const { tokens } = a.tok;
+  const words = a.tok.text;
   const lines = [QUOTES_HEADER];
   a.scan.quotes.forEach((q, k) => {
-    const text = tokens.slice(q.start, q.end + 1).map((t) => t.text).join(" ");
+    const text = words.slice(q.start, q.end + 1).join(" ");
     const ms = a.attribution.mentionStart[k]!;
     const me = a.attribution.mentionEnd[k]!;
-    const phrase = ms >= 0 ? tokens.slice(ms, me + 1).map((t) => t.text).join(" ") : "";
+    const phrase = ms >= 0 ? words.slice(ms, me + 1).join(" ") : "";
     lines.push(`${q.start}\t${q.end}\t${ms}\t${me}\t${clean(phrase)}\t${a.attribution.speaker[k]!}\t${clean(text)}`);
   });
   return lines.join("\n") + "\n";
 }
 
 export function renderSupersense(a: Analysis, mentions: EntityMention[]): string {
-  const { tokens } = a.tok;
+  const { count, text, lower } = a.tok;
   const rows: [number, number, string, string][] = [];
   for (const m of mentions) if (m.cat === "PER" && m.prop !== "PRON") rows.push([m.start, m.end, "noun.person", m.text]);
-  tokens.forEach((t, i) => {
-    if (SPEECH_VERBS.has(t.lower)) rows.push([i, i, "verb.communication", t.text]);
-  });
+  for (let i = 0; i < count; i++) if (SPEECH_VERBS.has(lower[i]!)) rows.push([i, i, "verb.communication", text[i]!]);
   rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
   return [SUPERSENSE_HEADER, ...rows.map((r) => `${r[0]}\t${r[1]}\t${r[2]}\t${clean(r[3])}`)].join("\n") + "\n";
 }
@@ -145,7 +223,7 @@ const OBJECTS = new Set(["him", "her", "me", "us", "them"]);
 const COPULAS = new Set(["was", "is", "were", "are", "seemed", "looked", "became", "grew", "felt"]);
 
 export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[]): string {
-  const { tokens } = a.tok;
+  const { count, text, lower } = a.tok;
   type Entry = {
     count: number;
     proper: Map<string, number>;
@@ -160,7 +238,7 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[
     they: number;
   };
   const byId = new Map<number, Entry>();
-  const ref = (i: number): WordRef => ({ w: tokens[i]!.text, i });
+  const ref = (i: number): WordRef => ({ w: text[i]!, i });
   for (const m of mentions) {
     if (m.cat !== "PER") continue;
     let e = byId.get(m.coref);
@@ -177,17 +255,17 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[
       else if (lc === "she" || lc === "her" || lc === "hers" || lc === "herself") e.she++;
     }
     let j = m.end + 1;
-    if (tokens[j] && tokens[j]!.text.endsWith("ly")) j++;
-    const isPossessive = POSSESSIVES.has(lc) || /^['\u2019]s$/.test(tokens[m.end + 1]?.text ?? "");
+    if (j < count && text[j]!.endsWith("ly")) j++;
+    const isPossessive = POSSESSIVES.has(lc) || /^['\u2019]s$/.test(text[m.end + 1] ?? "");
     if (isPossessive) {
       let k = m.end + 1 + (POSSESSIVES.has(lc) ? 0 : 1);
-      while (k < tokens.length && k <= m.end + 4 && tags[k]!.pos === "ADJ") k++;
+      while (k < count && k <= m.end + 4 && tags[k]!.pos === "ADJ") k++;
       if (tags[k] && (tags[k]!.pos === "NOUN" || tags[k]!.tag === "NNS")) e.poss.push(ref(k));
     } else if (tags[j] && isVerbLike(tags[j]!.tag) && !OBJECTS.has(lc)) {
       e.agent.push(ref(j));
-      if (COPULAS.has(tokens[j]!.lower)) {
+      if (COPULAS.has(lower[j]!)) {
         let k = j + 1;
-        if (tokens[k] && tokens[k]!.text.endsWith("ly")) k++;
+        if (k < count && text[k]!.endsWith("ly")) k++;
         if (tags[k]?.pos === "ADJ") e.mod.push(ref(k));
       }
     }
