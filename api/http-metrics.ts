@@ -15,19 +15,37 @@ export interface RouteTable {
 
 type Handler = (request: Request) => Promise<Response>;
 
-function compileRoutes(table: RouteTable): ((method: string, path: string) => string | undefined) {
-  const compiled = table.routes.map((r) => ({
-    method: r.method.toUpperCase(),
-    path: r.path,
-    pattern: new RegExp(
-      "^" + r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+").replace(/\*$/, ".*") + "/?$",
-    ),
-  }));
-  return (method, path) => {
-    // HEAD is answered by the GET route.
-    const wanted = method === "HEAD" ? ["HEAD", "GET"] : [method];
-    return compiled.find((r) => (wanted.includes(r.method) || r.method === "ALL") && r.pattern.test(path))?.path;
+/** Maps (method, path) to the route template: a map lookup for static routes, patterns for the rest. */
+function compileRoutes(table: RouteTable): (method: string, path: string) => string | undefined {
+  const exact = new Map<string, string>();
+  const patterns: { method: string; path: string; pattern: RegExp }[] = [];
+  for (const r of table.routes) {
+    const method = r.method.toUpperCase();
+    if (!/[:*]/.test(r.path)) {
+      exact.set(`${method} ${r.path}`, r.path);
+      continue;
+    }
+    const source = r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+").replace(/\*$/, ".*");
+    patterns.push({ method, path: r.path, pattern: new RegExp(`^${source}/?$`) });
+  }
+  const find = (method: string, path: string) => {
+    const trimmed = path.length > 1 && path.endsWith("/") ? path.slice(0, -1) : path;
+    return (
+      exact.get(`${method} ${trimmed}`) ??
+      exact.get(`ALL ${trimmed}`) ??
+      patterns.find((r) => (r.method === method || r.method === "ALL") && r.pattern.test(path))?.path
+    );
   };
+  // HEAD is answered by the GET route.
+  return (method, path) => find(method, path) ?? (method === "HEAD" ? find("GET", path) : undefined);
+}
+
+/** The path of a request URL without building a URL object (this runs on every request). */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  const end = url.slice(start).search(/[?#]/);
+  return end < 0 ? url.slice(start) : url.slice(start, start + end);
 }
 
 /** Passes the body through and calls onEnd exactly once: after the last chunk, on error, or on cancel. */
@@ -60,20 +78,48 @@ function observeEnd(body: ReadableStream<Uint8Array>, onEnd: () => void): Readab
   });
 }
 
+interface Series {
+  inProgress: { inc(): void; dec(): void };
+  duration: { observe(seconds: number): void };
+  requests: Map<number, { inc(): void }>;
+}
+
 /** Returns `handle` wrapped with the HTTP metrics. Routes are read on the first request. */
 export function withHttpMetrics(app: RouteTable, handle: Handler, metrics: Metrics): Handler {
   let match: ReturnType<typeof compileRoutes> | undefined;
+  // Label children are looked up once per series: hashing label objects on every request is costly.
+  const series = new Map<string, Series>();
+  const seriesFor = (method: string, endpoint: string): Series => {
+    const key = `${method} ${endpoint}`;
+    let s = series.get(key);
+    if (!s) {
+      s = {
+        inProgress: metrics.http.inProgress.labels({ method, endpoint }),
+        duration: metrics.http.duration.labels({ method, endpoint }),
+        requests: new Map(),
+      };
+      series.set(key, s);
+    }
+    return s;
+  };
 
   return async (request) => {
     match ??= compileRoutes(app);
     const start = performance.now();
-    const method = request.method;
-    const endpoint = match(method, new URL(request.url).pathname) ?? UNMATCHED_ENDPOINT;
-    metrics.http.inProgress.inc({ method, endpoint });
+    // Methods are bounded too: anything unusual is counted as OTHER.
+    const method = KNOWN_METHODS.has(request.method) ? request.method : "OTHER";
+    const endpoint = match(request.method, pathOf(request.url)) ?? UNMATCHED_ENDPOINT;
+    const s = seriesFor(method, endpoint);
+    s.inProgress.inc();
     const finish = (status: number) => {
-      metrics.http.inProgress.dec({ method, endpoint });
-      metrics.http.requests.inc({ method, endpoint, status_code: String(status) });
-      metrics.http.duration.observe({ method, endpoint }, (performance.now() - start) / 1000);
+      s.inProgress.dec();
+      let counter = s.requests.get(status);
+      if (!counter) {
+        counter = metrics.http.requests.labels({ method, endpoint, status_code: String(status) });
+        s.requests.set(status, counter);
+      }
+      counter.inc();
+      s.duration.observe((performance.now() - start) / 1000);
     };
 
     let response: Response;
@@ -83,7 +129,8 @@ export function withHttpMetrics(app: RouteTable, handle: Handler, metrics: Metri
       finish(500);
       throw err;
     }
-    if (!response.body || !response.headers.get("content-type")?.startsWith("text/event-stream")) {
+    // Reading .body would turn every in-memory body into a stream; look at the content type first.
+    if (!response.headers.get("content-type")?.startsWith("text/event-stream") || !response.body) {
       finish(response.status);
       return response;
     }
@@ -93,3 +140,5 @@ export function withHttpMetrics(app: RouteTable, handle: Handler, metrics: Metri
     });
   };
 }
+
+const KNOWN_METHODS = new Set(["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]);
