@@ -193,8 +193,8 @@ interface SummaryUnit {
 
 /**
  * Extractive: the sentences of the old summary and of the messages leaving the window (attributed
- * to their speaker) compete on how much they share the conversation's recurring words; the best fit
- * in SUMMARY_MAX_WORDS and are kept in their original order. One sentence of the new messages is
+ * to their speaker, repeats dropped) compete on how much they share the conversation's recurring
+ * words; the best fit in SUMMARY_MAX_WORDS and are kept in their original order. One sentence of the new messages is
  * always kept, so the summary moves on even when the old one is full.
  */
 export function composeSummary(messages: readonly ChatMessage[]): string {
@@ -203,12 +203,17 @@ export function composeSummary(messages: readonly ChatMessage[]): string {
   const leaving = readTranscript(section(content, SUMMARY_MESSAGES_LABEL) ?? "");
 
   const units: SummaryUnit[] = [];
-  const add = (text: string, fromNewMessages: boolean) =>
-    units.push({ text, terms: contentTerms(text), fromNewMessages, order: units.length });
-  if (previous !== NO_SUMMARY_YET) for (const s of sentences(previous)) add(s, false);
+  const seen = new Set<string>();
+  // Scored on the sentence alone: the speaker's label would favour whoever spoke most.
+  const add = (sentence: string, text: string, fromNewMessages: boolean) => {
+    if (seen.has(text)) return;
+    seen.add(text);
+    units.push({ text, terms: contentTerms(sentence), fromNewMessages, order: units.length });
+  };
+  if (previous !== NO_SUMMARY_YET) for (const s of sentences(previous)) add(s, s, false);
   for (const { speaker, text } of leaving) {
     const who = speaker === READER_LABEL ? "The reader" : speaker || "Someone";
-    for (const s of sentences(text)) add(`${who} ${s.endsWith("?") ? "asked" : "said"}: “${s}”`, true);
+    for (const s of sentences(text)) add(s, `${who} ${s.endsWith("?") ? "asked" : "said"}: “${s}”`, true);
   }
 
   const frequency = new Map<string, number>();
@@ -225,9 +230,10 @@ export function composeSummary(messages: readonly ChatMessage[]): string {
     if (words + length <= SUMMARY_MAX_WORDS) {
       chosen.set(unit.order, unit.text);
       words += length;
-    } else if (chosen.size === 0) {
-      chosen.set(unit.order, firstWords(unit.text, SUMMARY_MAX_WORDS));
-      words = SUMMARY_MAX_WORDS;
+    } else {
+      // Stopping at the first misfit keeps the summary the best-ranked sentences, not the best plus whatever small talk still fits.
+      if (chosen.size === 0) chosen.set(unit.order, firstWords(unit.text, SUMMARY_MAX_WORDS));
+      break;
     }
   }
   return [...chosen.entries()]
