@@ -84,7 +84,7 @@ function median(values: readonly number[]): number {
 
 const normalizedWords = (text: string) => wordSpans(text).map((w) => w.normalized);
 
-/** Word sequences of 2–3 words (at least one a content word) found in MIN_RECURRENCE or more lines. */
+/** Word sequences of 2–3 words (two of them content words) found in MIN_RECURRENCE or more lines. */
 function recurringPhrases(quotes: readonly string[]): { phrase: string; count: number }[] {
   const lines = new Map<string, number>();
   for (const quote of quotes) {
@@ -93,7 +93,7 @@ function recurringPhrases(quotes: readonly string[]): { phrase: string; count: n
     for (let n = 3; n >= 2; n--) {
       for (let i = 0; i + n <= words.length; i++) {
         const gram = words.slice(i, i + n);
-        if (gram.every(isStopWord)) continue;
+        if (gram.filter((w) => !isStopWord(w)).length < 2) continue;
         inThisLine.add(gram.join(" "));
       }
     }

@@ -19,7 +19,7 @@ import {
   SUMMARY_PREVIOUS_LABEL,
 } from "../prompt.ts";
 import type { ChatMessage } from "./index.ts";
-import { contentTerms, contentWords, firstWords, mostSimilar, salientWords, sentences, wordCount } from "./offline-text.ts";
+import { contentTerms, contentWords, firstWords, rankBySimilarity, salientWords, sentences, wordCount } from "./offline-text.ts";
 
 /** Heading of the persona section listing the character's real lines, one quoted line each. */
 export const OFFLINE_QUOTES_HEADING = "Things I have said:";
@@ -138,22 +138,17 @@ function pick(text: string, count: number): number {
   return hash % count;
 }
 
+/** The lines sharing the most with the message (up to MAX_REPLY_QUOTES), or one picked by the message's hash when none shares a word. */
 function chooseQuotes(message: string, quotes: readonly string[]): string[] {
-  const ranked = quotes
-    .map((quote, index) => ({ quote, index, score: mostSimilar(message, [quote]).score }))
-    .sort((a, b) => b.score - a.score || a.index - b.index);
-  if (ranked[0]!.score <= 0) return [quotes[pick(message, quotes.length)]!];
-  return ranked
-    .filter((r) => r.score > 0)
-    .slice(0, MAX_REPLY_QUOTES)
-    .map((r) => r.quote);
+  const ranked = rankBySimilarity(message, quotes);
+  if (ranked.length === 0) return [quotes[pick(message, quotes.length)]!];
+  return ranked.slice(0, MAX_REPLY_QUOTES).map((r) => quotes[r.index]!);
 }
 
-/** The passage sentence closest to the message, with the sentences after it up to REPLY_PASSAGE_WORDS. */
+/** The passage sentence closest to the message (else its first), with the sentences after it up to REPLY_PASSAGE_WORDS. */
 function passageExcerpt(message: string, passage: string): string {
   const all = sentences(passage);
-  const { index, score } = mostSimilar(message, all);
-  const start = score > 0 ? index : 0;
+  const start = rankBySimilarity(message, all)[0]?.index ?? 0;
   const taken: string[] = [];
   let words = 0;
   for (const sentence of all.slice(start)) {
@@ -175,8 +170,8 @@ export function composeChatReply(messages: readonly ChatMessage[]): string {
   const parts: string[] = [];
   if (quotes.length > 0) parts.push(chooseQuotes(message, quotes).join(" "));
   if (passages.length > 0) {
-    const best = mostSimilar(message, passages);
-    const excerpt = passageExcerpt(message, passages[best.score > 0 ? best.index : 0]!);
+    const best = rankBySimilarity(message, passages)[0]?.index ?? 0;
+    const excerpt = passageExcerpt(message, passages[best]!);
     parts.push(`${quotes.length > 0 ? "As the book tells it" : "The book tells it this way"}: “${excerpt}”`);
   }
   return parts.length > 0 ? parts.join("\n\n") : OFFLINE_NO_MATERIAL_REPLY;

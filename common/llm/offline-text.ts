@@ -104,12 +104,15 @@ function counts(items: readonly string[]): Map<string, number> {
 }
 
 /**
- * Unit-length lexical vector of `text`. A text made only of function words ("Who are you?") is
- * described by those words rather than by nothing; a text with no words at all is the zero vector.
+ * The terms a lexical vector is built from: the content terms, or for a text made only of function
+ * words ("Who are you?") those words, so it is described by something rather than by nothing.
  */
-export function lexicalVector(text: string): number[] {
-  let terms = contentTerms(text);
-  if (terms.length === 0) terms = tokenize(text);
+function featureTerms(text: string): string[] {
+  const terms = contentTerms(text);
+  return terms.length > 0 ? terms : tokenize(text);
+}
+
+function vectorOf(terms: readonly string[]): number[] {
   const vector = new Float64Array(OFFLINE_EMBEDDING_DIMENSION);
   for (const [term, tf] of counts(terms)) addFeature(vector, term, 1 + Math.log(tf));
   const pairs = terms.slice(1).map((term, i) => `${terms[i]} ${term}`);
@@ -120,6 +123,11 @@ export function lexicalVector(text: string): number[] {
   return Array.from(vector, (x) => x * scale);
 }
 
+/** Unit-length lexical vector of `text`; a text with no words at all is the zero vector. */
+export function lexicalVector(text: string): number[] {
+  return vectorOf(featureTerms(text));
+}
+
 /** Cosine similarity of two lexical vectors (both unit length or zero). */
 export function similarity(a: readonly number[], b: readonly number[]): number {
   let dot = 0;
@@ -128,17 +136,20 @@ export function similarity(a: readonly number[], b: readonly number[]): number {
 }
 
 /**
- * Index of the candidate most similar to `query`; ties (including no shared word at all) go to the
- * earlier candidate. -1 when there are no candidates.
+ * The candidates that share at least one term with `query`, most similar first (ties: earlier
+ * first). Sharing is checked on the terms themselves because hashed buckets can collide, which
+ * gives unrelated texts a small similarity of their own.
  */
-export function mostSimilar(query: string, candidates: readonly string[]): { index: number; score: number } {
-  const target = lexicalVector(query);
-  let best = { index: -1, score: -Infinity };
+export function rankBySimilarity(query: string, candidates: readonly string[]): { index: number; score: number }[] {
+  const queryTerms = featureTerms(query);
+  const wanted = new Set(queryTerms);
+  const target = vectorOf(queryTerms);
+  const ranked: { index: number; score: number }[] = [];
   candidates.forEach((candidate, index) => {
-    const score = similarity(target, lexicalVector(candidate));
-    if (score > best.score + 1e-12) best = { index, score };
+    const terms = featureTerms(candidate);
+    if (terms.some((t) => wanted.has(t))) ranked.push({ index, score: similarity(target, vectorOf(terms)) });
   });
-  return best;
+  return ranked.sort((a, b) => b.score - a.score || a.index - b.index);
 }
 
 export interface RankedWord {
