@@ -1,12 +1,14 @@
 import { Elysia, ValidationError } from "elysia";
 import { ErrorBody } from "../common/schemas.ts";
+import { chatRoutes } from "./chat/index.ts";
+import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
 import { docs } from "./docs.ts";
 import { HttpError } from "./errors.ts";
 import { withHttpMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 
-export interface AppDeps extends ProcessingDeps {}
+export interface AppDeps extends ProcessingDeps, ChatDeps {}
 
 const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -21,14 +23,16 @@ function describeValidation(error: Readonly<ValidationError>): string {
 
 /**
  * Builds the whole HTTP API from its dependencies. `fetch` is what a server (or a test) calls: the
- * app's handler wrapped with the HTTP metrics.
+ * app's handler wrapped with the HTTP metrics. `settle` resolves once the work requests left running
+ * after their responses (chat summary folds) has finished; a server awaits it before closing the stores.
  */
 export function createApp(deps: AppDeps) {
-  const app = buildRoutes(deps);
-  return { app, fetch: withHttpMetrics(app, (request) => app.handle(request), deps.metrics) };
+  const chat = createChatService(deps);
+  const app = buildRoutes(deps, chat);
+  return { app, fetch: withHttpMetrics(app, (request) => app.handle(request), deps.metrics), settle: chat.settle };
 }
 
-function buildRoutes(deps: AppDeps) {
+function buildRoutes(deps: AppDeps, chat: ChatService) {
   const log = deps.logger.child({ component: "api" });
   return new Elysia()
     .onError({ as: "global" }, ({ code, error, set, request }) => {
@@ -77,7 +81,8 @@ function buildRoutes(deps: AppDeps) {
         },
       },
     )
-    .use(processingRoutes(deps));
+    .use(processingRoutes(deps))
+    .use(chatRoutes(chat));
 }
 
 export type App = ReturnType<typeof buildRoutes>;

@@ -28,7 +28,7 @@ in their own voice, grounded in passages of the book. Internal service: the JSON
 no authentication of its own.`;
 
 /** Zod to JSON Schema, without the `$schema` marker that OpenAPI 3.1 schema objects do not need. */
-function toOpenApiSchema(schema: z.ZodType): Record<string, unknown> {
+export function toOpenApiSchema(schema: z.ZodType): Record<string, unknown> {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, { unrepresentable: "any", io: "input" });
   return rest;
 }

@@ -10,7 +10,7 @@ export const MAX_REQUEST_BODY_BYTES = 1024 * 1024;
 /** Builds the app from the composition root's dependencies and serves it on config.port. */
 export function startApi(deps: Deps) {
   const { config } = deps;
-  const { fetch } = createApp({
+  const { fetch, settle } = createApp({
     ...deps,
     probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
   });
@@ -23,15 +23,17 @@ export function startApi(deps: Deps) {
     fetch,
   });
   deps.logger.info("api listening", { url: `http://localhost:${server.port}`, docs: `http://localhost:${server.port}${DOCS_PATH}` });
-  return server;
+  return { server, settle };
 }
 
 if (import.meta.main) {
   const config = loadConfigOrExit();
   const deps = await buildDeps(config);
-  const server = startApi(deps);
+  const { server, settle } = startApi(deps);
   const stop = async () => {
     await server.stop();
+    // Summary folds still running write to the database and the cache: let them finish first.
+    await settle();
     await deps.close();
     process.exit(0);
   };

@@ -69,3 +69,91 @@ export const ProcessingAccepted = z
     },
   });
 export type ProcessingAccepted = z.infer<typeof ProcessingAccepted>;
+
+// Chat ----------------------------------------------------------------------------------------
+
+/** Longest reader message accepted; longer ones are refused with 400 before any model is called. */
+export const MAX_USER_MESSAGE_CHARS = 4000;
+/** Longest `preferences` override accepted. */
+export const MAX_PREFERENCES_CHARS = 2000;
+
+export const ChatRequest = z
+  .object({
+    user_id: uuid("user_id"),
+    character_id: uuid("character_id"),
+    book_id: uuid("book_id"),
+    session_id: uuid("session_id"),
+    user_message: z
+      .string({ error: "user_message must be a string" })
+      .max(MAX_USER_MESSAGE_CHARS, { error: `user_message is longer than ${MAX_USER_MESSAGE_CHARS} characters` })
+      .regex(/\S/, { error: "user_message must not be blank" })
+      .meta({ description: `What the reader says: not blank, at most ${MAX_USER_MESSAGE_CHARS} characters.` }),
+    preferences: z
+      .string({ error: "preferences must be a string" })
+      .max(MAX_PREFERENCES_CHARS, { error: `preferences is longer than ${MAX_PREFERENCES_CHARS} characters` })
+      .optional()
+      .meta({
+        description:
+          "Replaces the reader's stored preferences for this character (the `USER PREFERENCE MODIFIERS` block) for this " +
+          "message only; an empty string sends none. Omitted, the stored preferences (user_preferences) are used.",
+      }),
+  })
+  .meta({
+    title: "ChatRequest",
+    example: {
+      user_id: "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f7a",
+      character_id: "3a4b5c6d-7e8f-4a0b-9c1d-2e3f4a5b6c7d",
+      book_id: "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b",
+      session_id: "9e8d7c6b-5a4f-4e3d-8c2b-1a0f9e8d7c6b",
+      user_message: "What did you think of Mr. Darcy when you first met him?",
+    },
+  });
+export type ChatRequest = z.infer<typeof ChatRequest>;
+
+export const ChatTokenEvent = z
+  .object({ token: z.string() })
+  .meta({ title: "ChatTokenEvent", description: "The next piece of the reply, in order.", example: { token: " I thought him" } });
+export type ChatTokenEvent = z.infer<typeof ChatTokenEvent>;
+
+export const ChatSource = z.object({
+  chunk_index: z.number().int().min(0),
+  score: z.number().meta({ description: "Reranker relevance, or the reciprocal-rank-fusion score when no reranker is configured." }),
+});
+export type ChatSource = z.infer<typeof ChatSource>;
+
+export const ChatDoneEvent = z
+  .object({
+    done: z.literal(true),
+    full_response: z.string().meta({ description: "The whole reply: the concatenation of every token event." }),
+    sources: z.array(ChatSource).meta({ description: "The book passages the reply was grounded in, best first." }),
+  })
+  .meta({
+    title: "ChatDoneEvent",
+    description: "The last event of a successful reply, sent once the exchange has been saved.",
+    example: {
+      done: true,
+      full_response: "I thought him the proudest, most disagreeable man in the world.",
+      sources: [
+        { chunk_index: 12, score: 0.91 },
+        { chunk_index: 40, score: 0.62 },
+      ],
+    },
+  });
+export type ChatDoneEvent = z.infer<typeof ChatDoneEvent>;
+
+export const ChatErrorEvent = z
+  .object({
+    error: z.string(),
+    code: z.literal([429, 502]).meta({
+      description: "429: another reply is being written in this session. 502: the language model (or the database saving the reply) failed.",
+    }),
+  })
+  .meta({
+    title: "ChatErrorEvent",
+    description: "Ends the stream instead of a `done` event; nothing of this exchange is saved.",
+    example: { error: "another reply is in progress for this session", code: 429 },
+  });
+export type ChatErrorEvent = z.infer<typeof ChatErrorEvent>;
+
+export const ChatEvent = z.union([ChatTokenEvent, ChatDoneEvent, ChatErrorEvent]).meta({ title: "ChatEvent" });
+export type ChatEvent = z.infer<typeof ChatEvent>;

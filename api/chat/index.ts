@@ -1,0 +1,116 @@
+import { Elysia } from "elysia";
+import { z } from "zod";
+import {
+  ChatDoneEvent,
+  ChatErrorEvent,
+  ChatEvent,
+  ChatRequest,
+  ChatTokenEvent,
+  ErrorBody,
+  MAX_PREFERENCES_CHARS,
+  MAX_USER_MESSAGE_CHARS,
+} from "../../common/schemas.ts";
+import { toOpenApiSchema } from "../docs.ts";
+import { formatSseEvent, sseResponse } from "../sse.ts";
+import { MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
+
+/** Sent by the frontend; the body's user_id is what counts (internal network, trusted body). */
+const ChatHeaders = z.looseObject({
+  "x-user-id": z.string().optional().meta({ description: "Accepted and ignored: the body's `user_id` identifies the reader." }),
+  "x-api-key": z.string().optional().meta({ description: "Accepted and ignored: this internal service has no authentication of its own." }),
+});
+
+const exampleStream = [
+  formatSseEvent({ token: "I" }),
+  formatSseEvent({ token: " thought him" }),
+  formatSseEvent({ token: " proud." }),
+  formatSseEvent({ done: true, full_response: "I thought him proud.", sources: [{ chunk_index: 12, score: 0.91 }] }),
+].join("");
+
+const DESCRIPTION = `Streams the character's reply as Server-Sent Events. Every event is one line \`data: <JSON>\` followed by a
+blank line; a token containing line breaks or the text \`data:\` stays inside its event's JSON. For example:
+
+\`\`\`
+${exampleStream.trimEnd()}
+\`\`\`
+
+Events, in order: any number of \`{token}\`, then exactly one of \`{done: true, full_response, sources}\` (the tokens
+concatenate to \`full_response\`; \`sources\` lists the book passages used, best first) or \`{error, code}\`, then the
+stream ends:
+
+- \`code: 429\`: another reply is being written in this session (the session is locked for at most 30 s).
+- \`code: 502\`: the language model failed before or during the reply, or the reply could not be saved.
+
+After an error event nothing of the exchange is saved. \`done\` is sent once the user message and the reply have
+been saved (the session's \`message_count\` grows by one and its \`preview\` is the start of the reply, ending in "…").
+A client that disconnects cancels the model's generation and nothing is saved.
+
+Before the stream begins, the request can fail with an ordinary JSON error:
+
+- **400**: malformed JSON, a field missing or of the wrong type, a blank \`user_message\` or one longer than
+  ${MAX_USER_MESSAGE_CHARS} characters, \`preferences\` longer than ${MAX_PREFERENCES_CHARS} characters.
+- **404**: \`{"error": "${SESSION_NOT_FOUND}"}\` when the session does not exist or belongs to another user, character
+  or book; \`character not found\` or \`book not found\` when those are missing.
+- **500**: the database is unavailable.
+
+How the reply is grounded: the message is rewritten into a narrative and a keyword query (cached), both searched
+in the book (vector and BM25 search in parallel), the passages reranked (or rank-fused), and the character answers
+with its persona, the reader's preferences for it (or the \`preferences\` override), the passages and the
+conversation summary.`;
+
+const eventExample = (summary: string, value: object) => ({ summary, value });
+
+/** `POST /character/chat`: the checks that can still answer with an HTTP status, then the stream. */
+export function chatRoutes(service: ChatService) {
+  return new Elysia({ name: "chat" }).post(
+    "/character/chat",
+    async ({ body, request }) => {
+      const receivedAt = performance.now();
+      const turn = await service.open(body, receivedAt);
+      const client = new AbortController();
+      const leave = (reason: unknown) => client.abort(reason);
+      request.signal.addEventListener("abort", () => leave(request.signal.reason), { once: true });
+      return sseResponse(service.reply(turn, client.signal), { onCancel: leave });
+    },
+    {
+      parse: "json",
+      body: ChatRequest,
+      headers: ChatHeaders,
+      detail: {
+        tags: ["Chat"],
+        summary: "Chat with a character (Server-Sent Events)",
+        description: DESCRIPTION,
+        responses: {
+          200: {
+            description: "The reply as a stream of `data: <JSON>` events; each event's JSON is one of the schemas below.",
+            content: {
+              "text/event-stream": {
+                schema: toOpenApiSchema(ChatEvent),
+                examples: {
+                  token: eventExample("A piece of the reply", ChatTokenEvent.parse({ token: " thought him" })),
+                  done: eventExample(
+                    "The last event of a successful reply",
+                    ChatDoneEvent.parse({ done: true, full_response: "I thought him proud.", sources: [{ chunk_index: 12, score: 0.91 }] }),
+                  ),
+                  busy: eventExample("The session is busy with another reply", ChatErrorEvent.parse({ error: SESSION_BUSY, code: 429 })),
+                  failed: eventExample(
+                    "The language model failed",
+                    ChatErrorEvent.parse({ error: MODEL_FAILED, code: 502 }),
+                  ),
+                },
+              },
+            },
+          },
+          400: { description: "The body is not a valid chat request.", content: { "application/json": { schema: toOpenApiSchema(ErrorBody) } } },
+          404: {
+            description: "No such session for this user, character and book; or the character or the book does not exist.",
+            content: {
+              "application/json": { schema: toOpenApiSchema(ErrorBody), example: { error: SESSION_NOT_FOUND } },
+            },
+          },
+          500: { description: "The database is unavailable.", content: { "application/json": { schema: toOpenApiSchema(ErrorBody) } } },
+        },
+      },
+    },
+  );
+}

@@ -1,0 +1,332 @@
+import { createChatCache, type ChatBook, type ChatCache, type ChatCharacter, type ChatSessionState } from "../../common/chat-cache.ts";
+import type { Database } from "../../common/db/index.ts";
+import { appendExchange, getPreferences, setSessionSummary } from "../../common/db/repositories.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import type { LanguageModel } from "../../common/llm/index.ts";
+import { tryAcquireLock, type Lock } from "../../common/lock.ts";
+import type { Logger } from "../../common/log.ts";
+import type { ChatOutcome, Metrics } from "../../common/metrics.ts";
+import {
+  buildChatMessages,
+  buildChatSystemPrompt,
+  buildRewriteMessages,
+  buildSummaryMessages,
+  CONVERSATION_WINDOW_MESSAGES,
+  messagesLeavingWindow,
+  parseRewrite,
+  rewriteCacheKey,
+  type ConversationMessage,
+  type PreferencesRow,
+  type RewrittenQueries,
+} from "../../common/prompt.ts";
+import type { Reranker } from "../../common/rerank/index.ts";
+import { createRetriever, type Retriever } from "../../common/retrieval.ts";
+import type { ChatEvent, ChatRequest } from "../../common/schemas.ts";
+import type { TextIndex } from "../../common/text/index.ts";
+import type { VectorIndex } from "../../common/vector/index.ts";
+import { HttpError } from "../errors.ts";
+
+/**
+ * One chat turn, from the request body to the events of the reply. Knows nothing of HTTP: `open`
+ * throws HttpError before anything is streamed, and `reply` yields the events to send.
+ *
+ * Order of a turn: cached context (one KV round trip) → session checks → session lock → query
+ * rewrite (cached) → hybrid retrieval → streamed completion → the exchange saved in one transaction
+ * and the session cache refreshed → `done`. The lock is released on every path; when messages have
+ * left the conversation window, it is held a little longer by the summary fold that runs after the
+ * stream has closed, so that the next turn never reads a summary about to be replaced.
+ */
+
+export interface ChatDeps {
+  db: Database;
+  kv: KeyValueStore;
+  llm: LanguageModel;
+  vectorIndex: VectorIndex;
+  textIndex: TextIndex;
+  /** Without one, retrieval orders passages by rank fusion. */
+  reranker: Reranker | undefined;
+  metrics: Metrics;
+  logger: Logger;
+}
+
+export const REWRITE_TEMPERATURE = 0;
+export const REWRITE_MAX_TOKENS = 200;
+/** The rewrite only sharpens retrieval: past this, the turn goes on with the reader's own words. */
+export const REWRITE_TIMEOUT_MS = 10_000;
+export const REWRITE_CACHE_TTL_SECONDS = 3600;
+export const SUMMARY_MAX_TOKENS = 300;
+export const SUMMARY_TIMEOUT_MS = 20_000;
+/** Characters of the reply kept as the session's preview, before the closing "…". */
+export const PREVIEW_CHARS = 100;
+
+export const lockKey = (sessionId: string) => `chat:lock:${sessionId}`;
+
+export const SESSION_NOT_FOUND = "session not found";
+export const SESSION_BUSY = "another reply is in progress for this session";
+export const MODEL_FAILED = "the language model failed to reply";
+export const SAVE_FAILED = "the reply could not be saved";
+export const REPLY_FAILED = "the reply failed";
+
+/** Everything `open` found, handed to `reply`. */
+export interface ChatTurn {
+  request: ChatRequest;
+  character: ChatCharacter;
+  book: ChatBook;
+  session: ChatSessionState;
+  /** performance.now() when the request arrived: the start of time to first token. */
+  receivedAt: number;
+}
+
+export interface ChatService {
+  /** Loads and checks the session, character and book; throws HttpError 404 (or 500 when the database fails). */
+  open(request: ChatRequest, receivedAt?: number): Promise<ChatTurn>;
+  /**
+   * The reply's events: tokens, then `done` (or one error event). Aborting `signal` (the client left)
+   * cancels the model request, ends the events silently and saves nothing.
+   */
+  reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void>;
+  /** Resolves once the work started after replies (summary folds, rewrite cache writes) has finished. */
+  settle(): Promise<void>;
+}
+
+/** The session's preview: the start of the reply on one line, always ending in "…". */
+export function previewOf(reply: string): string {
+  const codePoints = [...reply.replace(/\s+/g, " ").trim()];
+  return `${codePoints.slice(0, PREVIEW_CHARS).join("").trimEnd()}…`;
+}
+
+/** For a character whose persona prompt ingestion has not written yet. */
+function fallbackPersona(character: ChatCharacter, book: ChatBook): string {
+  const about = character.description?.trim() ? ` ${character.description.trim()}` : "";
+  return `You are ${character.name}, a character in the book "${book.title}".${about} Speak as ${character.name}, in the first person, and stay in character.`;
+}
+
+export function createChatService(deps: ChatDeps): ChatService {
+  const log = deps.logger.child({ component: "chat" });
+  const background = new Set<Promise<unknown>>();
+  const track = (task: Promise<unknown>) => {
+    background.add(task);
+    void task.finally(() => background.delete(task));
+  };
+
+  // Built on first use: the routes (and the OpenAPI document) are assembled without the stores.
+  let parts: { cache: ChatCache; retriever: Retriever } | undefined;
+  const use = () =>
+    (parts ??= {
+      cache: createChatCache({ kv: deps.kv, db: deps.db, logger: log }),
+      retriever: createRetriever({
+        llm: deps.llm,
+        vectorIndex: deps.vectorIndex,
+        textIndex: deps.textIndex,
+        reranker: deps.reranker,
+        logger: log,
+      }),
+    });
+
+  async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
+    const { cache } = use();
+    const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
+    const context = await cache.load(ids).catch((err: unknown) => {
+      throw new HttpError(500, "database unavailable", { cause: err });
+    });
+    const { session, character, book } = context;
+    const notFound = (message: string) => {
+      deps.metrics.chat.requests.inc({ outcome: "404" });
+      return new HttpError(404, message);
+    };
+    // Another reader's session, or one of another character or book, is reported exactly like a
+    // missing one: the caller learns nothing about sessions that are not theirs.
+    if (
+      !session ||
+      session.userId !== request.user_id ||
+      session.characterId !== request.character_id ||
+      session.bookId !== request.book_id
+    ) {
+      throw notFound(SESSION_NOT_FOUND);
+    }
+    if (!character) throw notFound("character not found");
+    if (!book) throw notFound("book not found");
+    return { request, character, book, session, receivedAt };
+  }
+
+  async function rewrite(turn: ChatTurn, signal: AbortSignal): Promise<RewrittenQueries> {
+    const { character, request, session } = turn;
+    const key = rewriteCacheKey(character.id, request.user_message, session.messages);
+    const cached = await deps.kv.get(key).catch((error: unknown) => {
+      log.warn("rewrite cache unavailable", { error });
+      return null;
+    });
+    const hit = parseRewrite(cached, request.user_message);
+    if (!hit.fellBack) return hit;
+
+    let answer: string | null = null;
+    try {
+      answer = await deps.llm.complete(
+        buildRewriteMessages({
+          character: { name: character.name, profile: character.profile, description: character.description },
+          userMessage: request.user_message,
+          history: session.messages,
+        }),
+        {
+          purpose: "rewrite",
+          temperature: REWRITE_TEMPERATURE,
+          maxTokens: REWRITE_MAX_TOKENS,
+          json: true,
+          signal: AbortSignal.any([signal, AbortSignal.timeout(REWRITE_TIMEOUT_MS)]),
+        },
+      );
+    } catch (error) {
+      if (signal.aborted) throw error;
+      log.warn("query rewrite failed, searching with the reader's message", { session_id: session.id, error });
+    }
+    const queries = parseRewrite(answer, request.user_message);
+    if (queries.fellBack) {
+      if (answer !== null) log.warn("query rewrite answer unusable, searching with the reader's message", { session_id: session.id });
+      return queries;
+    }
+    const value = JSON.stringify({ narrative_query: queries.narrativeQuery, keyword_query: queries.keywordQuery });
+    track(
+      deps.kv.set(key, value, { ex: REWRITE_CACHE_TTL_SECONDS }).catch((error: unknown) => log.warn("rewrite cache write failed", { error })),
+    );
+    return queries;
+  }
+
+  async function preferencesFor(request: ChatRequest): Promise<PreferencesRow | null> {
+    try {
+      return await getPreferences(deps.db, request.user_id, request.character_id);
+    } catch (error) {
+      log.warn("preferences unavailable, replying without them", { error });
+      return null;
+    }
+  }
+
+  async function release(lock: Lock | null) {
+    if (!lock) return;
+    await lock.release().catch((error: unknown) => log.warn("session lock release failed; it lapses at its expiry", { key: lock.key, error }));
+  }
+
+  /** Folds the messages that left the window into the summary; a failure keeps the old one. Releases the lock. */
+  async function foldSummary(turn: ChatTurn, state: ChatSessionState, leaving: ConversationMessage[], lock: Lock | null) {
+    try {
+      const text = await deps.llm.complete(
+        buildSummaryMessages({ characterName: turn.character.name, previousSummary: state.summary, leaving }),
+        { purpose: "summary", temperature: 0, maxTokens: SUMMARY_MAX_TOKENS, signal: AbortSignal.timeout(SUMMARY_TIMEOUT_MS) },
+      );
+      const summary = text.trim();
+      if (!summary) throw new Error("the model returned an empty summary");
+      await setSessionSummary(deps.db, state.id, summary);
+      await refreshSessionCache({ ...state, summary });
+    } catch (error) {
+      log.warn("summary fold failed, keeping the previous summary", { session_id: state.id, error });
+    } finally {
+      await release(lock);
+    }
+  }
+
+  /** A cache entry that could not be replaced must not outlive the turn that made it stale. */
+  async function refreshSessionCache(state: ChatSessionState) {
+    const { cache } = use();
+    try {
+      await cache.storeSession(state);
+    } catch (error) {
+      log.warn("session cache write failed, dropping the entry", { session_id: state.id, error });
+      await cache.forgetSession(state.id).catch((err: unknown) => log.error("stale session cache entry left behind", { session_id: state.id, error: err }));
+    }
+  }
+
+  async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
+    const { request, session, character, book } = turn;
+    const { retriever } = use();
+    let outcome: ChatOutcome | undefined;
+    let lock: Lock | null = null;
+    let afterReply: (() => Promise<void>) | undefined;
+    try {
+      try {
+        lock = await tryAcquireLock(deps.kv, lockKey(session.id));
+        if (!lock) {
+          outcome = "429";
+          yield { error: SESSION_BUSY, code: 429 };
+          return;
+        }
+      } catch (error) {
+        deps.metrics.chat.lockUnavailable.inc();
+        log.warn("session lock unavailable, replying without it", { session_id: session.id, error });
+      }
+
+      const preferences = request.preferences === undefined ? preferencesFor(request) : Promise.resolve(null);
+      const queries = await rewrite(turn, signal);
+      const retrieved = await retriever.retrieve({
+        bookId: book.id,
+        narrativeQuery: queries.narrativeQuery,
+        keywordQuery: queries.keywordQuery,
+        signal,
+      });
+      const systemPrompt = buildChatSystemPrompt({
+        personaPrompt: character.systemPrompt?.trim() || fallbackPersona(character, book),
+        preferences: await preferences,
+        preferencesOverride: request.preferences ?? null,
+        passages: retrieved.chunks,
+        summary: session.summary,
+      });
+
+      let full = "";
+      try {
+        const deltas = deps.llm.stream(buildChatMessages(systemPrompt, session.messages, request.user_message), { purpose: "chat", signal });
+        for await (const delta of deltas) {
+          if (full === "") deps.metrics.chat.timeToFirstToken.observe((performance.now() - turn.receivedAt) / 1000);
+          full += delta;
+          yield { token: delta };
+        }
+      } catch (error) {
+        if (signal.aborted) return;
+        log.warn("chat completion failed", { session_id: session.id, error });
+        outcome = "502";
+        yield { error: MODEL_FAILED, code: 502 };
+        return;
+      }
+      if (signal.aborted) return;
+
+      let saved;
+      try {
+        saved = await appendExchange(deps.db, session.id, request.user_message, full, previewOf(full));
+        if (!saved) throw new Error("the session was deleted during the reply");
+      } catch (error) {
+        log.error("saving the exchange failed", { session_id: session.id, error });
+        outcome = "502";
+        yield { error: SAVE_FAILED, code: 502 };
+        return;
+      }
+      const conversation: ChatSessionState["messages"] = [
+        ...session.messages,
+        { role: "user", content: request.user_message },
+        { role: "assistant", content: full },
+      ];
+      const state: ChatSessionState = {
+        ...session,
+        messageCount: saved.messageCount,
+        messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
+      };
+      await refreshSessionCache(state);
+      const leaving = messagesLeavingWindow(conversation, 2);
+      if (leaving.length > 0) afterReply = () => foldSummary(turn, state, leaving, lock);
+
+      outcome = "ok";
+      yield { done: true, full_response: full, sources: retrieved.chunks.map((c) => ({ chunk_index: c.chunkIndex, score: c.score })) };
+    } catch (error) {
+      if (signal.aborted) return;
+      log.error("chat turn failed", { session_id: session.id, error });
+      outcome = "502";
+      yield { error: REPLY_FAILED, code: 502 };
+    } finally {
+      deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });
+      if (afterReply) track(afterReply());
+      else await release(lock);
+    }
+  }
+
+  async function settle() {
+    while (background.size > 0) await Promise.allSettled([...background]);
+  }
+
+  return { open, reply, settle };
+}

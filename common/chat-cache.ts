@@ -1,0 +1,167 @@
+import { z } from "zod";
+import type { Database } from "./db/index.ts";
+import { getBook, getCharacter, getRecentMessages, getSession } from "./db/repositories.ts";
+import type { KeyValueStore } from "./kv/index.ts";
+import { silentLogger, type Logger } from "./log.ts";
+import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
+
+/**
+ * What a chat turn reads before it can answer (the character, the session with its recent history
+ * and summary, the book), cached in the key-value store under `chat:char:{id}`, `chat:sess:{id}` and
+ * `chat:book:{id}` and read in one round trip. The database is the source of truth: a miss, an entry
+ * this version cannot read, or a store that fails is answered from it.
+ *
+ * Entries hold only what a turn needs, in their own JSON shape (not the table rows), so a cached
+ * entry never carries a column nobody reads.
+ */
+
+export const CHAT_CACHE_TTL_SECONDS = 3600;
+
+export const characterCacheKey = (characterId: string) => `chat:char:${characterId}`;
+export const sessionCacheKey = (sessionId: string) => `chat:sess:${sessionId}`;
+export const bookCacheKey = (bookId: string) => `chat:book:${bookId}`;
+
+const ChatCharacter = z.object({
+  id: z.string(),
+  bookId: z.string(),
+  name: z.string(),
+  description: z.string().nullable(),
+  profile: z.record(z.string(), z.unknown()).nullable(),
+  systemPrompt: z.string().nullable(),
+});
+export type ChatCharacter = z.infer<typeof ChatCharacter>;
+
+const ChatBook = z.object({ id: z.string(), title: z.string(), author: z.string().nullable() });
+export type ChatBook = z.infer<typeof ChatBook>;
+
+const ChatSessionState = z.object({
+  id: z.string(),
+  userId: z.string(),
+  characterId: z.string(),
+  bookId: z.string(),
+  /** Exchanges so far. */
+  messageCount: z.number().int().min(0),
+  summary: z.string().nullable(),
+  /** The last CONVERSATION_WINDOW_MESSAGES messages, oldest first. */
+  messages: z.array(z.object({ role: z.enum(["user", "assistant"]), content: z.string() })),
+});
+export type ChatSessionState = z.infer<typeof ChatSessionState>;
+
+export interface ChatContext {
+  character: ChatCharacter | null;
+  session: ChatSessionState | null;
+  book: ChatBook | null;
+}
+
+export interface ChatContextIds {
+  characterId: string;
+  sessionId: string;
+  bookId: string;
+}
+
+export interface ChatCacheOptions {
+  kv: KeyValueStore;
+  db: Database;
+  logger?: Logger;
+  ttlSeconds?: number;
+  /** Messages of history kept with the session. */
+  windowMessages?: number;
+}
+
+export interface ChatCache {
+  /** One KV round trip; each miss read from the database and cached (nothing is cached for what does not exist). */
+  load(ids: ChatContextIds): Promise<ChatContext>;
+  /** Replaces the session's entry (keeping the last windowMessages messages). Rejects with KvError when the store fails. */
+  storeSession(session: ChatSessionState): Promise<void>;
+  /** Drops the session's entry, so the next turn reads the database. Rejects with KvError when the store fails. */
+  forgetSession(sessionId: string): Promise<void>;
+}
+
+function decode<T>(schema: z.ZodType<T>, raw: string | null | undefined): T | null {
+  if (!raw) return null;
+  try {
+    const parsed = schema.safeParse(JSON.parse(raw));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
+}
+
+export function createChatCache(options: ChatCacheOptions): ChatCache {
+  const { kv, db } = options;
+  const logger = options.logger ?? silentLogger;
+  const ttl = options.ttlSeconds ?? CHAT_CACHE_TTL_SECONDS;
+  const windowMessages = options.windowMessages ?? CONVERSATION_WINDOW_MESSAGES;
+
+  async function characterFromDb(id: string): Promise<ChatCharacter | null> {
+    const row = await getCharacter(db, id);
+    if (!row) return null;
+    return {
+      id: row.id,
+      bookId: row.bookId,
+      name: row.name,
+      description: row.description,
+      profile: row.profileJson,
+      systemPrompt: row.systemPrompt,
+    };
+  }
+
+  async function bookFromDb(id: string): Promise<ChatBook | null> {
+    const row = await getBook(db, id);
+    return row ? { id: row.id, title: row.title, author: row.author } : null;
+  }
+
+  async function sessionFromDb(id: string): Promise<ChatSessionState | null> {
+    const row = await getSession(db, id);
+    if (!row) return null;
+    const messages = await getRecentMessages(db, id, windowMessages);
+    return {
+      id: row.id,
+      userId: row.userId,
+      characterId: row.characterId,
+      bookId: row.bookId,
+      messageCount: row.messageCount,
+      summary: row.summary,
+      messages: messages.map(({ role, content }) => ({ role, content })),
+    };
+  }
+
+  async function load({ characterId, sessionId, bookId }: ChatContextIds): Promise<ChatContext> {
+    const keys = [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId)];
+    let cached: (string | null)[] | null;
+    try {
+      cached = await kv.mget(keys);
+    } catch (error) {
+      logger.warn("chat cache unavailable, reading the database", { error });
+      cached = null;
+    }
+    const [character, session, book] = await Promise.all([
+      fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
+      fromCacheOrDb(keys[1]!, cached?.[1], ChatSessionState, () => sessionFromDb(sessionId), cached !== null),
+      fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
+    ]);
+    return { character, session, book };
+  }
+
+  async function fromCacheOrDb<T>(key: string, raw: string | null | undefined, schema: z.ZodType<T>, read: () => Promise<T | null>, kvUp: boolean) {
+    const hit = decode(schema, raw);
+    if (hit) return hit;
+    const value = await read();
+    // A store that just failed is not asked again within the same turn.
+    if (value && kvUp) {
+      await kv.set(key, JSON.stringify(value), { ex: ttl }).catch((error: unknown) => logger.warn("chat cache write failed", { key, error }));
+    }
+    return value;
+  }
+
+  return {
+    load,
+    async storeSession(session) {
+      const entry: ChatSessionState = { ...session, messages: session.messages.slice(-windowMessages) };
+      await kv.set(sessionCacheKey(session.id), JSON.stringify(entry), { ex: ttl });
+    },
+    async forgetSession(sessionId) {
+      await kv.del(sessionCacheKey(sessionId));
+    },
+  };
+}
