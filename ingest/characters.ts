@@ -1,0 +1,315 @@
+/**
+ * From what the NLP step (or LLM discovery) found to the characters the pipeline writes profiles
+ * for: ranking, merging duplicates, and the context each profile call gets (who the character is
+ * seen with, passages, a spread of quotes), plus each character's color and emoji. Pure: no I/O.
+ */
+import type { CharacterProfile, Discovery } from "../common/character-prompts.ts";
+import {
+  DEFAULT_MIN_MENTIONS,
+  detokenize,
+  QUOTE_WEIGHT,
+  toCharacterList,
+  type CharacterSummary,
+  type ParsedBookNlp,
+} from "./nlp/booknlp-files.ts";
+
+export const DEFAULT_MAX_CHARACTERS = 12;
+/** A character who never speaks gives a persona nothing to imitate. */
+export const DEFAULT_MIN_QUOTES = 1;
+export { DEFAULT_MIN_MENTIONS };
+export const MAX_PROFILE_QUOTES = 20;
+export const MAX_QUOTE_CHARS = 300;
+export const MAX_PASSAGES = 4;
+/** Tokens of context on each side of a mention in a passage. */
+export const PASSAGE_CONTEXT_TOKENS = 60;
+export const MAX_DISCOVERY_PASSAGE_CHARS = 600;
+export const MAX_COOCCURRING = 8;
+
+export interface SelectionOptions {
+  maxCharacters?: number;
+  minMentions?: number;
+  minQuotes?: number;
+}
+
+/** One character, with everything the two LLM passes need. */
+export interface FoundCharacter {
+  name: string;
+  aliases: string[];
+  gender: string | null;
+  /** A spread of the character's lines across the book, at most MAX_PROFILE_QUOTES. */
+  quotes: string[];
+  mentionCount: number;
+  quoteCount: number;
+  importance: number;
+  /** Other selected characters seen in the same paragraphs (or samples), most often first. */
+  cooccurring: { name: string; count: number }[];
+  passages: string[];
+}
+
+const nameKey = (name: string) => name.normalize("NFKC").replace(/\s+/g, " ").trim().toLowerCase();
+
+/** `count` items spread evenly from first to last, in order. */
+export function spread<T>(items: readonly T[], count: number): T[] {
+  if (items.length <= count) return [...items];
+  if (count <= 0) return [];
+  if (count === 1) return [items[0]!];
+  return Array.from({ length: count }, (_, i) => items[Math.round((i * (items.length - 1)) / (count - 1))]!);
+}
+
+function clip(text: string, max: number): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`;
+}
+
+/** Lines worth imitating: those of three words or more when there are enough of them. */
+function quoteSample(quotes: readonly string[]): string[] {
+  const substantial = quotes.filter((q) => q.split(/\s+/).length >= 3);
+  const pool = substantial.length >= Math.min(MAX_PROFILE_QUOTES, quotes.length) ? substantial : quotes;
+  return spread(pool, MAX_PROFILE_QUOTES).map((q) => clip(q, MAX_QUOTE_CHARS));
+}
+
+interface Merged {
+  summary: CharacterSummary;
+  /** BookNLP cluster ids: coreference sometimes splits one person into several. */
+  ids: number[];
+  quotes: string[];
+}
+
+/** Clusters that end up with the same name are one character to a reader (and one row in the database). */
+function mergeByName(list: readonly CharacterSummary[]): Merged[] {
+  const byKey = new Map<string, Merged>();
+  for (const c of list) {
+    const key = nameKey(c.name);
+    const existing = byKey.get(key);
+    if (!existing) {
+      byKey.set(key, { summary: { ...c, aliases: [...c.aliases] }, ids: [c.id], quotes: [...c.quotes] });
+      continue;
+    }
+    const s = existing.summary;
+    s.mentionCount += c.mentionCount;
+    s.quoteCount += c.quoteCount;
+    if (s.gender === "unknown") s.gender = c.gender;
+    const seen = new Set([nameKey(s.name), ...s.aliases.map(nameKey)]);
+    for (const a of c.aliases) if (!seen.has(nameKey(a))) s.aliases.push(a);
+    existing.ids.push(c.id);
+    existing.quotes.push(...c.quotes);
+  }
+  return [...byKey.values()];
+}
+
+const importanceOf = (mentions: number, quotes: number) => mentions + QUOTE_WEIGHT * quotes;
+
+/** Paragraph of every token, and where each paragraph starts and ends, from .tokens rows. */
+function paragraphIndex(parsed: ParsedBookNlp) {
+  const size = parsed.tokens.reduce((max, t) => Math.max(max, t.token + 1), 0);
+  const paragraphOf = new Int32Array(size).fill(-1);
+  const words: string[] = new Array(size).fill("");
+  const onsets = new Int32Array(size).fill(-1);
+  const offsets = new Int32Array(size).fill(-1);
+  const bounds = new Map<number, { start: number; end: number }>();
+  for (const t of parsed.tokens) {
+    if (t.token < 0) continue;
+    paragraphOf[t.token] = t.paragraph;
+    words[t.token] = t.word;
+    onsets[t.token] = t.start;
+    offsets[t.token] = t.end;
+    const b = bounds.get(t.paragraph);
+    if (!b) bounds.set(t.paragraph, { start: t.token, end: t.token });
+    else {
+      b.start = Math.min(b.start, t.token);
+      b.end = Math.max(b.end, t.token);
+    }
+  }
+  return { paragraphOf, words, onsets, offsets, bounds };
+}
+
+/**
+ * The book's characters from BookNLP-format output: ranked by importance (mentions plus weighted
+ * quotes), filtered by minimum mentions and quotes, clusters with one name merged, at most
+ * maxCharacters, each with its quotes, co-occurring characters and passages. With the book's text,
+ * passages are cut from it by the tokens' offsets; without it they are rebuilt from the tokens.
+ */
+export function selectCharacters(parsed: ParsedBookNlp, options: SelectionOptions = {}, text?: string): FoundCharacter[] {
+  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
+  const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
+  // Quotes are filtered after merging: two halves of one person may only qualify together.
+  const list = toCharacterList(parsed, { minMentions: 0, minQuotes: 0, maxCharacters: Number.MAX_SAFE_INTEGER });
+  const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
+  const chosen = mergeByName(list)
+    .filter((m) => m.summary.mentionCount >= minMentions && m.summary.quoteCount >= minQuotes)
+    .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount))
+    .slice(0, maxCharacters);
+
+  const { paragraphOf, words, onsets, offsets, bounds } = paragraphIndex(parsed);
+  // BookNLP's offsets count code points; they index a JavaScript string only when it has no astral characters.
+  const source = text !== undefined && !/[\uD800-\uDBFF]/.test(text) ? text : undefined;
+  const owner = new Map<number, number>();
+  chosen.forEach((m, i) => m.ids.forEach((id) => owner.set(id, i)));
+  const paragraphs = chosen.map(() => new Set<number>());
+  const properMentions: { start: number; end: number }[][] = chosen.map(() => []);
+  for (const e of parsed.entities) {
+    const i = owner.get(e.coref);
+    if (i === undefined || e.cat !== "PER") continue;
+    const p = paragraphOf[e.start] ?? -1;
+    if (p >= 0) paragraphs[i]!.add(p);
+    if (e.prop === "PROP") properMentions[i]!.push({ start: e.start, end: e.end });
+  }
+
+  const passageAt = ({ start, end }: { start: number; end: number }): string => {
+    const b = bounds.get(paragraphOf[start] ?? -1);
+    if (!b) return "";
+    const from = Math.max(b.start, start - PASSAGE_CONTEXT_TOKENS);
+    const to = Math.min(b.end, end + PASSAGE_CONTEXT_TOKENS);
+    const [onset, offset] = [onsets[from]!, offsets[to]!];
+    if (source !== undefined && onset >= 0 && offset > onset) return source.slice(onset, offset).replace(/\s+/g, " ").trim();
+    return detokenize(words.slice(from, to + 1).join(" "));
+  };
+
+  return chosen.map((m, i) => {
+    const cooccurring = chosen
+      .map((other, j) => ({ name: other.summary.name, count: j === i ? 0 : countShared(paragraphs[i]!, paragraphs[j]!) }))
+      .filter((c) => c.count > 0)
+      .sort((a, b) => b.count - a.count)
+      .slice(0, MAX_COOCCURRING);
+    const mentions = properMentions[i]!.sort((a, b) => a.start - b.start);
+    const passages = [...new Set(spread(mentions, MAX_PASSAGES).map(passageAt))].filter(Boolean);
+    const s = m.summary;
+    return {
+      name: s.name,
+      aliases: s.aliases,
+      gender: s.gender === "unknown" ? null : s.gender,
+      quotes: quoteSample(m.quotes),
+      mentionCount: s.mentionCount,
+      quoteCount: s.quoteCount,
+      importance: importanceOf(s.mentionCount, s.quoteCount),
+      cooccurring,
+      passages,
+    };
+  });
+}
+
+function countShared(a: ReadonlySet<number>, b: ReadonlySet<number>): number {
+  const [small, large] = a.size <= b.size ? [a, b] : [b, a];
+  let n = 0;
+  for (const x of small) if (large.has(x)) n++;
+  return n;
+}
+
+// Characters found by the LLM (books BookNLP cannot read) ---------------------------------------
+
+export interface SampledDiscovery {
+  /** The sample texts one discovery call saw. */
+  samples: readonly string[];
+  answer: Discovery;
+}
+
+/** Occurrences of needle in text (non-overlapping). */
+function occurrences(text: string, needle: string): number {
+  if (!needle) return 0;
+  let n = 0;
+  for (let at = text.indexOf(needle); at >= 0; at = text.indexOf(needle, at + needle.length)) n++;
+  return n;
+}
+
+/**
+ * Merges the characters each discovery call reported into one list: two entries are one character
+ * when a name or alias of one is a name or alias of the other. Importance is how often the names
+ * occur in the whole book; a character whose names never reach minMentions occurrences is dropped
+ * (that also drops names the model made up). Quotes come from the model, so minQuotes is not applied.
+ */
+export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[], options: SelectionOptions = {}): FoundCharacter[] {
+  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
+  const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
+  interface Entry {
+    name: string;
+    forms: string[];
+    quotes: string[];
+    samples: Set<string>;
+  }
+  const entries: Entry[] = [];
+  const byForm = new Map<string, Entry>();
+  for (const { samples, answer } of found) {
+    for (const c of answer.characters) {
+      const forms = [c.name, ...c.aliases].map((f) => f.normalize("NFC").replace(/\s+/g, " ").trim()).filter(Boolean);
+      let entry = forms.map((f) => byForm.get(nameKey(f))).find((e) => e !== undefined);
+      if (!entry) {
+        entry = { name: forms[0]!, forms: [], quotes: [], samples: new Set() };
+        entries.push(entry);
+      }
+      for (const f of forms) {
+        if (!entry.forms.some((g) => nameKey(g) === nameKey(f))) entry.forms.push(f);
+        byForm.set(nameKey(f), entry);
+      }
+      for (const q of c.quotes) if (q.trim() && !entry.quotes.includes(q.trim())) entry.quotes.push(q.trim());
+      for (const s of samples) if (forms.some((f) => s.includes(f))) entry.samples.add(s);
+    }
+  }
+
+  const counted = entries
+    .map((e) => ({ e, mentions: e.forms.reduce((n, f) => n + occurrences(text, f), 0) }))
+    .filter((x) => x.mentions >= minMentions)
+    .sort((a, b) => importanceOf(b.mentions, b.e.quotes.length) - importanceOf(a.mentions, a.e.quotes.length))
+    .slice(0, maxCharacters);
+
+  return counted.map(({ e, mentions }) => ({
+    name: e.name,
+    aliases: e.forms.slice(1),
+    gender: null,
+    quotes: quoteSample(e.quotes),
+    mentionCount: mentions,
+    quoteCount: e.quotes.length,
+    importance: importanceOf(mentions, e.quotes.length),
+    cooccurring: counted
+      .filter((o) => o.e !== e)
+      .map((o) => ({ name: o.e.name, count: [...o.e.samples].filter((s) => e.samples.has(s)).length }))
+      .filter((c) => c.count > 0)
+      .sort((a, b) => b.count - a.count)
+      .slice(0, MAX_COOCCURRING),
+    passages: spread([...e.samples], MAX_PASSAGES).map((s) => passageAround(s, e.forms)),
+  }));
+}
+
+/** A window of a sample centred on the first of the character's names it contains. */
+function passageAround(sample: string, forms: readonly string[]): string {
+  const at = Math.min(...forms.map((f) => sample.indexOf(f)).filter((i) => i >= 0));
+  const start = Math.max(0, at - MAX_DISCOVERY_PASSAGE_CHARS / 2);
+  return sample.slice(start, start + MAX_DISCOVERY_PASSAGE_CHARS).trim();
+}
+
+// Presentation -----------------------------------------------------------------------------------
+
+/** Readable on light and dark backgrounds alike. */
+const PALETTE = [
+  "#E57373", "#F06292", "#BA68C8", "#9575CD", "#7986CB", "#64B5F6", "#4FC3F7", "#4DD0E1",
+  "#4DB6AC", "#81C784", "#AED581", "#DCE775", "#FFD54F", "#FFB74D", "#FF8A65", "#A1887F",
+];
+const EMOJI = ["🎭", "📜", "🕯️", "🗝️", "🌹", "⚔️", "🎩", "🪶", "🌙", "🔥", "🍂", "🦋", "🐚", "🧭", "🎻", "👑", "🌿", "💎", "🏰", "🕊️"];
+
+/** 32-bit FNV-1a: stable across runs and platforms, which Math.random and Bun.hash seeds are not guaranteed to be. */
+function fnv1a(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    h ^= text.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** The same name always gets the same color and emoji, in every run and on every machine. */
+export function characterStyle(name: string): { color: string; emoji: string } {
+  const h = fnv1a(nameKey(name));
+  return { color: PALETTE[h % PALETTE.length]!, emoji: EMOJI[Math.floor(h / PALETTE.length) % EMOJI.length]! };
+}
+
+export const MAX_DESCRIPTION_CHARS = 280;
+
+/** The one-line description shown in a character list: the opening of the profile's psychology. */
+export function describe(profile: CharacterProfile): string {
+  const text = profile.psychology.replace(/\s+/g, " ").trim();
+  const sentences = text.match(/[^.!?…۔؟]+[.!?…۔؟]*/gu) ?? [text];
+  let description = "";
+  for (const s of sentences) {
+    if (description && (description + s).length > MAX_DESCRIPTION_CHARS) break;
+    description += s;
+  }
+  return clip(description.trim(), MAX_DESCRIPTION_CHARS);
+}

@@ -1,0 +1,123 @@
+import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
+import type { LanguageModel } from "../common/llm/index.ts";
+import type { Metrics } from "../common/metrics.ts";
+import type { IndexedChunk, IndexStoreLabel } from "../common/search.ts";
+import type { TextIndex } from "../common/text/index.ts";
+import type { VectorIndex } from "../common/vector/index.ts";
+import { batches, forEachBounded, retryItem, type ItemRetryOptions } from "./work-items.ts";
+
+/**
+ * The index phase: the book is chunked lazily, and each batch of chunks is written to the full-text
+ * index and, once embedded, to the vector index, both at once. The book's collections are dropped
+ * first, so a second run leaves exactly one copy of each chunk.
+ *
+ * A batch that still fails after its retries is skipped and counted (an embedding batch that fails
+ * leaves its chunks in the full-text index only). If an index ends up with nothing at all, the
+ * store or the embedding model is down rather than one batch being bad: that fails the attempt, so
+ * the job is retried later instead of leaving a book nobody can search.
+ */
+
+export const DEFAULT_INDEX_BATCH_SIZE = 64;
+export const DEFAULT_INDEX_CONCURRENCY = 2;
+
+export type IndexSkipKind = "embedding_batch" | "chunk_batch";
+
+export interface IndexDeps {
+  llm: LanguageModel;
+  vectorIndex: VectorIndex;
+  textIndex: TextIndex;
+  metrics: Metrics;
+}
+
+export interface IndexOptions {
+  batchSize?: number;
+  concurrency?: number;
+  chunkTokens?: number;
+  retry: ItemRetryOptions;
+  signal?: AbortSignal;
+  /** A batch given up on, with the chunk indexes it held. */
+  onSkip?: (kind: IndexSkipKind, store: IndexStoreLabel | "embedding", chunkIndexes: number[], err: unknown) => void;
+  /** Characters of the text indexed so far, of `total`. */
+  onProgress?: (done: number, total: number) => void;
+}
+
+export interface IndexReport {
+  chunks: number;
+  /** Chunks written to the vector index. */
+  vectors: number;
+  /** Chunks written to the full-text index. */
+  documents: number;
+}
+
+export class IndexUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "IndexUnavailableError";
+  }
+}
+
+export async function indexBook(deps: IndexDeps, bookId: string, text: string, options: IndexOptions): Promise<IndexReport> {
+  const { metrics } = deps;
+  const report: IndexReport = { chunks: 0, vectors: 0, documents: 0 };
+  let lastError: unknown;
+  await Promise.all([deps.vectorIndex.deleteBook(bookId), deps.textIndex.deleteBook(bookId)]);
+
+  /** One batch into one store: timed per try, failures counted per try, given up after the retries. */
+  const write = async (store: IndexStoreLabel, chunks: IndexedChunk[], upsert: () => Promise<void>): Promise<boolean> => {
+    try {
+      await retryItem(async () => {
+        const stop = metrics.indexing.duration.startTimer({ store });
+        try {
+          await upsert();
+        } catch (err) {
+          metrics.indexing.errors.inc({ store });
+          throw err;
+        } finally {
+          stop();
+        }
+      }, options.retry);
+      metrics.indexing.chunks.inc({ store }, chunks.length);
+      return true;
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      lastError = err;
+      options.onSkip?.("chunk_batch", store, chunks.map((c) => c.chunkIndex), err);
+      return false;
+    }
+  };
+
+  const embedAndWrite = async (chunks: IndexedChunk[]) => {
+    let vectors: number[][];
+    try {
+      vectors = await retryItem(
+        () => deps.llm.embed(chunks.map((c) => c.text), options.signal ? { signal: options.signal } : {}),
+        options.retry,
+      );
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      lastError = err;
+      options.onSkip?.("embedding_batch", "embedding", chunks.map((c) => c.chunkIndex), err);
+      return;
+    }
+    const points = chunks.map((c, i) => ({ ...c, vector: vectors[i]! }));
+    if (await write("qdrant", chunks, () => deps.vectorIndex.upsert(bookId, points))) report.vectors += chunks.length;
+  };
+
+  let indexedChars = 0;
+  const chunks = chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS });
+  await forEachBounded(batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (batch) => {
+    options.signal?.throwIfAborted();
+    const items = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
+    report.chunks += items.length;
+    const [written] = await Promise.all([write("typesense", items, () => deps.textIndex.upsert(bookId, items)), embedAndWrite(items)]);
+    if (written) report.documents += items.length;
+    indexedChars += batch.reduce((n, c) => n + c.text.length, 0);
+    options.onProgress?.(Math.min(indexedChars, text.length), text.length);
+  });
+
+  if (report.chunks > 0 && (report.vectors === 0 || report.documents === 0)) {
+    const empty = report.vectors === 0 ? "vector" : "full-text";
+    throw new IndexUnavailableError(`no chunk reached the ${empty} index`, { cause: lastError });
+  }
+  return report;
+}

@@ -1,0 +1,59 @@
+/**
+ * Worker-thread entry for the CPU-heavy part of the booknlp phase: run the native engine (or read
+ * the files real BookNLP wrote), parse them and select the characters. Off the main thread so the
+ * worker keeps renewing its job lease and answering /metrics while a large book is analysed.
+ */
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { parentPort } from "node:worker_threads";
+import { selectCharacters, type FoundCharacter, type SelectionOptions } from "./characters.ts";
+import { parseBookNlp, type BookNlpFileTexts } from "./nlp/booknlp-files.ts";
+import { runBookNlp } from "./nlp/engine.ts";
+
+export type NlpTask =
+  | { kind: "native"; textPath: string; selection: SelectionOptions }
+  /** Files `{dir}/{id}.tokens` etc., as BookNLP writes them. */
+  | { kind: "files"; textPath: string; dir: string; id: string; selection: SelectionOptions };
+
+export type NlpReply = { ok: true; characters: FoundCharacter[] } | { ok: false; error: string };
+
+/** The .supersense file is not needed for characters; skipping it saves parsing a large file. */
+const NEEDED_FILES = ["tokens", "entities", "quotes", "book"] as const;
+
+async function readIfPresent(path: string): Promise<string | undefined> {
+  try {
+    return await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    throw err;
+  }
+}
+
+export async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
+  const text = await readFile(task.textPath, "utf8");
+  let files: BookNlpFileTexts;
+  if (task.kind === "native") {
+    const { tokens, entities, quotes, book } = runBookNlp(text).files;
+    files = { tokens, entities, quotes, book };
+  } else {
+    const read = await Promise.all(NEEDED_FILES.map((ext) => readIfPresent(join(task.dir, `${task.id}.${ext}`))));
+    files = Object.fromEntries(NEEDED_FILES.map((ext, i) => [ext, read[i]]));
+    if (files.entities === undefined && files.book === undefined) {
+      throw new Error(`BookNLP wrote neither ${task.id}.entities nor ${task.id}.book`);
+    }
+  }
+  return selectCharacters(parseBookNlp(files), task.selection, text);
+}
+
+if (parentPort) {
+  const port = parentPort;
+  port.once("message", async (task: NlpTask) => {
+    let reply: NlpReply;
+    try {
+      reply = { ok: true, characters: await runTask(task) };
+    } catch (err) {
+      reply = { ok: false, error: err instanceof Error ? err.message : String(err) };
+    }
+    port.postMessage(reply);
+  });
+}

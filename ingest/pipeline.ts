@@ -1,0 +1,390 @@
+import { copyFile, mkdir, mkdtemp, open, readFile, rm, stat } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { BookInfo } from "../common/character-prompts.ts";
+import type { Config } from "../common/config.ts";
+import type { Database } from "../common/db/index.ts";
+import { getBook, replaceCharacters, setProcessingStatus, type Book, type Character } from "../common/db/repositories.ts";
+import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
+import type { LanguageModel } from "../common/llm/index.ts";
+import type { Logger, LogFields } from "../common/log.ts";
+import type { Metrics, PipelinePhase } from "../common/metrics.ts";
+import type { TextIndex } from "../common/text/index.ts";
+import { withRetries } from "../common/upstream.ts";
+import type { VectorIndex } from "../common/vector/index.ts";
+import { writeBackups } from "./backups.ts";
+import { NlpError, runBookNlpCommand, runInThread } from "./booknlp.ts";
+import { characterStyle, describe, mergeDiscoveries, type FoundCharacter, type SampledDiscovery, type SelectionOptions } from "./characters.ts";
+import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "./discovery.ts";
+import { indexBook, type IndexReport } from "./indexing.ts";
+import type { NlpTask } from "./nlp-thread.ts";
+import { extractProfile, writePersona } from "./profiles.ts";
+import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, mapBounded, retryItem, type ItemRetryOptions } from "./work-items.ts";
+
+/**
+ * One book from its books row to `completed`: verify → download → booknlp → extract → prompt →
+ * index, each phase timed in processing_pipeline_duration_seconds{phase}.
+ *
+ * Errors come in two kinds. A book that cannot be ingested as it is (no books row, a file that cannot
+ * be downloaded or is not text, text the NLP step cannot analyse) throws BookRejectedError after the
+ * book is marked `failed` with the reason: retrying would not help. Anything else (a database, store
+ * or model that is down) propagates as is, so the worker can retry the job later.
+ */
+
+export const DEFAULT_CHARACTER_CONCURRENCY = 4;
+export const BOOK_FILE_NAME = "original.txt";
+/** Transient download failures get this many further tries. */
+export const DOWNLOAD_RETRIES = 2;
+
+export interface PipelineDeps {
+  config: Config;
+  logger: Logger;
+  metrics: Metrics;
+  db: Database;
+  llm: LanguageModel;
+  vectorIndex: VectorIndex;
+  textIndex: TextIndex;
+}
+
+/** Where the book's text comes from: the job's file_url, or a local file (the CLI). */
+export type BookSource = { url: string } | { path: string };
+
+export interface PipelineJob {
+  bookId: string;
+  source: BookSource;
+  jobId?: string;
+}
+
+export type SkipKind = "character" | "embedding_batch" | "chunk_batch" | "discovery_batch";
+
+export interface ProgressEvent {
+  phase: Exclude<PipelinePhase, "total">;
+  done: number;
+  /** 0 when unknown (a download without Content-Length). */
+  total: number;
+}
+
+export interface PipelineOptions {
+  signal?: AbortSignal;
+  /** Parent of the per-book temporary folder; the system's temp folder by default. */
+  workDir?: string;
+  selection?: SelectionOptions;
+  characterConcurrency?: number;
+  retries?: number;
+  retryBaseDelayMs?: number;
+  index?: { batchSize?: number; concurrency?: number; chunkTokens?: number };
+  discovery?: { samples?: number; samplesPerCall?: number };
+  downloadTimeoutMs?: number;
+  booknlpTimeoutMs?: number;
+  /** For tests: the fetch and DNS the download uses. */
+  fetch?: DownloadOptions["fetch"];
+  resolveHost?: ResolveHost;
+  onProgress?: (event: ProgressEvent) => void;
+}
+
+export interface SavedCharacter {
+  character: Character;
+  backupPath: string;
+}
+
+export interface PipelineResult {
+  bookId: string;
+  characters: SavedCharacter[];
+  index: IndexReport;
+  skipped: Partial<Record<SkipKind, number>>;
+  /** Seconds per phase. */
+  durations: Partial<Record<PipelinePhase, number>>;
+}
+
+/** The book cannot be ingested as it is; it has been marked `failed` (when it exists). */
+export class BookRejectedError extends Error {
+  constructor(
+    readonly bookId: string,
+    readonly reason: string,
+    options?: { cause?: unknown },
+  ) {
+    super(`book ${bookId} rejected: ${reason}`, options);
+    this.name = "BookRejectedError";
+  }
+}
+
+/** A whole pass failed for every item: the model is down, not one character bad. Retried as a job. */
+export class PassUnavailableError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = "PassUnavailableError";
+  }
+}
+
+interface Run {
+  deps: PipelineDeps;
+  job: PipelineJob;
+  log: Logger;
+  signal: AbortSignal | undefined;
+  options: PipelineOptions;
+  retry: ItemRetryOptions;
+  skipped: Partial<Record<SkipKind, number>>;
+  skip(kind: SkipKind, err: unknown, fields: LogFields): void;
+  progress(phase: ProgressEvent["phase"], done: number, total: number): void;
+}
+
+export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options: PipelineOptions = {}): Promise<PipelineResult> {
+  const log = deps.logger.child({ book_id: job.bookId, ...(job.jobId ? { job_id: job.jobId } : {}) });
+  const skipped: Partial<Record<SkipKind, number>> = {};
+  const run: Run = {
+    deps,
+    job,
+    log,
+    signal: options.signal,
+    options,
+    retry: {
+      retries: options.retries ?? DEFAULT_ITEM_RETRIES,
+      baseDelayMs: options.retryBaseDelayMs ?? DEFAULT_ITEM_RETRY_BASE_DELAY_MS,
+      ...(options.signal ? { signal: options.signal } : {}),
+    },
+    skipped,
+    skip(kind, err, fields) {
+      skipped[kind] = (skipped[kind] ?? 0) + 1;
+      deps.metrics.processing.itemsSkipped.inc({ kind });
+      log.warn("item skipped after retries", { kind, ...fields, error: err });
+    },
+    progress: (phase, done, total) => options.onProgress?.({ phase, done, total }),
+  };
+  const durations: PipelineResult["durations"] = {};
+  const timed = async <T>(phase: PipelinePhase, fn: () => Promise<T>): Promise<T> => {
+    const started = performance.now();
+    try {
+      return await fn();
+    } finally {
+      const seconds = (performance.now() - started) / 1000;
+      durations[phase] = seconds;
+      deps.metrics.processing.pipelineDuration.observe({ phase }, seconds);
+    }
+  };
+
+  return timed("total", async () => {
+    const book = await verifyBook(run);
+    const workDir = await mkdtemp(join(options.workDir ?? tmpdir(), `ingest-${job.bookId}-`));
+    try {
+      const textPath = await timed("download", () => download(run, workDir));
+      const text = await readBookText(run, textPath);
+      const found = await timed("booknlp", () => findCharacters(run, book, text, textPath, workDir));
+      const profiled = await timed("extract", () => extractProfiles(run, book, found));
+      const characters = await timed("prompt", () => writePersonas(run, book, profiled));
+      const index = await timed("index", () => indexText(run, text));
+      await setProcessingStatus(deps.db, job.bookId, "completed");
+      log.info("book ingested", { characters: characters.length, chunks: index.chunks, skipped });
+      return { bookId: job.bookId, characters, index, skipped, durations };
+    } catch (err) {
+      if (err instanceof BookRejectedError) {
+        log.error("book failed", { reason: err.reason, cause: err.cause });
+        await setProcessingStatus(deps.db, job.bookId, "failed", err.reason);
+      }
+      throw err;
+    } finally {
+      await rm(workDir, { recursive: true, force: true });
+    }
+  });
+}
+
+function bookInfo(book: Book): BookInfo {
+  return { title: book.title, author: book.author };
+}
+
+async function verifyBook(run: Run): Promise<Book> {
+  const book = await getBook(run.deps.db, run.job.bookId);
+  if (!book) throw new BookRejectedError(run.job.bookId, "book not found");
+  await setProcessingStatus(run.deps.db, book.id, "processing");
+  return book;
+}
+
+// download ----------------------------------------------------------------------------------------
+
+const transientDownload = (err: unknown) => err instanceof FileUrlError && (err.reason === "timeout" || err.reason === "unreachable");
+
+async function download(run: Run, workDir: string): Promise<string> {
+  const { config } = run.deps;
+  const target = join(workDir, BOOK_FILE_NAME);
+  const source = run.job.source;
+  if ("path" in source) {
+    const { size } = await stat(source.path);
+    if (size > config.maxBookBytes) throw new BookRejectedError(run.job.bookId, `file is larger than ${config.maxBookBytes} bytes`);
+    await copyFile(source.path, target);
+    run.progress("download", size, size);
+    return target;
+  }
+  try {
+    await withRetries(
+      async () => {
+        const file = await open(target, "w");
+        let received = 0;
+        try {
+          await downloadBook(source.url, {
+            allowedHosts: config.fileUrlAllowedHosts,
+            maxBytes: config.maxBookBytes,
+            timeoutMs: run.options.downloadTimeoutMs ?? DEFAULT_DOWNLOAD_TIMEOUT_MS,
+            ...(run.signal ? { signal: run.signal } : {}),
+            ...(run.options.fetch ? { fetch: run.options.fetch } : {}),
+            ...(run.options.resolveHost ? { resolveHost: run.options.resolveHost } : {}),
+            onChunk: async (chunk) => {
+              await file.write(chunk);
+              received += chunk.byteLength;
+              run.progress("download", received, 0);
+            },
+          });
+        } finally {
+          await file.close();
+        }
+      },
+      { maxRetries: DOWNLOAD_RETRIES, baseDelayMs: run.retry.baseDelayMs, shouldRetry: transientDownload, ...(run.signal ? { signal: run.signal } : {}) },
+    );
+  } catch (err) {
+    if (err instanceof FileUrlError) throw new BookRejectedError(run.job.bookId, `download failed: ${err.message}`, { cause: err });
+    throw err;
+  }
+  return target;
+}
+
+/** The whole file must be UTF-8 text; the download only sniffed its beginning. */
+async function readBookText(run: Run, path: string): Promise<string> {
+  const bytes = await readFile(path);
+  let text: string;
+  try {
+    if (bytes.includes(0)) throw new Error("NUL byte");
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch (err) {
+    throw new BookRejectedError(run.job.bookId, "file is not UTF-8 text", { cause: err });
+  }
+  if (text.trim() === "") throw new BookRejectedError(run.job.bookId, "file is empty");
+  return text;
+}
+
+// booknlp -----------------------------------------------------------------------------------------
+
+async function findCharacters(run: Run, book: Book, text: string, textPath: string, workDir: string): Promise<FoundCharacter[]> {
+  if (book.language !== "English") return discover(run, book, text);
+  const selection = run.options.selection ?? {};
+  const command = run.deps.config.booknlpCommand;
+  run.progress("booknlp", 0, 1);
+  try {
+    let task: NlpTask = { kind: "native", textPath, selection };
+    if (command) {
+      const dir = join(workDir, "booknlp");
+      await mkdir(dir);
+      await runBookNlpCommand(command, textPath, dir, book.id, {
+        ...(run.options.booknlpTimeoutMs ? { timeoutMs: run.options.booknlpTimeoutMs } : {}),
+        ...(run.signal ? { signal: run.signal } : {}),
+      });
+      task = { kind: "files", textPath, dir, id: book.id, selection };
+    }
+    const found = await runInThread(task, run.signal);
+    run.progress("booknlp", 1, 1);
+    run.log.info("characters found", { engine: command ? "booknlp" : "native", characters: found.length });
+    return found;
+  } catch (err) {
+    if (err instanceof NlpError) throw new BookRejectedError(book.id, `text could not be analysed: ${err.message}`, { cause: err });
+    throw err;
+  }
+}
+
+/** Books BookNLP cannot read: the model finds the characters in samples spread over the book. */
+async function discover(run: Run, book: Book, text: string): Promise<FoundCharacter[]> {
+  const samples = sampleText(text, run.options.discovery?.samples ?? DEFAULT_DISCOVERY_SAMPLES, run.options.index?.chunkTokens);
+  const calls = discoveryCalls(samples, run.options.discovery?.samplesPerCall ?? DEFAULT_SAMPLES_PER_CALL);
+  let done = 0;
+  run.progress("booknlp", 0, calls.length);
+  const answers = await mapBounded(calls, run.options.characterConcurrency ?? DEFAULT_CHARACTER_CONCURRENCY, async (call, i) => {
+    try {
+      return await retryItem(() => discoverInSamples(run.deps.llm, bookInfo(book), book.language, call, run.signal), run.retry);
+    } catch (err) {
+      if (run.signal?.aborted) throw err;
+      run.skip("discovery_batch", err, { call: i, samples: call.length });
+      return undefined;
+    } finally {
+      run.progress("booknlp", ++done, calls.length);
+    }
+  });
+  const ok = answers.filter((a): a is SampledDiscovery => a !== undefined);
+  if (calls.length > 0 && ok.length === 0) throw new PassUnavailableError("character discovery failed for every sample");
+  const found = mergeDiscoveries(text, ok, run.options.selection);
+  run.log.info("characters found", { engine: "llm discovery", language: book.language, characters: found.length });
+  return found;
+}
+
+// extract and prompt ------------------------------------------------------------------------------
+
+interface Profiled {
+  character: FoundCharacter;
+  profile: Awaited<ReturnType<typeof extractProfile>>;
+}
+
+/**
+ * Runs one LLM pass over the items with bounded concurrency; an item that fails after its retries is
+ * skipped and counted. If every item failed, the model is unavailable and the attempt fails.
+ */
+async function characterPass<T, R>(run: Run, phase: "extract" | "prompt", items: readonly T[], name: (item: T) => string, fn: (item: T) => Promise<R>): Promise<R[]> {
+  let done = 0;
+  let lastError: unknown;
+  run.progress(phase, 0, items.length);
+  const results = await mapBounded(items, run.options.characterConcurrency ?? DEFAULT_CHARACTER_CONCURRENCY, async (item) => {
+    try {
+      return await retryItem(() => fn(item), run.retry);
+    } catch (err) {
+      if (run.signal?.aborted) throw err;
+      lastError = err;
+      run.skip("character", err, { character: name(item), pass: phase });
+      return undefined;
+    } finally {
+      run.progress(phase, ++done, items.length);
+    }
+  });
+  const ok = results.filter((r): r is Awaited<R> => r !== undefined);
+  if (items.length > 0 && ok.length === 0) throw new PassUnavailableError(`the ${phase} pass failed for every character`, { cause: lastError });
+  return ok;
+}
+
+function extractProfiles(run: Run, book: Book, found: readonly FoundCharacter[]): Promise<Profiled[]> {
+  return characterPass(run, "extract", found, (c) => c.name, async (character) => ({
+    character,
+    profile: await extractProfile(run.deps.llm, bookInfo(book), character, run.signal),
+  }));
+}
+
+async function writePersonas(run: Run, book: Book, profiled: readonly Profiled[]): Promise<SavedCharacter[]> {
+  const personas = await characterPass(run, "prompt", profiled, (p) => p.character.name, async (p) => ({
+    ...p,
+    systemPrompt: await writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal),
+  }));
+  const paths = await writeBackups(
+    run.deps.config.systemPromptStoragePath,
+    book.id,
+    personas.map((p) => ({ name: p.character.name, systemPrompt: p.systemPrompt })),
+  );
+  const rows = await replaceCharacters(
+    run.deps.db,
+    book.id,
+    personas.map(({ character, profile, systemPrompt }) => ({
+      name: character.name,
+      aliases: character.aliases,
+      description: describe(profile),
+      profileJson: profile,
+      systemPrompt,
+      ...characterStyle(character.name),
+      importance: character.importance,
+    })),
+  );
+  return rows.map((character, i) => ({ character, backupPath: paths[i]! }));
+}
+
+// index -------------------------------------------------------------------------------------------
+
+function indexText(run: Run, text: string): Promise<IndexReport> {
+  const { deps, options } = run;
+  return indexBook(deps, run.job.bookId, text, {
+    ...options.index,
+    retry: run.retry,
+    ...(run.signal ? { signal: run.signal } : {}),
+    onSkip: (kind, store, chunkIndexes, err) => run.skip(kind, err, { store, chunks: `${chunkIndexes[0]}-${chunkIndexes.at(-1)}` }),
+    onProgress: (done, total) => run.progress("index", done, total),
+  });
+}

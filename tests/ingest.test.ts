@@ -1,0 +1,353 @@
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { chunkTextToArray } from "../common/chunking.ts";
+import { createDatabase } from "../common/db/create.ts";
+import type { Database } from "../common/db/index.ts";
+import { migrate } from "../common/db/migrate.ts";
+import { createPgliteDatabase } from "../common/db/pglite.ts";
+import { getBook, insertBook, listCharacters, type Language } from "../common/db/repositories.ts";
+import { downloadBook } from "../common/file-url.ts";
+import { createRedisKeyValueStore } from "../common/kv/redis.ts";
+import { createReliableQueue, enqueueJob, queueKeys } from "../common/queue.ts";
+import { BookRejectedError, runPipeline } from "../ingest/pipeline.ts";
+import { startWorker, type WorkerHandle } from "../ingest/worker.ts";
+import { buildTestApp, metricValue } from "./support/app.ts";
+import { createTestDatabase, probePostgres, type TestDatabase } from "./support/postgres.ts";
+import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "./support/redis.ts";
+import {
+  ENGLISH_BOOK,
+  FIXTURES,
+  TEST_PIPELINE_OPTIONS,
+  URDU_BOOK,
+  USER_ID,
+  createIngestEnv,
+  eventually,
+  listFiles,
+  startBookServer,
+  startScriptedGateway,
+  type BookServer,
+  type IngestEnv,
+  type ScriptedGateway,
+} from "./fixtures/ingest/harness.ts";
+
+const englishText = await readFile(join(FIXTURES, ENGLISH_BOOK), "utf8");
+const urduText = await readFile(join(FIXTURES, URDU_BOOK), "utf8");
+const chunkCount = (text: string) => chunkTextToArray(text, { chunkTokens: TEST_PIPELINE_OPTIONS.index!.chunkTokens! }).length;
+
+let books: BookServer;
+let db: Database;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeAll(async () => {
+  books = startBookServer();
+  db = await createPgliteDatabase();
+  await migrate(db);
+}, 60_000);
+
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+  books.stop();
+  await db.close();
+});
+
+async function setup(options: { env?: Record<string, string> } = {}) {
+  const gateway = startScriptedGateway();
+  const env = await createIngestEnv({ gateway, books, db, ...(options.env ? { env: options.env } : {}) });
+  cleanups.push(() => gateway.stop(), () => env.close());
+  return { gateway, env };
+}
+
+async function newBook(title: string, language: Language = "English") {
+  return insertBook(db, { title, author: "A. Tester", language });
+}
+
+function work(env: IngestEnv): WorkerHandle {
+  const worker = startWorker(env.deps, { minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS });
+  cleanups.push(() => worker.stop());
+  return worker;
+}
+
+async function statusOf(bookId: string) {
+  return (await getBook(db, bookId))?.processingStatus;
+}
+
+const untilStatus = (bookId: string, status: string) =>
+  eventually(async () => (await statusOf(bookId)) === status, `book ${bookId} to be ${status}`);
+
+async function exposition(env: IngestEnv) {
+  return env.deps.metrics.registry.metrics();
+}
+
+describe("ingesting an English book", () => {
+  test("a book submitted with POST /character/processing ends completed with characters, backups, both indexes and metrics", async () => {
+    const { gateway, env } = await setup();
+    const app = await buildTestApp({
+      db,
+      kv: env.deps.kv,
+      metrics: env.deps.metrics,
+      probeBook: (url) => downloadBook(url, { allowedHosts: [books.host], maxBytes: env.deps.config.maxBookBytes }),
+    });
+    const book = await newBook("The Keeper's Ledger");
+    work(env);
+
+    const res = await app.postJson("/character/processing", { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    expect(res.status).toBe(202);
+    await untilStatus(book.id, "completed");
+
+    const characters = await listCharacters(db, book.id);
+    const names = characters.map((c) => c.name);
+    expect(names).toEqual(expect.arrayContaining(["Clara", "Tobias Finch", "Mr. Pennington"]));
+    for (const c of characters) {
+      expect(c.systemPrompt).toStartWith(`I am ${c.name}, from The Keeper's Ledger.`);
+      expect(c.profileJson).toMatchObject({ psychology: expect.stringContaining(c.name), motivations: ["keep faith with the work"] });
+      expect(c.description).toBe(`${c.name} is steady and watchful. They notice what others miss.`);
+      expect(c.color).toMatch(/^#[0-9A-F]{6}$/i);
+      expect(c.emoji?.length).toBeGreaterThan(0);
+      expect(c.importance).toBeGreaterThan(0);
+    }
+    // Most important first, as the NLP step ranked them.
+    expect(characters.map((c) => c.importance)).toEqual([...characters.map((c) => c.importance)].sort((a, b) => b - a));
+
+    const backups = await listFiles(join(env.promptDir, book.id));
+    expect(backups).toHaveLength(characters.length);
+    expect(backups).toContain("tobias-finch.md");
+    expect(await readFile(join(env.promptDir, book.id, "tobias-finch.md"), "utf8")).toBe(`${characters.find((c) => c.name === "Tobias Finch")!.systemPrompt}\n`);
+
+    const chunks = chunkCount(englishText);
+    expect(chunks).toBeGreaterThan(3);
+    expect(await env.deps.vectorIndex.count(book.id)).toBe(chunks);
+    expect(await env.deps.textIndex.count(book.id)).toBe(chunks);
+    const [hit] = await env.deps.textIndex.search(book.id, "Margaret Ann Whitby brig");
+    expect(hit?.text).toContain("Margaret Ann");
+
+    // What the passes sent: profile in JSON mode at 0.3 with the NLP step's findings, persona at 0.7.
+    const requests = gateway.chatRequests().map((r) => r.body as { temperature?: number; response_format?: { type: string } });
+    const extraction = gateway.extractions().find((e) => e.character.name === "Clara")!;
+    expect(extraction.character.quotes).toContain("The ledger remembered.");
+    expect(extraction.cooccurring.map((c) => c.name)).toEqual(expect.arrayContaining(["Tobias Finch"]));
+    expect(extraction.passages.length).toBeGreaterThan(0);
+    expect(requests.filter((r) => r.response_format?.type === "json_object").every((r) => r.temperature === 0.3)).toBe(true);
+    expect(requests.filter((r) => r.temperature === 0.7)).toHaveLength(characters.length);
+    expect(gateway.personas().find((p) => p.name === "Clara")?.profile.signatureThemes).toEqual(["duty"]);
+
+    const metrics = (await (await app.request("/metrics")).text());
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(1);
+    expect(metricValue(metrics, "processing_jobs_queued_total")).toBe(1);
+    expect(metricValue(metrics, "processing_queue_depth")).toBe(0);
+    expect(metricValue(metrics, "processing_active_workers")).toBe(0);
+    expect(metricValue(metrics, 'indexing_chunks_total{store="qdrant"}')).toBe(chunks);
+    expect(metricValue(metrics, 'indexing_chunks_total{store="typesense"}')).toBe(chunks);
+    expect(metricValue(metrics, 'indexing_duration_seconds_count{store="qdrant"}')).toBe(Math.ceil(chunks / 3));
+    for (const phase of ["download", "booknlp", "extract", "prompt", "index", "total"]) {
+      expect(metricValue(metrics, `processing_pipeline_duration_seconds_count{phase="${phase}"}`)).toBe(1);
+    }
+    expect(metricValue(metrics, 'llm_tokens_total{purpose="extract",type="prompt"}')).toBeGreaterThan(0);
+    expect(metricValue(metrics, 'llm_tokens_total{purpose="persona",type="completion"}')).toBeGreaterThan(0);
+    expect(metricValue(metrics, 'llm_tokens_total{purpose="embedding",type="prompt"}')).toBeGreaterThan(0);
+  });
+
+  test("running the same job twice leaves one set of characters, one backup each and one copy of every chunk", async () => {
+    const { env } = await setup();
+    const book = await newBook("The Keeper's Ledger, twice");
+    const { job } = await enqueueJob(env.deps.kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    const worker = work(env);
+    await eventually(async () => worker.state().jobsHandled === 1, "the first run");
+    const first = await listCharacters(db, book.id);
+    const firstBackups = await listFiles(join(env.promptDir, book.id));
+
+    // The very same job record again, as a redelivery would bring it.
+    await env.deps.kv.lpush("processing_queue", JSON.stringify(job));
+    await eventually(async () => worker.state().jobsHandled === 2, "the second run");
+
+    expect(await statusOf(book.id)).toBe("completed");
+    const second = await listCharacters(db, book.id);
+    expect(second.map((c) => [c.id, c.name])).toEqual(first.map((c) => [c.id, c.name]));
+    expect(await listFiles(join(env.promptDir, book.id))).toEqual(firstBackups);
+    expect(await env.deps.vectorIndex.count(book.id)).toBe(chunkCount(englishText));
+    expect(await env.deps.textIndex.count(book.id)).toBe(chunkCount(englishText));
+    expect(metricValue(await exposition(env), 'processing_jobs_processed_total{status="completed"}')).toBe(2);
+  });
+
+  test("a character whose profile keeps failing and an embedding batch that keeps failing are skipped, counted, and the book completes", async () => {
+    const { gateway, env } = await setup();
+    gateway.override.extract = (input) => (input.character.name === "Mr. Pennington" ? { status: 500 } : undefined);
+    gateway.override.embeddings = (inputs) => (inputs.some((t) => t.includes("grey opinion")) ? { status: 503 } : undefined);
+    const book = await newBook("The Keeper's Ledger, with failures");
+    await enqueueJob(env.deps.kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    work(env);
+    await untilStatus(book.id, "completed");
+
+    const names = (await listCharacters(db, book.id)).map((c) => c.name);
+    expect(names).not.toContain("Mr. Pennington");
+    expect(names).toEqual(expect.arrayContaining(["Clara", "Tobias Finch"]));
+    // Retried with back-off before being given up: three tries.
+    expect(gateway.extractions().filter((e) => e.character.name === "Mr. Pennington")).toHaveLength(3);
+    expect(await listFiles(join(env.promptDir, book.id))).not.toContain("mr-pennington.md");
+
+    const chunks = chunkTextToArray(englishText, { chunkTokens: 128 });
+    const failedBatch = Math.floor(chunks.findIndex((c) => c.text.includes("grey opinion")) / 3);
+    const lost = chunks.slice(failedBatch * 3, failedBatch * 3 + 3).length;
+    expect(await env.deps.textIndex.count(book.id)).toBe(chunks.length);
+    expect(await env.deps.vectorIndex.count(book.id)).toBe(chunks.length - lost);
+
+    const metrics = await exposition(env);
+    expect(metricValue(metrics, 'processing_items_skipped_total{kind="character"}')).toBe(1);
+    expect(metricValue(metrics, 'processing_items_skipped_total{kind="embedding_batch"}')).toBe(1);
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(1);
+  });
+
+  test("an invalid profile answer is asked again once; a character that answers badly twice is skipped", async () => {
+    const { gateway, env } = await setup();
+    const seen = new Map<string, number>();
+    gateway.override.extract = (input) => {
+      const n = (seen.get(input.character.name) ?? 0) + 1;
+      seen.set(input.character.name, n);
+      if (input.character.name === "Clara" && n === 1) return { content: '{"psychology": "missing the voice"}' };
+      if (input.character.name === "Tobias Finch") return { content: "Tobias is a fisherman." };
+      return undefined;
+    };
+    const book = await newBook("The Keeper's Ledger, with bad answers");
+    await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+
+    const names = (await listCharacters(db, book.id)).map((c) => c.name);
+    expect(names).toContain("Clara");
+    expect(names).not.toContain("Tobias Finch");
+    expect(seen.get("Clara")).toBe(2);
+    expect(seen.get("Tobias Finch")).toBe(2);
+  });
+
+  test("with BOOKNLP_COMMAND set, the characters come from the files the command writes", async () => {
+    const { env } = await setup({ env: { BOOKNLP_COMMAND: `${process.execPath} ${join(FIXTURES, "fake-booknlp.ts")}` } });
+    const book = await newBook("Emma, as BookNLP saw it");
+    await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+    expect((await listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Emma Woodhouse", "Mr. Knightley"]);
+    expect(await statusOf(book.id)).toBe("completed");
+  });
+
+  test("a BookNLP command that crashes leaves the book failed with the command's error", async () => {
+    const { env } = await setup({ env: { BOOKNLP_COMMAND: `${process.execPath} ${join(FIXTURES, "fake-booknlp.ts")} --crash` } });
+    const book = await newBook("A book BookNLP chokes on");
+    const run = runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+    await expect(run).rejects.toBeInstanceOf(BookRejectedError);
+    const failed = await getBook(db, book.id);
+    expect(failed?.processingStatus).toBe("failed");
+    expect(failed?.processingError).toMatch(/BookNLP exited with code 3: .*No module named 'booknlp'/);
+  });
+});
+
+describe("books that cannot be ingested", () => {
+  test("a file that cannot be downloaded leaves the book failed with the reason, and the job is not retried", async () => {
+    const { env } = await setup();
+    const book = await newBook("A book that went missing");
+    await enqueueJob(env.deps.kv, { book_id: book.id, file_url: books.url("missing.txt"), user_id: USER_ID });
+    const worker = work(env);
+    await untilStatus(book.id, "failed");
+    await eventually(async () => worker.state().jobsHandled === 1, "the job to be settled");
+
+    expect((await getBook(db, book.id))?.processingError).toBe("download failed: file_url answered HTTP 404");
+    expect(await listCharacters(db, book.id)).toEqual([]);
+    const queue = createReliableQueue(env.deps.kv, { maxAttempts: 3 });
+    expect([await queue.depth(), await env.deps.kv.llen(queue.keys.inFlight), (await queue.deadLetters()).length]).toEqual([0, 0, 0]);
+    expect(metricValue(await exposition(env), 'processing_jobs_processed_total{status="failed"}')).toBe(1);
+  });
+
+  test("a file that is not UTF-8 text past its first bytes leaves the book failed", async () => {
+    const { env } = await setup();
+    const book = await newBook("A binary file");
+    const path = join(env.dataDir, "binary.txt");
+    await Bun.write(path, Buffer.concat([Buffer.from("A plain beginning.\n".repeat(5000)), Buffer.from([0xff, 0xfe, 0x00, 0x01])]));
+    await expect(runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS)).rejects.toBeInstanceOf(BookRejectedError);
+    expect((await getBook(db, book.id))?.processingError).toBe("file is not UTF-8 text");
+  });
+});
+
+describe("ingesting an Urdu book", () => {
+  let gateway: ScriptedGateway;
+  let env: IngestEnv;
+  let bookId: string;
+
+  beforeAll(async () => {
+    ({ gateway, env } = await setup());
+    gateway.discoveries = [
+      { seenBy: "زینب", name: "زینب", aliases: [], quotes: ["کوئی تو یاد رکھے"] },
+      { seenBy: "احمد", name: "احمد", aliases: [], quotes: ["یہ ماسٹر صاحب نے بھیجا ہے"] },
+      { seenBy: "رحیم", name: "رحیم چاچا", aliases: ["رحیم بھائی"], quotes: ["بیٹی، تیل مہنگا ہو گیا ہے"] },
+      // A hostile or broken model names a character like a path; the alias is how the book calls him.
+      { seenBy: "ماسٹر", name: "../../etc/x", aliases: ["ماسٹر صاحب"], quotes: ["رحیم بھائی"] },
+      // Named by the model but nowhere in the book: dropped.
+      { seenBy: "زینب", name: "شہزادی گل", aliases: [], quotes: [] },
+    ];
+    const book = await newBook("چراغ والی گلی", "Urdu");
+    bookId = book.id;
+    await runPipeline(env.deps, { bookId, source: { url: books.url(URDU_BOOK) } }, TEST_PIPELINE_OPTIONS);
+  }, 60_000);
+
+  test("characters come from LLM discovery over samples of the book and the book completes", async () => {
+    expect(await statusOf(bookId)).toBe("completed");
+    const characters = await listCharacters(db, bookId);
+    expect(characters.map((c) => c.name).sort()).toEqual(["../../etc/x", "احمد", "رحیم چاچا", "زینب"].sort());
+    expect(characters[0]?.name).toBe("زینب");
+    expect(characters.find((c) => c.name === "رحیم چاچا")?.aliases).toEqual(["رحیم بھائی"]);
+    const discovery = gateway.chatRequests().filter((r) => JSON.stringify(r.body).includes("BOOK SAMPLES (JSON):"));
+    expect(discovery.length).toBeGreaterThan(0);
+    expect(gateway.extractions().find((e) => e.character.name === "زینب")?.passages.join(" ")).toContain("زینب");
+  });
+
+  test("Urdu chunks are in both indexes and found by an Urdu keyword", async () => {
+    expect(await env.deps.vectorIndex.count(bookId)).toBe(chunkCount(urduText));
+    expect(await env.deps.textIndex.count(bookId)).toBe(chunkCount(urduText));
+    const hits = await env.deps.textIndex.search(bookId, "آندھی");
+    expect(hits[0]?.text).toContain("آندھی");
+  });
+
+  test("a character named ../../etc/x gets a safe backup inside the book's folder", async () => {
+    const files = await listFiles(env.promptDir);
+    expect(files).toHaveLength(4);
+    for (const file of files) expect(file).toMatch(new RegExp(`^${bookId}/[a-z0-9_-]+\\.md$`));
+    expect(files.filter((f) => /etc-x-[0-9a-f]{8}\.md$/.test(f))).toHaveLength(1);
+    expect(await listFiles(join(env.dataDir, "etc"))).toEqual([]);
+    const row = (await listCharacters(db, bookId)).find((c) => c.name === "../../etc/x");
+    const path = join(env.promptDir, files.find((f) => f.includes("etc-x-"))!);
+    expect(await readFile(path, "utf8")).toBe(`${row?.systemPrompt}\n`);
+  });
+});
+
+const redis = await probeRedis();
+const postgres = await probePostgres();
+const liveSkip = !redis.reachable ? redis.reason : !postgres.reachable ? postgres.reason : undefined;
+if (liveSkip) console.warn(`ingest: live Postgres + Redis run skipped: ${liveSkip}`);
+
+describe.skipIf(liveSkip !== undefined)("ingesting on Postgres and Redis", () => {
+  let testDb: TestDatabase;
+  const prefix = uniqueKeyPrefix("ingest");
+  afterAll(async () => {
+    await deleteKeysWithPrefix(prefix);
+    await testDb?.drop();
+  });
+
+  test("a queued book completes with its characters and chunks", async () => {
+    testDb = await createTestDatabase((postgres as { url: string }).url);
+    const pg = await createDatabase({ driver: "postgres", url: testDb.url });
+    await migrate(pg);
+    const kv = createRedisKeyValueStore({ url: redis.url });
+    const gateway = startScriptedGateway();
+    const env = await createIngestEnv({ gateway, books, db: pg, kv });
+    const keys = queueKeys(`${prefix}processing_queue`);
+    const worker = startWorker(env.deps, { keys, minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS });
+    try {
+      const book = await insertBook(pg, { title: "The Keeper's Ledger" });
+      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID }, { queue: keys.queue });
+      await eventually(async () => (await getBook(pg, book.id))?.processingStatus === "completed", "the book to complete");
+      expect((await listCharacters(pg, book.id)).map((c) => c.name)).toEqual(expect.arrayContaining(["Clara", "Tobias Finch"]));
+      expect(await env.deps.textIndex.count(book.id)).toBe(chunkCount(englishText));
+      expect(await kv.llen(keys.inFlight)).toBe(0);
+    } finally {
+      await worker.stop();
+      gateway.stop();
+      await env.close();
+      await kv.close();
+      await pg.close();
+    }
+  });
+});
