@@ -207,18 +207,18 @@ describe("offline character discovery", () => {
     });
   });
 
-  test("finds English speakers before and after speech verbs, titles included, pronouns ignored", async () => {
+  test("finds English speakers before and after speech verbs, titles included, pronouns ignored, with their quoted lines", async () => {
     const found = await discover({
       book: { title: "Tea", author: null },
       language: "en",
       samples: [
         '"More tea?" said the Hatter.\n\nAlice said, "No, thank you."\n\n"Then hush," said Mr. Thorne.',
-        '"Why not?" asked the Hatter.\n\n"Because," said Alice. "I have had enough."\n\n"Indeed," Mr. Thorne replied.\n\n"Tea," he said.\n\n"Once," said Bill.',
+        '"Why not?" asked the Hatter.\n\n‘I don’t know,’ said Alice, ‘I’m sure.’\n\n"Indeed," Mr. Thorne replied.\n\n"Tea," he said.\n\n"Once," said Bill.',
       ],
     });
     expect(found.characters).toEqual([
       { name: "Hatter", aliases: [], quotes: ["More tea?", "Why not?"] },
-      { name: "Alice", aliases: [], quotes: ["No, thank you.", "Because,"] },
+      { name: "Alice", aliases: [], quotes: ["No, thank you.", "I don’t know,"] },
       { name: "Mr. Thorne", aliases: [], quotes: ["Then hush,", "Indeed,"] },
     ]);
   });

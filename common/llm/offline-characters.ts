@@ -302,7 +302,11 @@ function speakerAt(text: string, spans: readonly WordSpan[], verb: number): Word
   return after.length > 0 ? after : undefined;
 }
 
-const QUOTED = /“([^”]{1,600})”|"([^"\n]{1,600})"|«([^»]{1,600})»/g;
+/**
+ * Quoted speech within one paragraph: “…”, "…", «…», and ‘…’ whose closing mark is not an
+ * apostrophe (an apostrophe is followed by a letter: ‘I don’t know’).
+ */
+const QUOTED = /“([^”]{1,600})”|"([^"]{1,600})"|«([^»]{1,600})»|‘((?:[^‘’]|’(?=\p{L})){1,600})’/gu;
 /** Urdu direct speech is often introduced by a colon or کہ after the verb instead of quotation marks. */
 const INTRODUCED = /^\s*(?::|کہ)\s*([^\n۔.!?؟]+[۔.!?؟]?)/u;
 
@@ -313,7 +317,7 @@ function quoteFor(paragraph: string, verb: WordSpan): string | undefined {
     const start = m.index;
     const end = start + m[0].length;
     const distance = end <= verb.start ? verb.start - end : start >= verb.end ? start - verb.end : 0;
-    if (!best || distance < best.distance) best = { text: (m[1] ?? m[2] ?? m[3])!, distance };
+    if (!best || distance < best.distance) best = { text: (m[1] ?? m[2] ?? m[3] ?? m[4])!, distance };
   }
   const text = best?.text ?? INTRODUCED.exec(paragraph.slice(verb.end))?.[1];
   return text?.replace(/\s+/g, " ").trim() || undefined;
@@ -337,7 +341,7 @@ export function composeDiscovery(input: DiscoveryInput): Discovery {
         if (!speaker) return;
         const key = speaker.map((w) => w.normalized).join(" ");
         const entry = found.get(key) ?? {
-          name: paragraph.slice(speaker[0]!.start, speaker[speaker.length - 1]!.end),
+          name: paragraph.slice(speaker[0]!.start, speaker[speaker.length - 1]!.end).replace(/\s+/g, " "),
           tags: 0,
           first: order++,
           quotes: [],

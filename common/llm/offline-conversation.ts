@@ -19,7 +19,7 @@ import {
   SUMMARY_PREVIOUS_LABEL,
 } from "../prompt.ts";
 import type { ChatMessage } from "./index.ts";
-import { contentTerms, contentWords, firstWords, rankBySimilarity, salientWords, sentences, wordCount } from "./offline-text.ts";
+import { contentTerms, contentWords, firstWords, fnv1a, rankBySimilarity, salientWords, sentences, wordCount } from "./offline-text.ts";
 
 /** Heading of the persona section listing the character's real lines, one quoted line each. */
 export const OFFLINE_QUOTES_HEADING = "Things I have said:";
@@ -131,17 +131,13 @@ export function readChatMaterial(system: string): ChatMaterial {
   };
 }
 
-/** Stable small hash so a message that shares no word with any line still gets a line of its own. */
-function pick(text: string, count: number): number {
-  let hash = 0;
-  for (let i = 0; i < text.length; i++) hash = (Math.imul(hash, 31) + text.charCodeAt(i)) >>> 0;
-  return hash % count;
-}
-
-/** The lines sharing the most with the message (up to MAX_REPLY_QUOTES), or one picked by the message's hash when none shares a word. */
+/**
+ * The lines sharing the most with the message (up to MAX_REPLY_QUOTES). When none shares a word,
+ * one picked by a hash of the message, so unrelated messages do not all get the same line.
+ */
 function chooseQuotes(message: string, quotes: readonly string[]): string[] {
   const ranked = rankBySimilarity(message, quotes);
-  if (ranked.length === 0) return [quotes[pick(message, quotes.length)]!];
+  if (ranked.length === 0) return [quotes[fnv1a(message) % quotes.length]!];
   return ranked.slice(0, MAX_REPLY_QUOTES).map((r) => quotes[r.index]!);
 }
 
@@ -189,8 +185,8 @@ interface SummaryUnit {
 /**
  * Extractive: the sentences of the old summary and of the messages leaving the window (attributed
  * to their speaker, repeats dropped) compete on how much they share the conversation's recurring
- * words; the best fit in SUMMARY_MAX_WORDS and are kept in their original order. One sentence of the new messages is
- * always kept, so the summary moves on even when the old one is full.
+ * words; the best-ranked that fit in SUMMARY_MAX_WORDS are kept, in their original order. The best
+ * sentence of the new messages always is, so the summary moves on even when the old one is full.
  */
 export function composeSummary(messages: readonly ChatMessage[]): string {
   const content = lastUserContent(messages);

@@ -23,7 +23,7 @@ const WORD = /[\p{L}\p{M}\p{N}]+/gu;
 /**
  * Function words that say nothing about what a text is about. English (with the pieces contractions
  * split into, since words break at apostrophes) and the commonest Urdu particles, postpositions,
- * pronouns and auxiliaries, in the folded spelling normalizeText produces.
+ * pronouns and auxiliaries; folded like the text they are compared with.
  */
 const STOP_WORDS = new Set(
   [
@@ -43,7 +43,8 @@ const STOP_WORDS = new Set(
     "گا گی گے ساتھ بعد پہلے یا لیکن مگر اگر",
   ]
     .join(" ")
-    .split(" "),
+    .split(" ")
+    .map(normalizeText),
 );
 
 /** True for a function word; `word` may be in any case or spelling normalizeText folds. */
@@ -82,7 +83,7 @@ export function contentWords(text: string): string[] {
 }
 
 /** 32-bit FNV-1a over UTF-16 code units: small, fast and identical on every runtime. */
-function fnv1a(text: string): number {
+export function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
   for (let i = 0; i < text.length; i++) {
     hash ^= text.charCodeAt(i);
