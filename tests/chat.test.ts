@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { MODEL_FAILED, SESSION_BUSY } from "../api/chat/service.ts";
+import { MODEL_FAILED, SAVE_FAILED, SESSION_BUSY, previewOf } from "../api/chat/service.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../common/chat-cache.ts";
 import { createDatabase } from "../common/db/create.ts";
-import type { Database } from "../common/db/index.ts";
+import { DatabaseError, type Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import type { KeyValueStore } from "../common/kv/index.ts";
+import { KvError, type KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
 import { buildChatSystemPrompt, buildRewriteMessages, rewriteCacheKey } from "../common/prompt.ts";
@@ -554,3 +554,144 @@ for (const variant of variants) {
     });
   });
 }
+
+describe("POST /character/chat when a store fails, as the cache expires, and in the metrics", () => {
+  let db: Database;
+  let kv: KeyValueStore;
+  let now = Date.now();
+  let h: ChatHarness;
+
+  beforeAll(async () => {
+    db = await createPgliteDatabase();
+    await migrate(db);
+    kv = createMemoryKeyValueStore({ now: () => now });
+    h = await startChatHarness({ db, kv });
+  }, 60_000);
+  afterAll(async () => {
+    await h?.stop();
+    await kv?.close();
+    await db?.close();
+  });
+  beforeEach(() => {
+    h.gateway.reset();
+    h.reranker.reset();
+    scriptGateway(h.gateway);
+  });
+
+  const reads = (statements: string[], table: string) => statements.filter((s) => s.startsWith(`SELECT * FROM ${table} WHERE`)).length;
+
+  test("cached entries live 3600 s: after that the next message reads the database again", async () => {
+    const session = await h.newSession();
+    await h.kv.del(characterCacheKey(h.world.characterId));
+    await h.kv.del(bookCacheKey(h.world.bookId));
+    await exchange(h, session, "First.");
+
+    now += 3599_000;
+    let before = h.db.statements.length;
+    await exchange(h, session, "Second, an hour later.");
+    let statements = h.db.statements.slice(before);
+    expect([reads(statements, "characters"), reads(statements, "books"), reads(statements, "chat_sessions")]).toEqual([0, 0, 0]);
+
+    // The character and book entries were written an hour and a second ago; the session's was refreshed by the second reply.
+    now += 2_000;
+    before = h.db.statements.length;
+    await exchange(h, session, "Third.");
+    statements = h.db.statements.slice(before);
+    expect([reads(statements, "characters"), reads(statements, "books"), reads(statements, "chat_sessions")]).toEqual([1, 1, 0]);
+  });
+
+  test("with the key-value store down the reply comes from the database, without the lock, and the missing lock is counted", async () => {
+    const down = new Proxy(h.deps.kv, {
+      get: (target, property) =>
+        property === "driver" ? target.driver : () => Promise.reject(new KvError("redis: connection refused")),
+    });
+    const app = await h.appWith({ kv: down });
+    const session = await h.newSession();
+    const before = await metric(h, "chat_lock_unavailable_total");
+    const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Are you there?")));
+    await app.settle();
+    expect(events.at(-1)).toMatchObject({ done: true, full_response: "Echo: Are you there?" });
+    expect(await metric(h, "chat_lock_unavailable_total")).toBe(before + 1);
+    expect((await sessionRow(h, session)).message_count).toBe(1);
+  });
+
+  test("with the database down before the stream the request fails with 500 and no stream", async () => {
+    const down: Database = { ...h.deps.db, query: () => Promise.reject(new DatabaseError("connection refused", "connection")) };
+    const app = await h.appWith({ db: down });
+    const res = await app.postJson("/character/chat", h.body(crypto.randomUUID(), "Hello"));
+    expect(res.status).toBe(500);
+    expect(await res.json()).toEqual({ error: "database unavailable" });
+    expect(h.gateway.requests).toEqual([]);
+  });
+
+  test("a reply that cannot be saved ends with a 502 event, leaves nothing behind and frees the session", async () => {
+    const session = await h.newSession();
+    await exchange(h, session, "Warm the cache.");
+    const failing: Database = { ...h.deps.db, transaction: () => Promise.reject(new DatabaseError("connection reset", "connection")) };
+    const app = await h.appWith({ db: failing });
+    scriptGateway(h.gateway, { chat: { chunks: ["Saved? ", "No."] } });
+    const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Will you remember this?")));
+    await app.settle();
+    expect(events).toEqual([{ token: "Saved? " }, { token: "No." }, { error: SAVE_FAILED, code: 502 }]);
+    expect((await sessionRow(h, session)).message_count).toBe(1);
+    expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!).messageCount).toBe(1);
+    expect(await h.kv.get(lockKey(session))).toBeNull();
+  });
+
+  test("outcomes, time to first token and model tokens by purpose are counted", async () => {
+    const series = [
+      'chat_requests_total{outcome="ok"}',
+      'chat_requests_total{outcome="404"}',
+      'chat_requests_total{outcome="429"}',
+      'chat_requests_total{outcome="502"}',
+      'chat_requests_total{outcome="aborted"}',
+      "chat_time_to_first_token_seconds_count",
+      'llm_tokens_total{purpose="rewrite",type="prompt"}',
+      'llm_tokens_total{purpose="rewrite",type="completion"}',
+      'llm_tokens_total{purpose="chat",type="completion"}',
+      'llm_tokens_total{purpose="embedding",type="prompt"}',
+    ];
+    const snapshot = async () => Object.fromEntries(await Promise.all(series.map(async (s) => [s, await metric(h, s)] as const)));
+    const before = await snapshot();
+
+    scriptGateway(h.gateway, { chat: { chunks: ["One ", "two ", "three."] } });
+    await exchange(h, await h.newSession(), "Count with me.");
+    await h.chat(crypto.randomUUID(), "Nobody's session.");
+    const busy = await h.newSession();
+    await h.kv.set(lockKey(busy), "held", { ex: 30 });
+    await readSse(await h.chat(busy, "Busy?"));
+    scriptGateway(h.gateway, { chat: { status: 500 } });
+    await readSse(await h.chat(await h.newSession(), "Fail."));
+    scriptGateway(h.gateway, { chat: { chunks: Array.from({ length: 200 }, () => "more "), tokenDelayMs: 5 } });
+    const reader = (await h.chat(await h.newSession(), "Leave early.")).body!.getReader();
+    await reader.read();
+    await reader.cancel();
+
+    const after = await snapshot();
+    const delta = Object.fromEntries(series.map((s) => [s, after[s]! - before[s]!]));
+    expect(delta).toMatchObject({
+      'chat_requests_total{outcome="ok"}': 1,
+      'chat_requests_total{outcome="404"}': 1,
+      'chat_requests_total{outcome="429"}': 1,
+      'chat_requests_total{outcome="502"}': 1,
+      'chat_requests_total{outcome="aborted"}': 1,
+      // The completed reply and the abandoned one both reached their first token.
+      chat_time_to_first_token_seconds_count: 2,
+      'llm_tokens_total{purpose="chat",type="completion"}': 3,
+    });
+    for (const s of ['llm_tokens_total{purpose="rewrite",type="prompt"}', 'llm_tokens_total{purpose="rewrite",type="completion"}', 'llm_tokens_total{purpose="embedding",type="prompt"}']) {
+      expect({ series: s, grew: delta[s]! > 0 }).toEqual({ series: s, grew: true });
+    }
+  });
+});
+
+describe("previewOf", () => {
+  test.each([
+    ["a short reply keeps all its words", "Good evening.", "Good evening.…"],
+    ["line breaks and runs of spaces become single spaces", "Good\n\n evening,   reader.", "Good evening, reader.…"],
+    ["a long reply is cut at 100 characters", "a".repeat(150), `${"a".repeat(100)}…`],
+    ["a cut never splits a character outside the basic plane", "😀".repeat(120), `${"😀".repeat(100)}…`],
+  ])("%s", (_, reply, preview) => {
+    expect(previewOf(reply)).toBe(preview);
+  });
+});

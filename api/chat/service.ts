@@ -318,9 +318,10 @@ export function createChatService(deps: ChatDeps): ChatService {
       outcome = "502";
       yield { error: REPLY_FAILED, code: 502 };
     } finally {
-      deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });
       if (afterReply) track(afterReply());
       else await release(lock);
+      // Counted last: once the outcome shows, the session is free (or handed to the fold).
+      deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });
     }
   }
 
