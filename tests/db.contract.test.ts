@@ -194,6 +194,11 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(await db.query("SELECT sum(n) AS s FROM exec_probe")).toEqual([{ s: 6 }]);
       });
 
+      test("query refuses several statements at once", async () => {
+        const error = await db.query("SELECT 1 AS a; SELECT 2 AS b").catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(DatabaseError);
+      });
+
       test("a statement with no result rows returns an empty list", async () => {
         expect(await db.query("UPDATE books SET title = title WHERE false")).toEqual([]);
       });

@@ -19,7 +19,7 @@ export interface PoolOptions {
   idleTimeoutSeconds?: number;
 }
 
-export const OID = { int8: 20, numeric: 1700, void: 2278 } as const;
+const OID = { int8: 20, numeric: 1700, void: 2278 } as const;
 
 /** Text-format parsers by type OID; numbers beyond 2^53 lose precision, which our counts never reach. */
 export const TYPE_PARSERS: Readonly<Record<number, (text: string) => unknown>> = {
@@ -46,6 +46,15 @@ export function encodeParams(params: readonly unknown[] | undefined, options: { 
     if (options.json && (Array.isArray(p) || isPlainObject(p))) return JSON.stringify(p);
     return p;
   });
+}
+
+/**
+ * Bun SQL and node-postgres switch to the simple protocol when a query has no parameters, which runs
+ * any number of statements and returns one result per statement; PGlite refuses. query() promises
+ * rows of one statement, so the others refuse too (after the fact: use exec() for several).
+ */
+export function severalStatementsError(): DatabaseError {
+  return new DatabaseError("query() runs one statement; use exec() for several", "invalid_input");
 }
 
 /** Awaits a driver call and rethrows anything it throws as a DatabaseError. */

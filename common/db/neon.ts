@@ -10,6 +10,7 @@ import {
   driverCall,
   encodeParams,
   runTransaction,
+  severalStatementsError,
 } from "./adapter-support.ts";
 
 export interface NeonDatabaseOptions extends PoolOptions {
@@ -27,8 +28,12 @@ type NeonQueryable = Pick<PoolClient, "query">;
 function queryable(target: NeonQueryable): Queryable {
   return {
     query: <R extends Row = Row>(text: string, params?: readonly unknown[]) =>
-      // node-postgres does not look at parameter types, so arrays are sent as JSON here explicitly.
-      driverCall(async () => (await target.query<R>(text, encodeParams(params, { json: true }))).rows),
+      driverCall(async () => {
+        // node-postgres does not look at parameter types, so arrays are sent as JSON here explicitly.
+        const result: unknown = await target.query<R>(text, encodeParams(params, { json: true }));
+        if (Array.isArray(result)) throw severalStatementsError();
+        return (result as { rows: R[] }).rows;
+      }),
     exec: (sql: string) =>
       driverCall(async () => {
         await target.query(sql);

@@ -9,12 +9,14 @@ import {
   driverCall,
   encodeParams,
   runTransaction,
+  severalStatementsError,
 } from "./adapter-support.ts";
 
 type Rows<R> = R[] & { columns?: readonly SQL.ResultColumn[] | null };
 
 /** Bun's client has no per-type parsers: it hands int8/numeric/void over as text, fixed up here by column OID. */
 function normaliseRows<R extends Row>(result: Rows<R>): R[] {
+  if (Array.isArray(result[0])) throw severalStatementsError();
   const fix = (result.columns ?? []).flatMap((c) => {
     const parse = TYPE_PARSERS[c.type];
     return parse ? [{ name: c.name, parse }] : [];
