@@ -105,7 +105,7 @@ function recurringPhrases(quotes: readonly string[]): { phrase: string; count: n
     .sort((a, b) => b.count - a.count || b.phrase.split(" ").length - a.phrase.split(" ").length);
   const kept: { phrase: string; count: number }[] = [];
   for (const candidate of ranked) {
-    // "my dear friend" found as often as "my dear" makes the shorter one redundant.
+    // "poor dear child" found as often as "poor dear" makes the shorter one redundant.
     if (kept.some((k) => k.count === candidate.count && ` ${k.phrase} `.includes(` ${candidate.phrase} `))) continue;
     kept.push(candidate);
     if (kept.length === MAX_RECURRING_PHRASES) break;
