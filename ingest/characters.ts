@@ -187,7 +187,7 @@ export function selectCharacters(parsed: ParsedBookNlp, options: SelectionOption
   });
 }
 
-function countShared(a: ReadonlySet<number>, b: ReadonlySet<number>): number {
+function countShared<T>(a: ReadonlySet<T>, b: ReadonlySet<T>): number {
   const [small, large] = a.size <= b.size ? [a, b] : [b, a];
   let n = 0;
   for (const x of small) if (large.has(x)) n++;
@@ -223,7 +223,6 @@ export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[
     name: string;
     forms: string[];
     quotes: string[];
-    samples: Set<string>;
   }
   const entries: Entry[] = [];
   const byForm = new Map<string, Entry>();
@@ -232,7 +231,7 @@ export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[
       const forms = [c.name, ...c.aliases].map((f) => f.normalize("NFC").replace(/\s+/g, " ").trim()).filter(Boolean);
       let entry = forms.map((f) => byForm.get(nameKey(f))).find((e) => e !== undefined);
       if (!entry) {
-        entry = { name: forms[0]!, forms: [], quotes: [], samples: new Set() };
+        entry = { name: forms[0]!, forms: [], quotes: [] };
         entries.push(entry);
       }
       for (const f of forms) {
@@ -240,9 +239,11 @@ export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[
         byForm.set(nameKey(f), entry);
       }
       for (const q of c.quotes) if (q.trim() && !entry.quotes.includes(q.trim())) entry.quotes.push(q.trim());
-      for (const s of samples) if (forms.some((f) => s.includes(f))) entry.samples.add(s);
     }
   }
+  // Where a character appears is read from every sample, not only from the calls that reported them.
+  const allSamples = [...new Set(found.flatMap((f) => f.samples))];
+  const seenIn = new Map(entries.map((e) => [e, new Set(allSamples.filter((s) => e.forms.some((f) => s.includes(f))))]));
 
   const counted = entries
     .map((e) => ({ e, mentions: e.forms.reduce((n, f) => n + occurrences(text, f), 0) }))
@@ -260,11 +261,11 @@ export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[
     importance: importanceOf(mentions, e.quotes.length),
     cooccurring: counted
       .filter((o) => o.e !== e)
-      .map((o) => ({ name: o.e.name, count: [...o.e.samples].filter((s) => e.samples.has(s)).length }))
+      .map((o) => ({ name: o.e.name, count: countShared(seenIn.get(e)!, seenIn.get(o.e)!) }))
       .filter((c) => c.count > 0)
       .sort((a, b) => b.count - a.count)
       .slice(0, MAX_COOCCURRING),
-    passages: spread([...e.samples], MAX_PASSAGES).map((s) => passageAround(s, e.forms)),
+    passages: spread([...seenIn.get(e)!], MAX_PASSAGES).map((s) => passageAround(s, e.forms)),
   }));
 }
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { chunkTextToArray } from "../common/chunking.ts";
@@ -30,6 +30,9 @@ import {
   type IngestEnv,
   type ScriptedGateway,
 } from "./fixtures/ingest/harness.ts";
+
+// Whole books go through the pipeline, and worker processes start an embedded Postgres.
+setDefaultTimeout(60_000);
 
 const englishText = await readFile(join(FIXTURES, ENGLISH_BOOK), "utf8");
 const urduText = await readFile(join(FIXTURES, URDU_BOOK), "utf8");

@@ -83,7 +83,12 @@ const CONTRACTION_RE = /^(.+?)(n['\u2019]t|['\u2019](?:s|m|re|ve|ll|d|S|M|RE|VE|
 const SENTENCE_END = new Set([".", "!", "?", "\u2026", "..."]);
 const CLOSERS = new Set(['"', "'", "\u201d", "\u2019", ")", "]", "_"]);
 
-/** Growable token columns and the word interner, filled one token at a time. */
+const INITIAL_WORD_SLOTS = 1 << 14;
+
+/**
+ * Growable token columns and the word interner, filled one token at a time. Words are hashed
+ * straight from the text, so a word seen before costs no string allocation.
+ */
 class Columns {
   count = 0;
   start: Int32Array;
@@ -94,10 +99,12 @@ class Columns {
   readonly lower: string[] = [];
   readonly vocab: string[] = [];
   private readonly vocabLower: string[] = [];
-  private readonly ids = new Map<string, number>();
+  /** Where each vocabulary word first occurs, and its hash. */
+  private readonly vocabAt: number[] = [];
+  private readonly vocabHash: number[] = [];
+  /** Open addressing: vocabulary id + 1 per slot, 0 for empty. */
+  private slots = new Int32Array(INITIAL_WORD_SLOTS);
   private readonly lowers = new Map<string, string>();
-  // Single ASCII characters (most punctuation) are looked up by code, without slicing the text.
-  private readonly asciiIds = new Int32Array(128).fill(-1);
 
   constructor(private readonly source: string) {
     // Novels average about five characters per token.
@@ -111,12 +118,7 @@ class Columns {
   push(start: number, end: number, paragraph: number): void {
     const k = this.count;
     if (k === this.start.length) this.grow();
-    const c = this.source.charCodeAt(start);
-    let id: number;
-    if (end - start === 1 && c < 128) {
-      id = this.asciiIds[c]!;
-      if (id < 0) id = this.asciiIds[c] = this.intern(this.source.charAt(start));
-    } else id = this.intern(this.source.slice(start, end));
+    const id = this.intern(start, end);
     this.start[k] = start;
     this.end[k] = end;
     this.paragraph[k] = paragraph;
@@ -126,18 +128,48 @@ class Columns {
     this.count = k + 1;
   }
 
-  private intern(surface: string): number {
-    let id = this.ids.get(surface);
-    if (id === undefined) {
-      id = this.vocab.length;
-      this.ids.set(surface, id);
-      this.vocab.push(surface);
-      const lc = surface.toLowerCase();
-      let shared = this.lowers.get(lc);
-      if (shared === undefined) this.lowers.set(lc, (shared = lc));
-      this.vocabLower.push(shared);
+  private intern(start: number, end: number): number {
+    const src = this.source;
+    let h = 0x811c9dc5;
+    for (let i = start; i < end; i++) h = Math.imul(h ^ src.charCodeAt(i), 0x01000193);
+    const mask = this.slots.length - 1;
+    const len = end - start;
+    for (let slot = h & mask; ; slot = (slot + 1) & mask) {
+      const entry = this.slots[slot]!;
+      if (entry === 0) {
+        const id = this.vocab.length;
+        this.slots[slot] = id + 1;
+        this.addWord(src.slice(start, end), start, h);
+        return id;
+      }
+      const id = entry - 1;
+      if (this.vocabHash[id] !== h || this.vocab[id]!.length !== len) continue;
+      const at = this.vocabAt[id]!;
+      let same = true;
+      for (let i = 0; i < len && same; i++) same = src.charCodeAt(at + i) === src.charCodeAt(start + i);
+      if (same) return id;
     }
-    return id;
+  }
+
+  private addWord(surface: string, at: number, hash: number): void {
+    this.vocab.push(surface);
+    this.vocabAt.push(at);
+    this.vocabHash.push(hash);
+    const lc = surface.toLowerCase();
+    let shared = this.lowers.get(lc);
+    if (shared === undefined) this.lowers.set(lc, (shared = lc));
+    this.vocabLower.push(shared);
+    // Keep the table at most half full.
+    if (this.vocab.length * 2 > this.slots.length) {
+      const slots = new Int32Array(this.slots.length * 2);
+      const mask = slots.length - 1;
+      for (let id = 0; id < this.vocab.length; id++) {
+        let slot = this.vocabHash[id]! & mask;
+        while (slots[slot] !== 0) slot = (slot + 1) & mask;
+        slots[slot] = id + 1;
+      }
+      this.slots = slots;
+    }
   }
 
   private grow(): void {

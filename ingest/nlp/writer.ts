@@ -82,74 +82,55 @@ export function tagAll(a: Analysis): TaggedCell[] {
   return out;
 }
 
-/** An append-only byte buffer: a .tokens file is written as bytes, never as one huge string. */
-class ByteSink {
-  buf: Uint8Array;
-  pos = 0;
+/** Writes a non-negative integer in decimal at p; returns the position after it. */
+const PAIRS = new Uint8Array(200);
+for (let k = 0; k < 100; k++) {
+  PAIRS[2 * k] = 48 + ((k / 10) | 0);
+  PAIRS[2 * k + 1] = 48 + (k % 10);
+}
 
-  constructor(capacity: number) {
-    this.buf = new Uint8Array(capacity);
+function putInt(buf: Uint8Array, p: number, n: number): number {
+  const digits = n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10000 ? 4 : n < 100000 ? 5 : n < 1000000 ? 6 : n < 10000000 ? 7 : n < 100000000 ? 8 : n < 1000000000 ? 9 : 10;
+  const after = p + digits;
+  let q = after;
+  while (n >= 100) {
+    const hundreds = (n / 100) | 0;
+    const r = (n - hundreds * 100) * 2;
+    buf[--q] = PAIRS[r + 1]!;
+    buf[--q] = PAIRS[r]!;
+    n = hundreds;
   }
+  if (n >= 10) {
+    buf[--q] = PAIRS[n * 2 + 1]!;
+    buf[--q] = PAIRS[n * 2]!;
+  } else buf[--q] = 48 + n;
+  return after;
+}
 
-  reserve(n: number): void {
-    if (this.pos + n <= this.buf.length) return;
-    const bigger = new Uint8Array(Math.max(this.buf.length * 2, this.pos + n));
-    bigger.set(this.buf.subarray(0, this.pos));
-    this.buf = bigger;
-  }
-
-  bytes(b: Uint8Array): void {
-    const buf = this.buf;
-    let p = this.pos;
-    for (let k = 0; k < b.length; k++) buf[p++] = b[k]!;
-    this.pos = p;
-  }
-
-  /** A non-negative integer in decimal. */
-  int(n: number): void {
-    const buf = this.buf;
-    let digits = 1;
-    for (let x = n; x >= 10; x = (x / 10) | 0) digits++;
-    let p = this.pos + digits;
-    this.pos = p;
-    do {
-      const q = (n / 10) | 0;
-      buf[--p] = 48 + n - q * 10;
-      n = q;
-    } while (n > 0);
-  }
-
-  byte(b: number): void {
-    this.buf[this.pos++] = b;
-  }
-
-  ascii(s: string): void {
-    for (let k = 0; k < s.length; k++) this.buf[this.pos++] = s.charCodeAt(k);
-  }
-
-  result(): Uint8Array {
-    return this.buf.subarray(0, this.pos);
-  }
+function putBytes(buf: Uint8Array, p: number, b: Uint8Array): number {
+  for (let k = 0; k < b.length; k++) buf[p++] = b[k]!;
+  return p;
 }
 
 const TAB = 9;
-const NEWLINE = 10;
 // Longest line apart from the word-dependent cells: six integers, a relation and the fixed columns.
 const LINE_RESERVE = 6 * 11 + 40;
-const REL_ROOT = "ROOT";
-const REL_PUNCT = "punct";
-const REL_SUBJECT = "nsubj";
-const REL_OTHER = "dep";
-const IN_QUOTE = "\tO\tTrue\n";
-const NOT_IN_QUOTE = "\tO\tFalse\n";
+const REL_ROOT = encoder.encode("ROOT\t");
+const REL_PUNCT = encoder.encode("punct\t");
+const REL_SUBJECT = encoder.encode("nsubj\t");
+const REL_OTHER = encoder.encode("dep\t");
+const IN_QUOTE = encoder.encode("\tO\tTrue\n");
+const NOT_IN_QUOTE = encoder.encode("\tO\tFalse\n");
 
-/** The .tokens file as UTF-8 bytes. */
+/** The .tokens file as UTF-8 bytes, written straight into one buffer (no per-line strings). */
 export function renderTokenBytes(a: Analysis, tags: TaggedCell[]): Uint8Array {
   const { sentenceStarts, paragraph, start, end } = a.tok;
   const conv = codePointOffsets(a.text);
   const inQuote = a.scan.inQuote;
-  const out = new ByteSink(a.tok.count * 64 + TOKENS_HEADER.length + 1);
-  out.ascii(TOKENS_HEADER + "\n");
+  const header = encoder.encode(TOKENS_HEADER + "\n");
+  // About 72 bytes per line in English prose; the buffer doubles if a book needs more.
+  let buf = new Uint8Array(a.tok.count * 80 + header.length);
+  let p = putBytes(buf, 0, header);
   for (let s = 0; s + 1 < sentenceStarts.length; s++) {
     const lo = sentenceStarts[s]!;
     const hi = sentenceStarts[s + 1]!;
@@ -162,27 +143,31 @@ export function renderTokenBytes(a: Analysis, tags: TaggedCell[]): Uint8Array {
     }
     for (let i = lo; i < hi; i++) {
       const g = tags[i]!;
-      out.reserve(LINE_RESERVE + g.wordLemma.length + g.posTag.length);
-      out.int(paragraph[i]!);
-      out.byte(TAB);
-      out.int(s);
-      out.byte(TAB);
-      out.int(i - lo);
-      out.byte(TAB);
-      out.int(i);
-      out.byte(TAB);
-      out.bytes(g.wordLemma);
-      out.int(conv ? conv[start[i]!]! : start[i]!);
-      out.byte(TAB);
-      out.int(conv ? conv[end[i]!]! : end[i]!);
-      out.bytes(g.posTag);
-      out.ascii(i === root ? REL_ROOT : g.pos === "PUNCT" ? REL_PUNCT : g.pos === "PRON" && i < root ? REL_SUBJECT : REL_OTHER);
-      out.byte(TAB);
-      out.int(root);
-      out.ascii(inQuote[i] ? IN_QUOTE : NOT_IN_QUOTE);
+      const need = p + LINE_RESERVE + g.wordLemma.length + g.posTag.length;
+      if (need > buf.length) {
+        const bigger = new Uint8Array(Math.max(buf.length * 2, need));
+        bigger.set(buf.subarray(0, p));
+        buf = bigger;
+      }
+      p = putInt(buf, p, paragraph[i]!);
+      buf[p++] = TAB;
+      p = putInt(buf, p, s);
+      buf[p++] = TAB;
+      p = putInt(buf, p, i - lo);
+      buf[p++] = TAB;
+      p = putInt(buf, p, i);
+      buf[p++] = TAB;
+      p = putBytes(buf, p, g.wordLemma);
+      p = putInt(buf, p, conv ? conv[start[i]!]! : start[i]!);
+      buf[p++] = TAB;
+      p = putInt(buf, p, conv ? conv[end[i]!]! : end[i]!);
+      p = putBytes(buf, p, g.posTag);
+      p = putBytes(buf, p, i === root ? REL_ROOT : g.pos === "PUNCT" ? REL_PUNCT : g.pos === "PRON" && i < root ? REL_SUBJECT : REL_OTHER);
+      p = putInt(buf, p, root);
+      p = putBytes(buf, p, inQuote[i] ? IN_QUOTE : NOT_IN_QUOTE);
     }
   }
-  return out.result();
+  return buf.subarray(0, p);
 }
 
 export function renderEntities(mentions: EntityMention[]): string {
