@@ -16,7 +16,7 @@ import {
 } from "../ingest/nlp/booknlp-files.ts";
 import { runBookNlp } from "../ingest/nlp/engine.ts";
 
-const FIXTURES = resolve(import.meta.dir, "fixtures", "booknlp");
+const FIXTURES = resolve(import.meta.dirname, "fixtures", "booknlp");
 const fixture = (name: string) => readFileSync(join(FIXTURES, name), "utf8");
 
 describe("parsing real BookNLP output", () => {
@@ -161,7 +161,7 @@ describe("character list", () => {
 });
 
 // Every real BookNLP file shipped beside the project, when the shared folder exists.
-const SHARED_EVAL = resolve(import.meta.dir, "..", "..", "shared", "eval");
+const SHARED_EVAL = resolve(import.meta.dirname, "..", "..", "shared", "eval");
 const realDirs = existsSync(SHARED_EVAL)
   ? readdirSync(SHARED_EVAL)
       .filter((d) => d.startsWith("booknlp-"))

@@ -62,13 +62,15 @@ function harness(overrides: { embed?: LanguageModel["embed"]; vector?: VectorInd
 const request = { bookId: "book-1", narrativeQuery: "How did Pierre feel about the duel?", keywordQuery: "Pierre duel Dolokhov" };
 const fail = (message: string) => () => Promise.reject(new Error(message));
 const fused = (...ranks: (number | undefined)[]) => ranks.reduce<number>((s, r) => s + (r ? 1 / (RRF_K + r) : 0), 0);
+// A timer turn, as Bun.sleep(0) gives, written with web APIs so the suite also runs under Deno.
+const nextTurn = () => new Promise<void>((resolve) => setTimeout(resolve, 0));
 
 describe("createRetriever", () => {
   test("starts the BM25 search before the embedding and runs it while the embedding is pending", async () => {
     const embedding = Promise.withResolvers<number[][]>();
     const { retriever, log } = harness({ embed: () => embedding.promise });
     const pending = retriever.retrieve(request);
-    await Bun.sleep(0);
+    await nextTurn();
     expect(log).toEqual(["text.search", "embed"]);
     embedding.resolve([EMBEDDING]);
     const result = await pending;
@@ -177,7 +179,7 @@ describe("createRetriever", () => {
         new Promise((_, reject) => opts?.signal?.addEventListener("abort", () => reject(new Error("aborted upstream")))),
     });
     const pending = retriever.retrieve({ ...request, signal: controller.signal });
-    await Bun.sleep(0);
+    await nextTurn();
     expect(calls.embed[0]?.signal).toBe(controller.signal);
     controller.abort(new Error("client went away"));
     await expect(pending).rejects.toThrow("client went away");
