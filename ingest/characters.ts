@@ -98,28 +98,50 @@ function mergeByName(list: readonly CharacterSummary[]): Merged[] {
 
 const importanceOf = (mentions: number, quotes: number) => mentions + QUOTE_WEIGHT * quotes;
 
-/** Paragraph of every token, and where each paragraph starts and ends, from .tokens rows. */
-function paragraphIndex(parsed: ParsedBookNlp) {
+/**
+ * A book's tokens as columns indexed by token id: the .tokens file's rows, or the native engine's
+ * own arrays (which saves rendering and re-parsing a file of a row per token).
+ */
+export interface TokenColumns {
+  paragraph: ArrayLike<number>;
+  word: ArrayLike<string>;
+  start: ArrayLike<number>;
+  end: ArrayLike<number>;
+  /** BookNLP counts offsets in code points, the native engine in UTF-16 units (JavaScript's). */
+  offsets: "codepoints" | "utf16";
+}
+
+/** Columns from .tokens rows, each row at its token id. */
+export function tokenColumns(parsed: ParsedBookNlp): TokenColumns {
   const size = parsed.tokens.reduce((max, t) => Math.max(max, t.token + 1), 0);
-  const paragraphOf = new Int32Array(size).fill(-1);
-  const words: string[] = new Array(size).fill("");
-  const onsets = new Int32Array(size).fill(-1);
-  const offsets = new Int32Array(size).fill(-1);
-  const bounds = new Map<number, { start: number; end: number }>();
+  const columns = {
+    paragraph: new Int32Array(size).fill(-1),
+    word: new Array<string>(size).fill(""),
+    start: new Int32Array(size).fill(-1),
+    end: new Int32Array(size).fill(-1),
+    offsets: "codepoints" as const,
+  };
   for (const t of parsed.tokens) {
     if (t.token < 0) continue;
-    paragraphOf[t.token] = t.paragraph;
-    words[t.token] = t.word;
-    onsets[t.token] = t.start;
-    offsets[t.token] = t.end;
-    const b = bounds.get(t.paragraph);
-    if (!b) bounds.set(t.paragraph, { start: t.token, end: t.token });
-    else {
-      b.start = Math.min(b.start, t.token);
-      b.end = Math.max(b.end, t.token);
-    }
+    columns.paragraph[t.token] = t.paragraph;
+    columns.word[t.token] = t.word;
+    columns.start[t.token] = t.start;
+    columns.end[t.token] = t.end;
   }
-  return { paragraphOf, words, onsets, offsets, bounds };
+  return columns;
+}
+
+/** First and last token of every paragraph. */
+function paragraphBounds(tokens: TokenColumns): Map<number, { start: number; end: number }> {
+  const bounds = new Map<number, { start: number; end: number }>();
+  for (let i = 0; i < tokens.paragraph.length; i++) {
+    const p = tokens.paragraph[i]!;
+    if (p < 0) continue;
+    const b = bounds.get(p);
+    if (!b) bounds.set(p, { start: i, end: i });
+    else b.end = Math.max(b.end, i);
+  }
+  return bounds;
 }
 
 /**
@@ -127,8 +149,13 @@ function paragraphIndex(parsed: ParsedBookNlp) {
  * quotes), filtered by minimum mentions and quotes, clusters with one name merged, at most
  * maxCharacters, each with its quotes, co-occurring characters and passages. With the book's text,
  * passages are cut from it by the tokens' offsets; without it they are rebuilt from the tokens.
+ * `tokens` defaults to the columns of parsed.tokens.
  */
-export function selectCharacters(parsed: ParsedBookNlp, options: SelectionOptions = {}, text?: string): FoundCharacter[] {
+export function selectCharacters(
+  parsed: ParsedBookNlp,
+  options: SelectionOptions = {},
+  book: { text?: string; tokens?: TokenColumns } = {},
+): FoundCharacter[] {
   const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
   const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
   // Quotes are filtered after merging: two halves of one person may only qualify together.
@@ -139,9 +166,12 @@ export function selectCharacters(parsed: ParsedBookNlp, options: SelectionOption
     .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount))
     .slice(0, maxCharacters);
 
-  const { paragraphOf, words, onsets, offsets, bounds } = paragraphIndex(parsed);
-  // BookNLP's offsets count code points; they index a JavaScript string only when it has no astral characters.
-  const source = text !== undefined && !/[\uD800-\uDBFF]/.test(text) ? text : undefined;
+  const tokens = book.tokens ?? tokenColumns(parsed);
+  const bounds = paragraphBounds(tokens);
+  const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
+  // Code-point offsets index a JavaScript string only when it has no astral characters.
+  const text = book.text;
+  const source = text !== undefined && (tokens.offsets === "utf16" || !/[\uD800-\uDBFF]/.test(text)) ? text : undefined;
   const owner = new Map<number, number>();
   chosen.forEach((m, i) => m.ids.forEach((id) => owner.set(id, i)));
   const paragraphs = chosen.map(() => new Set<number>());
@@ -149,19 +179,19 @@ export function selectCharacters(parsed: ParsedBookNlp, options: SelectionOption
   for (const e of parsed.entities) {
     const i = owner.get(e.coref);
     if (i === undefined || e.cat !== "PER") continue;
-    const p = paragraphOf[e.start] ?? -1;
+    const p = paragraphOf(e.start);
     if (p >= 0) paragraphs[i]!.add(p);
     if (e.prop === "PROP") properMentions[i]!.push({ start: e.start, end: e.end });
   }
 
   const passageAt = ({ start, end }: { start: number; end: number }): string => {
-    const b = bounds.get(paragraphOf[start] ?? -1);
+    const b = bounds.get(paragraphOf(start));
     if (!b) return "";
     const from = Math.max(b.start, start - PASSAGE_CONTEXT_TOKENS);
     const to = Math.min(b.end, end + PASSAGE_CONTEXT_TOKENS);
-    const [onset, offset] = [onsets[from]!, offsets[to]!];
+    const [onset, offset] = [tokens.start[from]!, tokens.end[to]!];
     if (source !== undefined && onset >= 0 && offset > onset) return source.slice(onset, offset).replace(/\s+/g, " ").trim();
-    return detokenize(words.slice(from, to + 1).join(" "));
+    return detokenize(Array.from({ length: to - from + 1 }, (_, k) => tokens.word[from + k]!).join(" "));
   };
 
   return chosen.map((m, i) => {

@@ -7,8 +7,8 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parentPort } from "node:worker_threads";
 import { selectCharacters, type FoundCharacter, type SelectionOptions } from "./characters.ts";
-import { parseBookNlp, type BookNlpFileTexts } from "./nlp/booknlp-files.ts";
-import { runBookNlp } from "./nlp/engine.ts";
+import { parseBookNlp } from "./nlp/booknlp-files.ts";
+import { analyze, render } from "./nlp/engine.ts";
 
 export type NlpTask =
   | { kind: "native"; textPath: string; selection: SelectionOptions }
@@ -17,7 +17,7 @@ export type NlpTask =
 
 export type NlpReply = { ok: true; characters: FoundCharacter[] } | { ok: false; error: string };
 
-/** The .supersense file is not needed for characters; skipping it saves parsing a large file. */
+/** The .supersense file is not needed for characters. */
 const NEEDED_FILES = ["tokens", "entities", "quotes", "book"] as const;
 
 async function readIfPresent(path: string): Promise<string | undefined> {
@@ -31,18 +31,21 @@ async function readIfPresent(path: string): Promise<string | undefined> {
 
 export async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
   const text = await readFile(task.textPath, "utf8");
-  let files: BookNlpFileTexts;
   if (task.kind === "native") {
-    const { tokens, entities, quotes, book } = runBookNlp(text).files;
-    files = { tokens, entities, quotes, book };
-  } else {
-    const read = await Promise.all(NEEDED_FILES.map((ext) => readIfPresent(join(task.dir, `${task.id}.${ext}`))));
-    files = Object.fromEntries(NEEDED_FILES.map((ext, i) => [ext, read[i]]));
-    if (files.entities === undefined && files.book === undefined) {
-      throw new Error(`BookNLP wrote neither ${task.id}.entities nor ${task.id}.book`);
-    }
+    // The engine's token arrays stand in for its .tokens file: parsing that back would cost more
+    // memory than the whole analysis.
+    const analysis = analyze(text);
+    const { entities, quotes, book } = render(analysis);
+    const { tok } = analysis;
+    const tokens = { paragraph: tok.paragraph, word: tok.text, start: tok.start, end: tok.end, offsets: "utf16" as const };
+    return selectCharacters(parseBookNlp({ entities, quotes, book }), task.selection, { text, tokens });
   }
-  return selectCharacters(parseBookNlp(files), task.selection, text);
+  const read = await Promise.all(NEEDED_FILES.map((ext) => readIfPresent(join(task.dir, `${task.id}.${ext}`))));
+  const files = Object.fromEntries(NEEDED_FILES.map((ext, i) => [ext, read[i]]));
+  if (files.entities === undefined && files.book === undefined) {
+    throw new Error(`BookNLP wrote neither ${task.id}.entities nor ${task.id}.book`);
+  }
+  return selectCharacters(parseBookNlp(files), task.selection, { text });
 }
 
 if (parentPort) {

@@ -105,7 +105,7 @@ describe("character selection from BookNLP output", () => {
   });
 
   test("clusters that share a name are merged into one character with their quotes", () => {
-    const found = selectCharacters(parsed, { minMentions: 1, minQuotes: 1 }, text);
+    const found = selectCharacters(parsed, { minMentions: 1, minQuotes: 1 }, { text });
     expect(found.map((c) => [c.name, c.mentionCount, c.quoteCount])).toEqual([
       ["Boris", 2, 2],
       ["Anna", 2, 1],
@@ -114,7 +114,7 @@ describe("character selection from BookNLP output", () => {
   });
 
   test("characters seen in the same paragraphs are listed as co-occurring, with passages cut from the text", () => {
-    const [boris, anna] = selectCharacters(parsed, { minMentions: 1, minQuotes: 1 }, text);
+    const [boris, anna] = selectCharacters(parsed, { minMentions: 1, minQuotes: 1 }, { text });
     expect(boris!.cooccurring).toEqual([{ name: "Anna", count: 1 }]);
     expect(anna!.passages).toEqual(["Anna met Boris. Boris spoke.", "Anna smiled. Clara waved"]);
   });

@@ -1,0 +1,135 @@
+// bun run ingest <file> [--title …] [--author …] [--language English|Urdu|both] [--max-characters N]
+//
+// Registers a local book in the configured database (the embedded one by default), runs the whole
+// pipeline in this process with a progress bar per phase (stderr, terminals only), and prints the
+// characters found. Logs below warn are left out unless LOG_LEVEL=debug, so the bar stays readable.
+
+import { basename, extname, resolve } from "node:path";
+import { parseArgs } from "node:util";
+import { loadConfigOrExit } from "../common/config.ts";
+import { buildDeps } from "../common/deps.ts";
+import { insertBook, LANGUAGES, setProcessingStatus, type Language } from "../common/db/repositories.ts";
+import { createLogger } from "../common/log.ts";
+import { PIPELINE_PHASES } from "../common/metrics.ts";
+import { BookRejectedError, runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
+
+const USAGE = "usage: bun run ingest <book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>]";
+const BAR_WIDTH = 24;
+
+interface Bar {
+  update(event: ProgressEvent): void;
+  done(): void;
+}
+
+/** One line per phase, redrawn in place; the line is kept when the next phase starts. */
+function progressBar(enabled: boolean): Bar {
+  if (!enabled) return { update: () => {}, done: () => {} };
+  let phase: string | undefined;
+  let last: ProgressEvent | undefined;
+  const draw = (e: ProgressEvent) => {
+    const share = e.total > 0 ? Math.min(1, e.done / e.total) : 0;
+    const filled = Math.round(share * BAR_WIDTH);
+    const count =
+      e.phase === "download" ? `${(e.done / 1e6).toFixed(1)} MB` : e.phase === "index" ? `${Math.round(share * 100)}%` : `${e.done}/${e.total}`;
+    process.stderr.write(`\r${e.phase.padEnd(9)} [${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}] ${count.padEnd(10)}`);
+  };
+  const finish = () => {
+    if (!last) return;
+    draw(last.total > 0 ? { ...last, done: last.total } : last);
+    process.stderr.write("\n");
+  };
+  return {
+    update(e) {
+      if (phase !== undefined && e.phase !== phase) finish();
+      phase = e.phase;
+      last = e;
+      draw(e);
+    },
+    done: finish,
+  };
+}
+
+function report(result: PipelineResult, title: string): string {
+  const lines = [`${title}: ${result.characters.length} characters, ${result.index.chunks} chunks`, ""];
+  const width = Math.max(4, ...result.characters.map((c) => c.character.name.length));
+  for (const { character, backupPath } of result.characters) {
+    const aliases = character.aliases.slice(0, 3).join(", ");
+    lines.push(`  ${character.emoji ?? " "} ${character.name.padEnd(width)}  importance ${String(character.importance).padStart(6)}  ${aliases ? `(${aliases})  ` : ""}${backupPath}`);
+  }
+  const skipped = Object.entries(result.skipped).map(([kind, n]) => `${kind} ${n}`);
+  if (skipped.length > 0) lines.push("", `skipped after retries: ${skipped.join(", ")}`);
+  const durations = PIPELINE_PHASES.map((p) => `${p} ${(result.durations[p] ?? 0).toFixed(2)} s`);
+  lines.push("", `time: ${durations.join(", ")}`);
+  return `${lines.join("\n")}\n`;
+}
+
+export async function main(argv: string[]): Promise<number> {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { title: { type: "string" }, author: { type: "string" }, language: { type: "string" }, "max-characters": { type: "string" } },
+    });
+  } catch (err) {
+    process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
+    return 2;
+  }
+  const [file] = parsed.positionals;
+  const { title = file ? basename(file, extname(file)) : "", author, language = "English" } = parsed.values;
+  const maxCharacters = parsed.values["max-characters"] === undefined ? undefined : Number(parsed.values["max-characters"]);
+  if (!file || parsed.positionals.length > 1) {
+    process.stderr.write(`${USAGE}\n`);
+    return 2;
+  }
+  if (!LANGUAGES.includes(language as Language)) {
+    process.stderr.write(`--language must be one of ${LANGUAGES.join(", ")}\n`);
+    return 2;
+  }
+  if (maxCharacters !== undefined && !(Number.isInteger(maxCharacters) && maxCharacters >= 0)) {
+    process.stderr.write("--max-characters must be a whole number\n");
+    return 2;
+  }
+  if (!(await Bun.file(file).exists())) {
+    process.stderr.write(`no such file: ${file}\n`);
+    return 1;
+  }
+
+  const config = loadConfigOrExit();
+  const logger = createLogger({ level: config.logLevel === "debug" ? "debug" : "warn" });
+  const deps = await buildDeps(config, { logger });
+  const controller = new AbortController();
+  const interrupt = () => controller.abort(new Error("interrupted"));
+  process.once("SIGINT", interrupt);
+  const bar = progressBar(process.stderr.isTTY === true);
+  try {
+    const book = await insertBook(deps.db, { title, author: author ?? null, language: language as Language, filePath: resolve(file) });
+    process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
+    try {
+      const result = await runPipeline(deps, { bookId: book.id, source: { path: resolve(file) } }, {
+        signal: controller.signal,
+        onProgress: bar.update,
+        ...(maxCharacters !== undefined ? { selection: { maxCharacters } } : {}),
+      });
+      bar.done();
+      process.stdout.write(report(result, title));
+      return 0;
+    } catch (err) {
+      bar.done();
+      if (err instanceof BookRejectedError) {
+        process.stderr.write(`failed: ${err.reason}\n`);
+        return 1;
+      }
+      await setProcessingStatus(deps.db, book.id, "failed", controller.signal.aborted ? "interrupted" : String(err)).catch(() => {});
+      process.stderr.write(`failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      return controller.signal.aborted ? 130 : 1;
+    }
+  } finally {
+    process.off("SIGINT", interrupt);
+    await deps.close();
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2));
+}
