@@ -1,8 +1,8 @@
 // bun run nlp <file> <outdir>: BookNLP-format output for any plain-text book.
 
-import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { basename, extname, join } from "node:path";
-import { analyze, renderBodies, type Stage } from "./engine.ts";
+import { readFile } from "node:fs/promises";
+import { basename, extname } from "node:path";
+import { analyze, writeBookNlp, type Stage } from "./engine.ts";
 
 const STAGES: Stage[] = ["tokens", "quotes", "names", "speakers", "coreference", "files"];
 const BAR_WIDTH = 24;
@@ -34,9 +34,7 @@ export async function main(argv: string[]): Promise<number> {
   const t0 = performance.now();
   const analysis = analyze(text, { onStage: bar.stage });
   bar.stage("files");
-  const bodies = renderBodies(analysis);
-  await mkdir(outdir, { recursive: true });
-  await Promise.all(Object.entries(bodies).map(([ext, body]) => writeFile(join(outdir, `${id}.${ext}`), body)));
+  writeBookNlp(analysis, outdir, id);
   bar.done();
   const seconds = (performance.now() - t0) / 1000;
   const characters = new Set(analysis.mentions.filter((m) => m.cat === "PER").map((m) => m.coref)).size;

@@ -1,3 +1,5 @@
+import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
+import { join } from "node:path";
 import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.ts";
 import { clusterNames, isVocative, scoreCharacters, type Character } from "./characters.ts";
 import { resolveMentions, type EntityMention } from "./coref.ts";
@@ -5,7 +7,7 @@ import { FIRST_PERSON } from "./lexicon.ts";
 import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
-import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenBytes, tagAll, type BookNlpFiles } from "./writer.ts";
+import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenChunks, tagAll, type BookNlpFiles } from "./writer.ts";
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
@@ -49,12 +51,16 @@ function narratorSlot(): Character {
 
 /** First person outside quotes, relative to all narration words. */
 function firstPersonShare(tok: Tokenized, inQuote: Uint8Array): number {
+  // Decided per vocabulary word: 0 not a word, 1 a word, 2 a first-person word.
+  const kind = new Uint8Array(tok.vocab.length);
+  tok.vocab.forEach((w, id) => (kind[id] = !/\p{L}/u.test(w) ? 0 : FIRST_PERSON.has(tok.vocabLower[id]!) ? 2 : 1));
   let words = 0;
   let firsts = 0;
   for (let i = 0; i < tok.count; i++) {
-    if (inQuote[i] || !/\p{L}/u.test(tok.text[i]!)) continue;
+    const k = kind[tok.word[i]!]!;
+    if (inQuote[i] || k === 0) continue;
     words++;
-    if (FIRST_PERSON.has(tok.lower[i]!)) firsts++;
+    if (k === 2) firsts++;
   }
   return words === 0 ? 0 : firsts / words;
 }
@@ -124,20 +130,6 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   return { text, tok, scan, names, places, chars, narrator, attribution, mentions };
 }
 
-/** File contents ready to write: .tokens as UTF-8 bytes, the way it is built, the rest as text. */
-export type BookNlpFileBodies = Omit<BookNlpFiles, "tokens"> & { tokens: Uint8Array };
-
-export function renderBodies(a: Analysis): BookNlpFileBodies {
-  const tags = tagAll(a);
-  return {
-    tokens: renderTokenBytes(a, tags),
-    entities: renderEntities(a.mentions),
-    quotes: renderQuotes(a),
-    supersense: renderSupersense(a, a.mentions),
-    book: renderBook(a, a.mentions, tags),
-  };
-}
-
 function once<T>(f: () => T): () => T {
   let done = false;
   let value: T;
@@ -156,7 +148,12 @@ function once<T>(f: () => T): () => T {
  */
 export function render(a: Analysis): BookNlpFiles {
   const tags = once(() => tagAll(a));
-  const tokens = once(() => new TextDecoder().decode(renderTokenBytes(a, tags())));
+  const tokens = once(() => {
+    const decoder = new TextDecoder();
+    const pieces: string[] = [];
+    renderTokenChunks(a, tags(), (piece) => pieces.push(decoder.decode(piece)));
+    return pieces.join("");
+  });
   const entities = once(() => renderEntities(a.mentions));
   const quotes = once(() => renderQuotes(a));
   const supersense = once(() => renderSupersense(a, a.mentions));
@@ -178,6 +175,27 @@ export function render(a: Analysis): BookNlpFiles {
       return book();
     },
   };
+}
+
+/** Writes <outdir>/<id>.tokens, .entities, .quotes, .supersense and .book; .tokens is streamed. */
+export function writeBookNlp(a: Analysis, outdir: string, id: string): void {
+  mkdirSync(outdir, { recursive: true });
+  const path = (ext: keyof BookNlpFiles) => join(outdir, `${id}.${ext}`);
+  const tags = tagAll(a);
+  const fd = openSync(path("tokens"), "w");
+  try {
+    renderTokenChunks(a, tags, (piece) => writeAll(fd, piece));
+  } finally {
+    closeSync(fd);
+  }
+  writeFileSync(path("entities"), renderEntities(a.mentions));
+  writeFileSync(path("quotes"), renderQuotes(a));
+  writeFileSync(path("supersense"), renderSupersense(a, a.mentions));
+  writeFileSync(path("book"), renderBook(a, a.mentions, tags));
+}
+
+function writeAll(fd: number, bytes: Uint8Array): void {
+  for (let done = 0; done < bytes.length; ) done += writeSync(fd, bytes, done);
 }
 
 /** The whole job: a book's text in, BookNLP's five files out (rendered on first read). */

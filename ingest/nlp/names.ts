@@ -40,7 +40,18 @@ export interface CapitalStats {
   lower: Map<string, number>;
   /** Capitalised occurrences right after "in", "at", "near"…, by lower-cased word. */
   afterPlacePreposition: Map<string, number>;
+  /** SHAPE_* bits of each vocabulary word (Tokenized.vocab), so no token needs a regex. */
+  shape: Uint8Array;
 }
+
+/** Starts with a letter-bearing word character (not ASCII punctuation or a digit) and has a letter. */
+const SHAPE_WORD = 1;
+const SHAPE_UPPER_START = 2;
+const SHAPE_CAPITALISED = 4;
+/** An initial such as "P.". */
+const SHAPE_INITIAL = 8;
+/** Entirely lower case. */
+const SHAPE_LOWER = 16;
 
 const LETTER = /\p{L}/u;
 const UPPER_START = /^\p{Lu}/u;
@@ -59,6 +70,23 @@ export function isCapitalised(word: string): boolean {
   return UPPER_START.test(word) && (word.length === 1 || HAS_LOWER.test(word) || INITIAL.test(word));
 }
 
+function wordShapes(vocab: string[], vocabLower: string[]): Uint8Array {
+  const shape = new Uint8Array(vocab.length);
+  for (let id = 0; id < vocab.length; id++) {
+    const w = vocab[id]!;
+    const c = w.charCodeAt(0);
+    let s = 0;
+    // ASCII punctuation and digits are the commonest non-words: skip them without a regex.
+    if (!(c < 65 || (c > 90 && c < 97) || (c > 122 && c < 128)) && LETTER.test(w)) s |= SHAPE_WORD;
+    if (UPPER_START.test(w)) s |= SHAPE_UPPER_START;
+    if (isCapitalised(w)) s |= SHAPE_CAPITALISED;
+    if (INITIAL.test(w)) s |= SHAPE_INITIAL;
+    if (w === vocabLower[id]) s |= SHAPE_LOWER;
+    shape[id] = s;
+  }
+  return shape;
+}
+
 /** A token opens a sentence (or a quoted sentence), where capitals say little about names. */
 export function isSentenceInitial(tok: Tokenized, i: number, inQuote: Uint8Array): boolean {
   const { text, sentence, inSentence } = tok;
@@ -74,24 +102,34 @@ export function isSentenceInitial(tok: Tokenized, i: number, inQuote: Uint8Array
 }
 
 export function capitalStats(tok: Tokenized, inQuote: Uint8Array): CapitalStats {
+  const { count, word, vocab, vocabLower } = tok;
+  const shape = wordShapes(vocab, vocabLower);
+  // Counted per vocabulary word, then summed per lower-cased form.
+  const lowerCount = new Int32Array(vocab.length);
+  const midCount = new Int32Array(vocab.length);
+  const placeCount = new Int32Array(vocab.length);
+  for (let i = 0; i < count; i++) {
+    const id = word[i]!;
+    const s = shape[id]!;
+    if (!(s & SHAPE_WORD)) continue;
+    if (s & SHAPE_LOWER) lowerCount[id]!++;
+    else if (s & SHAPE_CAPITALISED && !isSentenceInitial(tok, i, inQuote)) {
+      midCount[id]!++;
+      if (i > 0 && PLACE_PREPOSITIONS.has(tok.lower[i - 1]!)) placeCount[id]!++;
+    }
+  }
   const capMid = new Map<string, number>();
   const lower = new Map<string, number>();
   const afterPlacePreposition = new Map<string, number>();
-  const { text, count } = tok;
-  for (let i = 0; i < count; i++) {
-    const w = text[i]!;
-    const c = w.charCodeAt(0);
-    // ASCII punctuation and digits are the commonest non-words: skip them without a regex.
-    if (c < 65 || (c > 90 && c < 97) || (c > 122 && c < 128) || !LETTER.test(w)) continue;
-    const lc = tok.lower[i]!;
-    if (w === lc) add(lower, lc);
-    else if (isCapitalised(w) && !isSentenceInitial(tok, i, inQuote)) {
-      add(capMid, lc);
-      if (i > 0 && PLACE_PREPOSITIONS.has(tok.lower[i - 1]!)) add(afterPlacePreposition, lc);
-    }
+  for (let id = 0; id < vocab.length; id++) {
+    const lc = vocabLower[id]!;
+    if (lowerCount[id]) add(lower, lc, lowerCount[id]);
+    if (midCount[id]) add(capMid, lc, midCount[id]);
+    if (placeCount[id]) add(afterPlacePreposition, lc, placeCount[id]);
   }
-  return { capMid, lower, afterPlacePreposition };
+  return { capMid, lower, afterPlacePreposition, shape };
 }
+
 
 // Spellings of one title, so "Doctor Kemp" and "Dr. Kemp" are the same person.
 const TITLE_SYNONYMS: Record<string, string> = {
@@ -114,44 +152,61 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
   names: NameMention[];
   places: PlaceMention[];
 } {
-  const { text, count, paragraph } = tok;
+  const { text, count, paragraph, word, vocab } = tok;
   const lowers = tok.lower;
-  const { capMid, lower, afterPlacePreposition } = stats;
+  const { capMid, lower, afterPlacePreposition, shape } = stats;
+  const is = (k: number, bit: number): boolean => (shape[word[k]!]! & bit) !== 0;
   // A word seen after "in"/"at" often enough is a place: it never joins a person's name ("in London Lydia").
   const isPlaceWord = (lc: string): boolean => (afterPlacePreposition.get(lc) ?? 0) >= PLACE_WORD_SHARE * (capMid.get(lc) ?? 0) && afterPlacePreposition.has(lc);
-  const isNameWord = (w: string): boolean => {
-    if (!isCapitalised(w) || INITIAL.test(w)) return false;
-    const lc = w.toLowerCase();
-    if (NOT_NAMES.has(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
-    const mid = capMid.get(lc) ?? 0;
-    return mid >= 1 && (lower.get(lc) ?? 0) <= mid * 0.15;
+  // Whether a word is a name and which title it is depend only on the word: decided once per word.
+  const nameWord = new Int8Array(vocab.length).fill(-1);
+  const isNameWord = (k: number): boolean => {
+    const id = word[k]!;
+    if (nameWord[id]! < 0) {
+      const lc = lowers[k]!;
+      const mid = capMid.get(lc) ?? 0;
+      const yes =
+        is(k, SHAPE_CAPITALISED) &&
+        !is(k, SHAPE_INITIAL) &&
+        !NOT_NAMES.has(lc) &&
+        !HONORIFICS.has(lc.replace(/\.$/, "")) &&
+        mid >= 1 &&
+        (lower.get(lc) ?? 0) <= mid * 0.15;
+      nameWord[id] = yes ? 1 : 0;
+    }
+    return nameWord[id] === 1;
+  };
+  const titles = new Map<number, string | undefined>();
+  const titleAt = (k: number): string | undefined => {
+    const id = word[k]!;
+    if (!titles.has(id)) titles.set(id, titleOf(text[k]!));
+    return titles.get(id);
   };
   // At a sentence start a capital proves little; a word never seen in lower case still counts when
   // something vouches for it: a known given name, a surname right after it, or a speech verb.
   const vouched = (j: number): boolean => {
-    const w = text[j]!;
-    const lc = w.toLowerCase();
-    if (!isCapitalised(w) || INITIAL.test(w) || lower.has(lc) || NOT_NAMES.has(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
-    const after = text[j + 1] ?? "";
-    return GIVEN_NAMES.has(lc) || (j + 1 < count && tok.start[j + 1]! - tok.end[j]! <= 1 && isNameWord(after)) || SPEECH_VERBS.has(after.toLowerCase());
+    const lc = lowers[j]!;
+    if (!is(j, SHAPE_CAPITALISED) || is(j, SHAPE_INITIAL) || lower.has(lc) || NOT_NAMES.has(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
+    return GIVEN_NAMES.has(lc) || (j + 1 < count && tok.start[j + 1]! - tok.end[j]! <= 1 && isNameWord(j + 1)) || SPEECH_VERBS.has(lowers[j + 1] ?? "");
   };
   const names: NameMention[] = [];
   const places: PlaceMention[] = [];
   for (let i = 0; i < count; i++) {
+    if (!is(i, SHAPE_UPPER_START)) continue;
     const w = text[i]!;
-    if (!UPPER_START.test(w)) continue;
     const para = paragraph[i]!;
     let title: string | undefined;
     let j = i;
     // Titles may stack ("the Rev. Mr. Bunting"); keep the one that says most about gender.
-    while (j < count && titleOf(text[j]!) !== undefined && paragraph[j] === para) {
-      const t = titleOf(text[j]!)!;
+    while (j < count && paragraph[j] === para) {
+      const t = titleAt(j);
+      if (t === undefined) break;
       if (title === undefined || HONORIFICS.get(title) === undefined) title = t;
       j++;
     }
     const sameParagraph = j < count && paragraph[j] === para;
     const initial = sameParagraph && isSentenceInitial(tok, j, inQuote);
-    if (!sameParagraph || !(isNameWord(text[j]!) || (initial && title === undefined && vouched(j)))) {
+    if (!sameParagraph || !(isNameWord(j) || (initial && title === undefined && vouched(j)))) {
       // A title standing alone after "the" names someone too ("the King", "the Admiral").
       if (
         title !== undefined &&
@@ -169,39 +224,37 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     for (;;) {
       const n = end + 1;
       if (n >= count || paragraph[n] !== para || tok.start[n]! - tok.end[end]! > 1) break;
-      const nText = text[n]!;
       const nLower = lowers[n]!;
       if (isPlaceWord(nLower) || isPlaceWord(lowers[end]!)) break;
       // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
-      if (isNameWord(nText) || INITIAL.test(nText) || (isCapitalised(nText) && !NOT_NAMES.has(nLower) && titleOf(nText) === undefined)) {
+      if (isNameWord(n) || is(n, SHAPE_INITIAL) || (is(n, SHAPE_CAPITALISED) && !NOT_NAMES.has(nLower) && titleAt(n) === undefined)) {
         end++;
         continue;
       }
-      const after = text[end + 2];
-      if (NAME_PARTICLES.has(nText) && after !== undefined && isNameWord(after)) {
+      if (NAME_PARTICLES.has(text[n]!) && end + 2 < count && isNameWord(end + 2)) {
         end += 2;
         continue;
       }
       break;
     }
-    while (end > j && INITIAL.test(text[end]!)) end--;
+    while (end > j && is(end, SHAPE_INITIAL)) end--;
     let start = title !== undefined ? i : j;
     // A capitalised modifier in front of a name word ("the White Rabbit").
     if (title === undefined) {
       while (
         start > 0 &&
-        isCapitalised(text[start - 1]!) &&
+        is(start - 1, SHAPE_CAPITALISED) &&
         !NOT_NAMES.has(lowers[start - 1]!) &&
         !isPlaceWord(lowers[start - 1]!) &&
         (lower.get(lowers[start - 1]!) ?? 0) <= (capMid.get(lowers[start - 1]!) ?? 0) &&
         !isSentenceInitial(tok, start - 1, inQuote) &&
         paragraph[start - 1] === para &&
-        titleOf(text[start - 1]!) === undefined
+        titleAt(start - 1) === undefined
       )
         start--;
     }
     const lastLc = lowers[end]!;
-    const nextIsHead = end + 1 < count && isCapitalised(text[end + 1]!) && PLACE_HEADS.has(lowers[end + 1]!) && title === undefined;
+    const nextIsHead = end + 1 < count && is(end + 1, SHAPE_CAPITALISED) && PLACE_HEADS.has(lowers[end + 1]!) && title === undefined;
     if (nextIsHead || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
       places.push({ start, end: nextIsHead ? end + 1 : end });
       i = nextIsHead ? end + 1 : end;

@@ -22,6 +22,8 @@ export interface Tokenized {
   word: Int32Array;
   /** Distinct surface forms in order of first appearance. */
   vocab: string[];
+  /** vocab lower-cased (interned like lower). */
+  vocabLower: string[];
   /** UTF-16 offsets into the text: text.slice(start[i], end[i]) === this.text[i]. */
   start: Int32Array;
   end: Int32Array;
@@ -98,7 +100,7 @@ class Columns {
   readonly text: string[] = [];
   readonly lower: string[] = [];
   readonly vocab: string[] = [];
-  private readonly vocabLower: string[] = [];
+  readonly vocabLower: string[] = [];
   /** Where each vocabulary word first occurs, and its hash. */
   private readonly vocabAt: number[] = [];
   private readonly vocabHash: number[] = [];
@@ -271,6 +273,7 @@ export function tokenize(text: string): Tokenized {
     lower: cols.lower,
     word: cols.word.slice(0, count),
     vocab: cols.vocab,
+    vocabLower: cols.vocabLower,
     start: cols.start.slice(0, count),
     end: cols.end.slice(0, count),
     paragraph: cols.paragraph.slice(0, count),

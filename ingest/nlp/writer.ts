@@ -31,7 +31,8 @@ export interface BookNlpFiles {
   book: string;
 }
 
-const clean = (s: string) => s.replace(/[\t\r\n]+/g, " ");
+// Every text cell is made of tokens joined by single spaces, and tokens never contain whitespace, so
+// no cell can break a TSV row: nothing needs escaping.
 
 /**
  * BookNLP reports Python string offsets (code points); JavaScript strings count UTF-16 units. Only
@@ -50,15 +51,25 @@ function codePointOffsets(text: string): Int32Array | undefined {
   return map;
 }
 
-/** Tags plus the bytes of a .tokens line that depend only on the word, built once per word. */
-interface TaggedCell extends Tagged {
+/** Tags plus what a .tokens line needs of them, built once per word. */
+export interface TaggedCell extends Tagged {
   /** "word\tlemma\t", UTF-8. */
   wordLemma: Uint8Array;
   /** "\tPOS\ttag\t", UTF-8. */
   posTag: Uint8Array;
+  verb: boolean;
+  pronoun: boolean;
+  /** The dependency label when the word is not its sentence's root (nor a subject pronoun). */
+  relation: Uint8Array;
 }
 
 const encoder = new TextEncoder();
+const REL_ROOT = encoder.encode("ROOT\t");
+const REL_PUNCT = encoder.encode("punct\t");
+const REL_SUBJECT = encoder.encode("nsubj\t");
+const REL_OTHER = encoder.encode("dep\t");
+const IN_QUOTE = encoder.encode("\tO\tTrue\n");
+const NOT_IN_QUOTE = encoder.encode("\tO\tFalse\n");
 
 export function tagAll(a: Analysis): TaggedCell[] {
   const { count, word, vocab, inSentence } = a.tok;
@@ -73,8 +84,14 @@ export function tagAll(a: Analysis): TaggedCell[] {
     if (g === undefined) {
       const w = vocab[word[i]!]!;
       const tag = tagToken(w, initial);
-      // Tokens never contain whitespace, so no escaping is needed.
-      g = { ...tag, wordLemma: encoder.encode(w + "\t" + tag.lemma + "\t"), posTag: encoder.encode("\t" + tag.pos + "\t" + tag.tag + "\t") };
+      g = {
+        ...tag,
+        wordLemma: encoder.encode(w + "\t" + tag.lemma + "\t"),
+        posTag: encoder.encode("\t" + tag.pos + "\t" + tag.tag + "\t"),
+        verb: isVerbLike(tag.tag),
+        pronoun: tag.pos === "PRON",
+        relation: tag.pos === "PUNCT" ? REL_PUNCT : REL_OTHER,
+      };
       cells[key] = g;
     }
     out[i] = g;
@@ -82,13 +99,13 @@ export function tagAll(a: Analysis): TaggedCell[] {
   return out;
 }
 
-/** Writes a non-negative integer in decimal at p; returns the position after it. */
 const PAIRS = new Uint8Array(200);
 for (let k = 0; k < 100; k++) {
   PAIRS[2 * k] = 48 + ((k / 10) | 0);
   PAIRS[2 * k + 1] = 48 + (k % 10);
 }
 
+/** Writes a non-negative integer in decimal at p; returns the position after it. */
 function putInt(buf: Uint8Array, p: number, n: number): number {
   const digits = n < 10 ? 1 : n < 100 ? 2 : n < 1000 ? 3 : n < 10000 ? 4 : n < 100000 ? 5 : n < 1000000 ? 6 : n < 10000000 ? 7 : n < 100000000 ? 8 : n < 1000000000 ? 9 : 10;
   const after = p + digits;
@@ -115,39 +132,38 @@ function putBytes(buf: Uint8Array, p: number, b: Uint8Array): number {
 const TAB = 9;
 // Longest line apart from the word-dependent cells: six integers, a relation and the fixed columns.
 const LINE_RESERVE = 6 * 11 + 40;
-const REL_ROOT = encoder.encode("ROOT\t");
-const REL_PUNCT = encoder.encode("punct\t");
-const REL_SUBJECT = encoder.encode("nsubj\t");
-const REL_OTHER = encoder.encode("dep\t");
-const IN_QUOTE = encoder.encode("\tO\tTrue\n");
-const NOT_IN_QUOTE = encoder.encode("\tO\tFalse\n");
+/** .tokens is handed out in pieces of about this size, all built in one reused buffer. */
+export const TOKEN_CHUNK_BYTES = 1 << 20;
 
-/** The .tokens file as UTF-8 bytes, written straight into one buffer (no per-line strings). */
-export function renderTokenBytes(a: Analysis, tags: TaggedCell[]): Uint8Array {
+/**
+ * The .tokens file as UTF-8, passed to sink in pieces that end at line ends. The piece is only
+ * valid during the call (its buffer is reused), so a 50 MB file never sits in memory at once
+ * unless the sink keeps it.
+ */
+export function renderTokenChunks(a: Analysis, tags: TaggedCell[], sink: (piece: Uint8Array) => void): void {
   const { sentenceStarts, paragraph, start, end } = a.tok;
   const conv = codePointOffsets(a.text);
   const inQuote = a.scan.inQuote;
-  const header = encoder.encode(TOKENS_HEADER + "\n");
-  // About 72 bytes per line in English prose; the buffer doubles if a book needs more.
-  let buf = new Uint8Array(a.tok.count * 80 + header.length);
-  let p = putBytes(buf, 0, header);
+  let buf = new Uint8Array(TOKEN_CHUNK_BYTES);
+  let p = putBytes(buf, 0, encoder.encode(TOKENS_HEADER + "\n"));
   for (let s = 0; s + 1 < sentenceStarts.length; s++) {
     const lo = sentenceStarts[s]!;
     const hi = sentenceStarts[s + 1]!;
     let root = lo;
     for (let i = lo; i < hi; i++) {
-      if (isVerbLike(tags[i]!.tag)) {
+      if (tags[i]!.verb) {
         root = i;
         break;
       }
     }
     for (let i = lo; i < hi; i++) {
       const g = tags[i]!;
-      const need = p + LINE_RESERVE + g.wordLemma.length + g.posTag.length;
-      if (need > buf.length) {
-        const bigger = new Uint8Array(Math.max(buf.length * 2, need));
-        bigger.set(buf.subarray(0, p));
-        buf = bigger;
+      const need = LINE_RESERVE + g.wordLemma.length + g.posTag.length;
+      if (p + need > buf.length) {
+        sink(buf.subarray(0, p));
+        p = 0;
+        // A line longer than a whole piece (a token of a megabyte) gets a buffer of its own size.
+        if (need > buf.length) buf = new Uint8Array(need);
       }
       p = putInt(buf, p, paragraph[i]!);
       buf[p++] = TAB;
@@ -162,17 +178,17 @@ export function renderTokenBytes(a: Analysis, tags: TaggedCell[]): Uint8Array {
       buf[p++] = TAB;
       p = putInt(buf, p, conv ? conv[end[i]!]! : end[i]!);
       p = putBytes(buf, p, g.posTag);
-      p = putBytes(buf, p, i === root ? REL_ROOT : g.pos === "PUNCT" ? REL_PUNCT : g.pos === "PRON" && i < root ? REL_SUBJECT : REL_OTHER);
+      p = putBytes(buf, p, i === root ? REL_ROOT : g.pronoun && i < root ? REL_SUBJECT : g.relation);
       p = putInt(buf, p, root);
       p = putBytes(buf, p, inQuote[i] ? IN_QUOTE : NOT_IN_QUOTE);
     }
   }
-  return buf.subarray(0, p);
+  sink(buf.subarray(0, p));
 }
 
 export function renderEntities(mentions: EntityMention[]): string {
   const lines = [ENTITIES_HEADER];
-  for (const m of mentions) lines.push(`${m.coref}\t${m.start}\t${m.end}\t${m.prop}\t${m.cat}\t${clean(m.text)}`);
+  for (const m of mentions) lines.push(`${m.coref}\t${m.start}\t${m.end}\t${m.prop}\t${m.cat}\t${m.text}`);
   return lines.join("\n") + "\n";
 }
 
@@ -184,7 +200,7 @@ export function renderQuotes(a: Analysis): string {
     const ms = a.attribution.mentionStart[k]!;
     const me = a.attribution.mentionEnd[k]!;
     const phrase = ms >= 0 ? words.slice(ms, me + 1).join(" ") : "";
-    lines.push(`${q.start}\t${q.end}\t${ms}\t${me}\t${clean(phrase)}\t${a.attribution.speaker[k]!}\t${clean(text)}`);
+    lines.push(`${q.start}\t${q.end}\t${ms}\t${me}\t${phrase}\t${a.attribution.speaker[k]!}\t${text}`);
   });
   return lines.join("\n") + "\n";
 }
@@ -195,7 +211,7 @@ export function renderSupersense(a: Analysis, mentions: EntityMention[]): string
   for (const m of mentions) if (m.cat === "PER" && m.prop !== "PRON") rows.push([m.start, m.end, "noun.person", m.text]);
   for (let i = 0; i < count; i++) if (SPEECH_VERBS.has(lower[i]!)) rows.push([i, i, "verb.communication", text[i]!]);
   rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
-  return [SUPERSENSE_HEADER, ...rows.map((r) => `${r[0]}\t${r[1]}\t${r[2]}\t${clean(r[3])}`)].join("\n") + "\n";
+  return [SUPERSENSE_HEADER, ...rows.map((r) => `${r[0]}\t${r[1]}\t${r[2]}\t${r[3]}`)].join("\n") + "\n";
 }
 
 interface WordRef {
@@ -207,7 +223,7 @@ const POSSESSIVES = new Set(["his", "her", "my", "your", "their", "its", "our"])
 const OBJECTS = new Set(["him", "her", "me", "us", "them"]);
 const COPULAS = new Set(["was", "is", "were", "are", "seemed", "looked", "became", "grew", "felt"]);
 
-export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[]): string {
+export function renderBook(a: Analysis, mentions: EntityMention[], tags: TaggedCell[]): string {
   const { count, text, lower } = a.tok;
   type Entry = {
     count: number;
@@ -246,7 +262,7 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[
       let k = m.end + 1 + (POSSESSIVES.has(lc) ? 0 : 1);
       while (k < count && k <= m.end + 4 && tags[k]!.pos === "ADJ") k++;
       if (tags[k] && (tags[k]!.pos === "NOUN" || tags[k]!.tag === "NNS")) e.poss.push(ref(k));
-    } else if (tags[j] && isVerbLike(tags[j]!.tag) && !OBJECTS.has(lc)) {
+    } else if (tags[j]?.verb && !OBJECTS.has(lc)) {
       e.agent.push(ref(j));
       if (COPULAS.has(lower[j]!)) {
         let k = j + 1;
@@ -254,7 +270,7 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tagged[
         if (tags[k]?.pos === "ADJ") e.mod.push(ref(k));
       }
     }
-    if (OBJECTS.has(lc) && m.start > 0 && isVerbLike(tags[m.start - 1]!.tag)) e.patient.push(ref(m.start - 1));
+    if (OBJECTS.has(lc) && m.start > 0 && tags[m.start - 1]!.verb) e.patient.push(ref(m.start - 1));
   }
   for (const c of a.chars) {
     const e = byId.get(c.id);
