@@ -2,11 +2,14 @@ import { afterAll, describe, expect, test } from "bun:test";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
+import { createUpstashKeyValueStore } from "../common/kv/upstash.ts";
 import { createReliableQueue, enqueueJob, queueKeys, type ReliableQueueOptions } from "../common/queue.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "./support/redis.ts";
+import { startUpstashBridge, type UpstashBridge } from "./support/upstash-bridge.ts";
 
 const redis = await probeRedis();
-if (!redis.reachable) console.warn(`queue: Redis variant skipped: ${redis.reason}`);
+if (!redis.reachable) console.warn(`queue: Redis and Upstash variants skipped: ${redis.reason}`);
+const bridge: UpstashBridge | undefined = redis.reachable ? await startUpstashBridge({ redisUrl: redis.url }) : undefined;
 
 const BOOK = "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b";
 const USER = "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f7a";
@@ -14,7 +17,7 @@ const VISIBILITY_SECONDS = 1;
 
 interface Harness {
   kv: KeyValueStore;
-  /** Lets time pass: a fake clock in memory, real waiting against Redis (whose TTLs run on its own clock). */
+  /** Lets time pass: a fake clock in memory, real waiting against Redis (whose TTLs run on its own clock, Upstash's too). */
   advance(ms: number): Promise<void>;
   queue(options?: Partial<ReliableQueueOptions>): ReturnType<typeof createReliableQueue>;
   enqueue(fileName: string): Promise<string>;
@@ -23,14 +26,23 @@ interface Harness {
 const prefixes: string[] = [];
 afterAll(async () => {
   if (redis.reachable) for (const prefix of prefixes) await deleteKeysWithPrefix(prefix);
+  await bridge?.stop();
 });
 
-function harness(kind: "memory" | "redis"): Harness {
+type Kind = "memory" | "redis" | "upstash";
+
+function store(kind: Kind, now: () => number): KeyValueStore {
+  if (kind === "memory") return createMemoryKeyValueStore({ now });
+  if (kind === "redis") return createRedisKeyValueStore({ url: redis.url });
+  return createUpstashKeyValueStore({ url: bridge!.url, token: bridge!.token });
+}
+
+function harness(kind: Kind): Harness {
   let clock = 1_700_000_000_000;
   const now = () => (kind === "memory" ? clock : Date.now());
   const prefix = uniqueKeyPrefix("queue");
   prefixes.push(prefix);
-  const kv = kind === "memory" ? createMemoryKeyValueStore({ now }) : createRedisKeyValueStore({ url: redis.url });
+  const kv = store(kind, now);
   const keys = queueKeys(`${prefix}processing_queue`);
   return {
     kv,
@@ -50,6 +62,7 @@ function harness(kind: "memory" | "redis"): Harness {
 const variants = [
   { kind: "memory" as const, skip: false },
   { kind: "redis" as const, skip: !redis.reachable },
+  { kind: "upstash" as const, skip: !redis.reachable },
 ];
 
 for (const variant of variants) {
