@@ -1,9 +1,12 @@
 import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { parseBookNlp, toCharacterList, type CharacterSummary } from "../ingest/nlp/booknlp-files.ts";
-import { runBookNlp } from "../ingest/nlp/engine.ts";
+import { analyze, runBookNlp, writeBookNlp } from "../ingest/nlp/engine.ts";
 import { detectConvention, findQuotes } from "../ingest/nlp/quotes.ts";
 import { tokenize } from "../ingest/nlp/tokenizer.ts";
-import { ENTITIES_HEADER, QUOTES_HEADER, SUPERSENSE_HEADER, TOKENS_HEADER } from "../ingest/nlp/writer.ts";
+import { ENTITIES_HEADER, QUOTES_HEADER, renderTokenPieces, SUPERSENSE_HEADER, tagAll, TOKENS_HEADER } from "../ingest/nlp/writer.ts";
 
 // Every passage here is written for these tests.
 
@@ -264,5 +267,60 @@ describe("output files", () => {
     expect(clara.mentions.proper).toEqual(expect.arrayContaining([{ c: 2, n: "Clara" }, { c: 1, n: "Clara Whitcombe" }]));
     expect(clara.g?.argmax).toBe("she/her");
     expect(clara.count).toBe(clara.mentions.proper.reduce((a, m) => a + m.c, 0) + clara.mentions.pronoun.reduce((a, m) => a + m.c, 0));
+  });
+});
+
+describe("writing the files", () => {
+  const text = [
+    "Zo\u00eb Marsh opened the door of the caf\u00e9. \u201cCome in,\u201d said Zo\u00eb, and she smiled \ud83d\ude00.",
+    "Tobias Fenwick came in out of the rain. \u201cThank you,\u201d said Tobias. He sat down by the fire.",
+    "The clock struck " + "eleven ".repeat(40).trim() + ".",
+  ].join("\n\n");
+
+  test("the files written to disk are byte for byte the files read in memory", () => {
+    const dir = mkdtempSync(join(tmpdir(), "nlp-write-"));
+    try {
+      const { analysis, files } = runBookNlp(text);
+      writeBookNlp(analysis, dir, "book");
+      for (const ext of ["tokens", "entities", "quotes", "supersense", "book"] as const) {
+        expect(readFileSync(join(dir, `book.${ext}`), "utf8")).toBe(files[ext]);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a .tokens file handed out in small pieces breaks only at line ends, even around a line longer than a piece", () => {
+    const long = `${text}\n\nThen ${"x".repeat(600)} ended it.`;
+    const a = analyze(long);
+    const pieces: string[] = [];
+    renderTokenPieces(a, tagAll(a), (piece) => pieces.push(new TextDecoder().decode(piece)), 256);
+    expect(pieces.length).toBeGreaterThan(10);
+    for (const piece of pieces) expect(piece.endsWith("\n")).toBe(true);
+    expect(pieces.join("")).toBe(runBookNlp(long).files.tokens);
+  });
+});
+
+describe("tokens", () => {
+  test("no token contains whitespace, whatever spaces the text uses", () => {
+    const tok = tokenize("One\ttwo\r\nthree\u00a0four\u2003five\u3000six\u2028seven  \n\n eight\u000bnine");
+    expect(tok.text).toEqual(["One", "two", "three", "four", "five", "six", "seven", "eight", "nine"]);
+  });
+
+  test("every token is the slice of the book it spans, and equal words share one word id", () => {
+    // Enough distinct words to make the word table grow several times.
+    const words = Array.from({ length: 40_000 }, (_, k) => `w${k.toString(36)}${k % 7 === 0 ? "\u00e9" : ""}`);
+    const book = [...words, ...words.slice(0, 1000).reverse()].join(" ");
+    const tok = tokenize(book);
+    const idOf = new Map<string, number>();
+    for (let i = 0; i < tok.count; i++) {
+      expect(tok.text[i]).toBe(book.slice(tok.start[i], tok.end[i]));
+      expect(tok.vocab[tok.word[i]!]).toBe(tok.text[i]!);
+      const seen = idOf.get(tok.text[i]!);
+      if (seen === undefined) idOf.set(tok.text[i]!, tok.word[i]!);
+      else expect(tok.word[i]).toBe(seen);
+    }
+    expect(tok.vocab).toHaveLength(40_000);
+    expect(tok.lower[0]).toBe(tok.vocabLower[tok.word[0]!]!);
   });
 });

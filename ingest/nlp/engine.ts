@@ -7,7 +7,7 @@ import { FIRST_PERSON } from "./lexicon.ts";
 import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
-import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenChunks, tagAll, type BookNlpFiles } from "./writer.ts";
+import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, tagAll, type BookNlpFiles } from "./writer.ts";
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
@@ -151,7 +151,7 @@ export function render(a: Analysis): BookNlpFiles {
   const tokens = once(() => {
     const decoder = new TextDecoder();
     const pieces: string[] = [];
-    renderTokenChunks(a, tags(), (piece) => pieces.push(decoder.decode(piece)));
+    renderTokenPieces(a, tags(), (piece) => pieces.push(decoder.decode(piece)));
     return pieces.join("");
   });
   const entities = once(() => renderEntities(a.mentions));
@@ -184,7 +184,7 @@ export function writeBookNlp(a: Analysis, outdir: string, id: string): void {
   const tags = tagAll(a);
   const fd = openSync(path("tokens"), "w");
   try {
-    renderTokenChunks(a, tags, (piece) => writeAll(fd, piece));
+    renderTokenPieces(a, tags, (piece) => writeAll(fd, piece));
   } finally {
     closeSync(fd);
   }

@@ -133,18 +133,23 @@ const TAB = 9;
 // Longest line apart from the word-dependent cells: six integers, a relation and the fixed columns.
 const LINE_RESERVE = 6 * 11 + 40;
 /** .tokens is handed out in pieces of about this size, all built in one reused buffer. */
-export const TOKEN_CHUNK_BYTES = 1 << 20;
+export const DEFAULT_TOKEN_PIECE_BYTES = 1 << 20;
 
 /**
  * The .tokens file as UTF-8, passed to sink in pieces that end at line ends. The piece is only
  * valid during the call (its buffer is reused), so a 50 MB file never sits in memory at once
  * unless the sink keeps it.
  */
-export function renderTokenChunks(a: Analysis, tags: TaggedCell[], sink: (piece: Uint8Array) => void): void {
+export function renderTokenPieces(
+  a: Analysis,
+  tags: TaggedCell[],
+  sink: (piece: Uint8Array) => void,
+  pieceBytes: number = DEFAULT_TOKEN_PIECE_BYTES,
+): void {
   const { sentenceStarts, paragraph, start, end } = a.tok;
   const conv = codePointOffsets(a.text);
   const inQuote = a.scan.inQuote;
-  let buf = new Uint8Array(TOKEN_CHUNK_BYTES);
+  let buf = new Uint8Array(Math.max(pieceBytes, TOKENS_HEADER.length + 1));
   let p = putBytes(buf, 0, encoder.encode(TOKENS_HEADER + "\n"));
   for (let s = 0; s + 1 < sentenceStarts.length; s++) {
     const lo = sentenceStarts[s]!;
@@ -160,7 +165,7 @@ export function renderTokenChunks(a: Analysis, tags: TaggedCell[], sink: (piece:
       const g = tags[i]!;
       const need = LINE_RESERVE + g.wordLemma.length + g.posTag.length;
       if (p + need > buf.length) {
-        sink(buf.subarray(0, p));
+        if (p > 0) sink(buf.subarray(0, p));
         p = 0;
         // A line longer than a whole piece (a token of a megabyte) gets a buffer of its own size.
         if (need > buf.length) buf = new Uint8Array(need);
