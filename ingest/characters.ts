@@ -16,7 +16,6 @@ import {
 export const DEFAULT_MAX_CHARACTERS = 12;
 /** A character who never speaks gives a persona nothing to imitate. */
 export const DEFAULT_MIN_QUOTES = 1;
-export { DEFAULT_MIN_MENTIONS };
 export const MAX_PROFILE_QUOTES = 20;
 export const MAX_QUOTE_CHARS = 300;
 export const MAX_PASSAGES = 4;
@@ -158,9 +157,9 @@ export function selectCharacters(
 ): FoundCharacter[] {
   const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
   const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
-  // Quotes are filtered after merging: two halves of one person may only qualify together.
-  const list = toCharacterList(parsed, { minMentions: 0, minQuotes: 0, maxCharacters: Number.MAX_SAFE_INTEGER });
   const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
+  // Thresholds apply after merging: two halves of one person may only qualify together.
+  const list = toCharacterList(parsed, { minMentions: 0, minQuotes: 0, maxCharacters: Number.MAX_SAFE_INTEGER });
   const chosen = mergeByName(list)
     .filter((m) => m.summary.mentionCount >= minMentions && m.summary.quoteCount >= minQuotes)
     .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount))
@@ -256,7 +255,7 @@ export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[
   }
   const entries: Entry[] = [];
   const byForm = new Map<string, Entry>();
-  for (const { samples, answer } of found) {
+  for (const { answer } of found) {
     for (const c of answer.characters) {
       const forms = [c.name, ...c.aliases].map((f) => f.normalize("NFC").replace(/\s+/g, " ").trim()).filter(Boolean);
       let entry = forms.map((f) => byForm.get(nameKey(f))).find((e) => e !== undefined);
