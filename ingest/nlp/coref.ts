@@ -3,9 +3,14 @@ import { surfaceOf, type Character } from "./characters.ts";
 import { FEMALE_PRONOUNS, FIRST_PERSON, MALE_PRONOUNS, SECOND_PERSON } from "./lexicon.ts";
 import type { NameMention, PlaceMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
-import type { Tokenized } from "./tokenizer.ts";
+import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
 export type MentionKind = "PROP" | "NOM" | "PRON";
+
+const FIRST = 1;
+const SECOND = 2;
+const MALE = 3;
+const FEMALE = 4;
 
 /** One row of the .entities file. */
 export interface EntityMention {
@@ -38,11 +43,15 @@ export function resolveMentions(input: CorefInput): EntityMention[] {
   const out: EntityMention[] = [];
   const quoteAt = new Int32Array(tok.count).fill(-1);
   quotes.forEach((q, k) => quoteAt.fill(k, q.start, q.end + 1));
-  const tagPronoun = new Map<number, number>();
+  // Speaker of the quote whose dialogue tag is the one-word mention at this token ("she said").
+  const tagPronoun = new Int32Array(tok.count).fill(-1);
   quotes.forEach((_, k) => {
     const s = attribution.mentionStart[k]!;
-    if (s >= 0 && s === attribution.mentionEnd[k] && attribution.speaker[k]! >= 0) tagPronoun.set(s, attribution.speaker[k]!);
+    if (s >= 0 && s === attribution.mentionEnd[k] && attribution.speaker[k]! >= 0) tagPronoun[s] = attribution.speaker[k]!;
   });
+  const pronoun = classifyWords(tok, (lc) =>
+    FIRST_PERSON.has(lc) ? FIRST : SECOND_PERSON.has(lc) ? SECOND : MALE_PRONOUNS.has(lc) ? MALE : FEMALE_PRONOUNS.has(lc) ? FEMALE : 0,
+  );
   const nameAt = new Int32Array(tok.count).fill(-1);
   names.forEach((m, k) => (nameAt[m.start] = k));
   const placeAt = new Int32Array(tok.count).fill(-1);
@@ -84,23 +93,23 @@ export function resolveMentions(input: CorefInput): EntityMention[] {
       i = pl.end;
       continue;
     }
-    const w = tok.text[i]!;
-    const lc = tok.lower[i]!;
+    const kind = pronoun[tok.word[i]!]!;
     let c = -1;
-    const tagged = tagPronoun.get(i);
-    if (tagged !== undefined) c = tagged;
+    const tagged = tagPronoun[i]!;
+    if (tagged >= 0) c = tagged;
+    else if (kind === 0) continue;
     else if (inQuote[i]) {
       const q = quoteAt[i]!;
-      if (FIRST_PERSON.has(lc)) c = attribution.speaker[q]!;
-      else if (SECOND_PERSON.has(lc)) c = attribution.addressee[q]!;
-      else if (MALE_PRONOUNS.has(lc)) c = last.m;
-      else if (FEMALE_PRONOUNS.has(lc)) c = last.f;
-    } else if (MALE_PRONOUNS.has(lc)) c = last.m;
-    else if (FEMALE_PRONOUNS.has(lc)) c = last.f;
-    else if (narrator && FIRST_PERSON.has(lc)) c = NARRATOR_ID;
+      if (kind === FIRST) c = attribution.speaker[q]!;
+      else if (kind === SECOND) c = attribution.addressee[q]!;
+      else if (kind === MALE) c = last.m;
+      else c = last.f;
+    } else if (kind === MALE) c = last.m;
+    else if (kind === FEMALE) c = last.f;
+    else if (narrator && kind === FIRST) c = NARRATOR_ID;
     if (c < 0) continue;
-    out.push({ coref: c, start: i, end: i, prop: "PRON", cat: "PER", text: w });
-    if (tagged !== undefined) seen(c);
+    out.push({ coref: c, start: i, end: i, prop: "PRON", cat: "PER", text: tok.text[i]! });
+    if (tagged >= 0) seen(c);
   }
   return out;
 }

@@ -7,7 +7,7 @@ import { FIRST_PERSON } from "./lexicon.ts";
 import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
-import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, tagAll, type BookNlpFiles } from "./writer.ts";
+import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, tagger, type BookNlpFiles } from "./writer.ts";
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
@@ -147,17 +147,17 @@ function once<T>(f: () => T): () => T {
  * never builds the .tokens file (50 MB for War and Peace).
  */
 export function render(a: Analysis): BookNlpFiles {
-  const tags = once(() => tagAll(a));
+  const tags = tagger(a);
   const tokens = once(() => {
     const decoder = new TextDecoder();
     const pieces: string[] = [];
-    renderTokenPieces(a, tags(), (piece) => pieces.push(decoder.decode(piece)));
+    renderTokenPieces(a, tags, (piece) => pieces.push(decoder.decode(piece)));
     return pieces.join("");
   });
   const entities = once(() => renderEntities(a.mentions));
   const quotes = once(() => renderQuotes(a));
   const supersense = once(() => renderSupersense(a, a.mentions));
-  const book = once(() => renderBook(a, a.mentions, tags()));
+  const book = once(() => renderBook(a, a.mentions, tags));
   return {
     get tokens() {
       return tokens();
@@ -181,7 +181,7 @@ export function render(a: Analysis): BookNlpFiles {
 export function writeBookNlp(a: Analysis, outdir: string, id: string): void {
   mkdirSync(outdir, { recursive: true });
   const path = (ext: keyof BookNlpFiles) => join(outdir, `${id}.${ext}`);
-  const tags = tagAll(a);
+  const tags = tagger(a);
   const fd = openSync(path("tokens"), "w");
   try {
     renderTokenPieces(a, tags, (piece) => writeAll(fd, piece));

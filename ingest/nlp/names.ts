@@ -8,7 +8,7 @@ import {
   PLACE_PREPOSITIONS,
   SPEECH_VERBS,
 } from "./lexicon.ts";
-import type { Tokenized } from "./tokenizer.ts";
+import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
 /** A run of tokens that names someone: "Miss Elizabeth Bennet", "Darcy", "the Mock Turtle". */
 export interface NameMention {
@@ -320,8 +320,9 @@ export function findEpithets(tok: Tokenized, inQuote: Uint8Array, names: NameMen
   const { count, text } = tok;
   const lowers = tok.lower;
   const counts = new Map<string, number>();
+  const speech = classifyWords(tok, (lc) => (SPEECH_VERBS.has(lc) ? 1 : 0));
   for (let v = 1; v < count; v++) {
-    if (inQuote[v] || !SPEECH_VERBS.has(lowers[v]!)) continue;
+    if (inQuote[v] || !speech[tok.word[v]!]) continue;
     const after = nounPhraseAfter(tok, v + 1);
     if (after && acceptableHead(after)) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
     for (let t = v - 2; t >= Math.max(0, v - 1 - MAX_EPITHET_WORDS); t--) {

@@ -1,4 +1,4 @@
-import type { Tokenized } from "./tokenizer.ts";
+import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
 export type QuoteConvention = "double" | "single" | "dash";
 
@@ -27,6 +27,19 @@ const TRAILING_PUNCT = /^[,.;:!?)\]_\u2014\u2026-]/;
 // Words that start with an apostrophe in dialect ("'tis", "'em"): the mark is not a quote.
 const APOSTROPHE_WORDS = new Set(["tis", "twas", "em", "cause", "un", "ere", "im", "ow", "twere", "till", "n", "s"]);
 
+const OPENS_DOUBLE = 1;
+const CLOSES_DOUBLE = 2;
+const SINGLE = 4;
+const DASH = 8;
+
+/** Which quotation marks each vocabulary word is (marks have no case, so lower-cased is as written). */
+function markKinds(tok: Tokenized): Uint8Array {
+  return classifyWords(
+    tok,
+    (w) => (DOUBLE_OPEN.has(w) ? OPENS_DOUBLE : 0) | (DOUBLE_CLOSE.has(w) ? CLOSES_DOUBLE : 0) | (SINGLE_MARKS.has(w) ? SINGLE : 0) | (DASHES.has(w) ? DASH : 0),
+  );
+}
+
 function touchesPrev(tok: Tokenized, i: number, paraStart: number): boolean {
   return i > paraStart && tok.end[i - 1] === tok.start[i] && !OPENING_PUNCT.has(tok.text[i - 1]!);
 }
@@ -37,18 +50,20 @@ function touchesNext(tok: Tokenized, i: number, paraEnd: number): boolean {
 
 /** Picks the book's dominant convention the way BookNLP does: double quotes unless others clearly dominate. */
 export function detectConvention(tok: Tokenized): QuoteConvention {
-  const { text, paragraphStarts } = tok;
+  const { word, paragraphStarts } = tok;
+  const marks = markKinds(tok);
   let double = 0;
   let single = 0;
   let dash = 0;
   for (let p = 0; p + 1 < paragraphStarts.length; p++) {
     const a = paragraphStarts[p]!;
     const b = paragraphStarts[p + 1]!;
-    if (a < b && DASHES.has(text[a]!)) dash++;
+    if (a < b && marks[word[a]!]! & DASH) dash++;
     for (let i = a; i < b; i++) {
-      const t = text[i]!;
-      if (DOUBLE_OPEN.has(t) || DOUBLE_CLOSE.has(t)) double++;
-      else if (SINGLE_MARKS.has(t) && !touchesPrev(tok, i, a) && touchesNext(tok, i, b)) {
+      const m = marks[word[i]!]!;
+      if (m === 0) continue;
+      if (m & (OPENS_DOUBLE | CLOSES_DOUBLE)) double++;
+      else if (m & SINGLE && !touchesPrev(tok, i, a) && touchesNext(tok, i, b)) {
         const next = tok.lower[i + 1]!;
         if (!APOSTROPHE_WORDS.has(next)) single += 2;
       }
@@ -61,14 +76,15 @@ export function detectConvention(tok: Tokenized): QuoteConvention {
 
 export function findQuotes(tok: Tokenized, convention: QuoteConvention = detectConvention(tok)): QuoteScan {
   const { text, paragraphStarts } = tok;
+  const marks = markKinds(tok);
   const quotes: Quote[] = [];
   let carry = false;
   for (let p = 0; p + 1 < paragraphStarts.length; p++) {
     const a = paragraphStarts[p]!;
     const b = paragraphStarts[p + 1]!;
     const before = quotes.length;
-    if (convention === "dash") dashParagraph(text, a, b, p, quotes);
-    else markParagraph(tok, a, b, p, convention, quotes);
+    if (convention === "dash") dashParagraph(tok, marks, a, b, p, quotes);
+    else markParagraph(tok, marks, a, b, p, convention, quotes);
     const first = quotes[before];
     if (carry && first && first.start === a) first.continuation = true;
     const last = quotes[quotes.length - 1];
@@ -86,6 +102,7 @@ function isCloser(text: string, convention: QuoteConvention): boolean {
 
 function markParagraph(
   tok: Tokenized,
+  marks: Uint8Array,
   a: number,
   b: number,
   paragraph: number,
@@ -98,13 +115,15 @@ function markParagraph(
   let lastCloser = -1;
   const push = (s: number, e: number) => out.push({ start: s, end: e, paragraph, continuation: false });
   for (let i = a; i < b; i++) {
+    const m = marks[tok.word[i]!]!;
+    if (m === 0) continue;
     const t = tok.text[i]!;
-    const prev = touchesPrev(tok, i, a);
-    const next = touchesNext(tok, i, b);
     if (convention === "double") {
-      const canOpen = DOUBLE_OPEN.has(t);
-      const canClose = DOUBLE_CLOSE.has(t);
+      const canOpen = (m & OPENS_DOUBLE) !== 0;
+      const canClose = (m & CLOSES_DOUBLE) !== 0;
       if (!canOpen && !canClose) continue;
+      const prev = touchesPrev(tok, i, a);
+      const next = touchesNext(tok, i, b);
       // Curly marks say what they are; a straight mark is read from the spacing around it.
       const role =
         canOpen && !canClose ? "open" : canClose && !canOpen ? "close" : prev && !next ? "close" : !prev && next ? "open" : "either";
@@ -120,7 +139,9 @@ function markParagraph(
       }
       continue;
     }
-    if (!SINGLE_MARKS.has(t)) continue;
+    if (!(m & SINGLE)) continue;
+    const prev = touchesPrev(tok, i, a);
+    const next = touchesNext(tok, i, b);
     const nextWord = i + 1 < b ? tok.lower[i + 1]! : "";
     const openLike = t !== "\u2019" && !prev && next && !APOSTROPHE_WORDS.has(nextWord);
     const closeLike = t !== "\u2018" && prev && !next;
@@ -138,12 +159,13 @@ function markParagraph(
 }
 
 /** Em-dash dialogue: a paragraph opening with a dash is speech, broken by dash-fenced narration tags. */
-function dashParagraph(text: string[], a: number, b: number, paragraph: number, out: Quote[]): void {
-  if (a >= b || !DASHES.has(text[a]!)) return;
+function dashParagraph(tok: Tokenized, marks: Uint8Array, a: number, b: number, paragraph: number, out: Quote[]): void {
+  const { text, word } = tok;
+  if (a >= b || !(marks[word[a]!]! & DASH)) return;
   let start = a;
   let speaking = true;
   for (let i = a + 1; i < b; i++) {
-    if (!DASHES.has(text[i]!)) continue;
+    if (!(marks[word[i]!]! & DASH)) continue;
     if (speaking) {
       const after = text[i + 1] ?? "";
       // A dash followed by a lower-case word starts a narration tag ("— he said —").

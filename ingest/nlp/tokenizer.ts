@@ -37,6 +37,16 @@ export interface Tokenized {
   paragraphStarts: Int32Array;
 }
 
+/**
+ * A number per vocabulary word, computed from its lower-cased form: a loop over tokens then reads
+ * kind[tok.word[i]] instead of looking the token up in a set.
+ */
+export function classifyWords(tok: Tokenized, classify: (lower: string) => number): Uint8Array {
+  const kind = new Uint8Array(tok.vocabLower.length);
+  for (let id = 0; id < kind.length; id++) kind[id] = classify(tok.vocabLower[id]!);
+  return kind;
+}
+
 // Abbreviations that keep their period (so the period never ends a sentence).
 const ABBREVIATIONS = new Set([
   "mr", "mrs", "ms", "dr", "st", "messrs", "mme", "mlle", "capt", "col", "gen", "lieut", "lt", "sgt",

@@ -14,6 +14,7 @@ import type { Analysis } from "./engine.ts";
 import type { EntityMention } from "./coref.ts";
 import { SPEECH_VERBS } from "./lexicon.ts";
 import { isVerbLike, tagToken, type Tagged } from "./pos.ts";
+import { classifyWords } from "./tokenizer.ts";
 
 export const TOKENS_HEADER = [
   "paragraph_ID", "sentence_ID", "token_ID_within_sentence", "token_ID_within_document", "word", "lemma",
@@ -71,32 +72,55 @@ const REL_OTHER = encoder.encode("dep\t");
 const IN_QUOTE = encoder.encode("\tO\tTrue\n");
 const NOT_IN_QUOTE = encoder.encode("\tO\tFalse\n");
 
-export function tagAll(a: Analysis): TaggedCell[] {
-  const { count, word, vocab, inSentence } = a.tok;
-  const inQuote = a.scan.inQuote;
-  // The tag depends only on the word and whether it opens a sentence: one cell per word and case.
-  const cells: (TaggedCell | undefined)[] = new Array(vocab.length * 2);
-  const out: TaggedCell[] = new Array(count);
-  for (let i = 0; i < count; i++) {
-    const initial = inSentence[i] === 0 || (i > 0 && inQuote[i] === 1 && inQuote[i - 1] === 0);
-    const key = word[i]! * 2 + (initial ? 1 : 0);
-    let g = cells[key];
-    if (g === undefined) {
-      const w = vocab[word[i]!]!;
-      const tag = tagToken(w, initial);
-      g = {
-        ...tag,
-        wordLemma: encoder.encode(w + "\t" + tag.lemma + "\t"),
-        posTag: encoder.encode("\t" + tag.pos + "\t" + tag.tag + "\t"),
-        verb: isVerbLike(tag.tag),
-        pronoun: tag.pos === "PRON",
-        relation: tag.pos === "PUNCT" ? REL_PUNCT : REL_OTHER,
-      };
-      cells[key] = g;
-    }
-    out[i] = g;
+/** UTF-8 bytes of s; ASCII (nearly every English word) is copied without the encoder. */
+function utf8(s: string): Uint8Array {
+  const out = new Uint8Array(s.length);
+  for (let k = 0; k < s.length; k++) {
+    const c = s.charCodeAt(k);
+    if (c > 127) return encoder.encode(s);
+    out[k] = c;
   }
   return out;
+}
+
+// Only a few dozen POS/tag pairs exist: their columns are encoded once per process.
+const POS_TAG_COLUMNS = new Map<string, Uint8Array>();
+
+function posTagColumns(pos: string, tag: string): Uint8Array {
+  const key = pos + "\t" + tag;
+  let bytes = POS_TAG_COLUMNS.get(key);
+  if (bytes === undefined) POS_TAG_COLUMNS.set(key, (bytes = utf8("\t" + key + "\t")));
+  return bytes;
+}
+
+function cellOf(w: string, initial: boolean): TaggedCell {
+  const tag = tagToken(w, initial);
+  return {
+    pos: tag.pos,
+    tag: tag.tag,
+    lemma: tag.lemma,
+    wordLemma: utf8(w + "\t" + tag.lemma + "\t"),
+    posTag: posTagColumns(tag.pos, tag.tag),
+    verb: isVerbLike(tag.tag),
+    pronoun: tag.pos === "PRON",
+    relation: tag.pos === "PUNCT" ? REL_PUNCT : REL_OTHER,
+  };
+}
+
+/** The tag cell of token i, or undefined past either end of the book. */
+export type Tags = (i: number) => TaggedCell | undefined;
+
+/** Tags for a book's tokens. A tag depends only on the word and whether it opens a sentence, so each is built once. */
+export function tagger(a: Analysis): Tags {
+  const { count, word, vocab, inSentence } = a.tok;
+  const inQuote = a.scan.inQuote;
+  const cells: (TaggedCell | undefined)[] = new Array(vocab.length * 2);
+  return (i) => {
+    if (i < 0 || i >= count) return undefined;
+    const initial = inSentence[i] === 0 || (i > 0 && inQuote[i] === 1 && inQuote[i - 1] === 0);
+    const key = word[i]! * 2 + (initial ? 1 : 0);
+    return (cells[key] ??= cellOf(vocab[word[i]!]!, initial));
+  };
 }
 
 const PAIRS = new Uint8Array(200);
@@ -142,7 +166,7 @@ export const DEFAULT_TOKEN_PIECE_BYTES = 1 << 20;
  */
 export function renderTokenPieces(
   a: Analysis,
-  tags: TaggedCell[],
+  tags: Tags,
   sink: (piece: Uint8Array) => void,
   pieceBytes: number = DEFAULT_TOKEN_PIECE_BYTES,
 ): void {
@@ -156,13 +180,13 @@ export function renderTokenPieces(
     const hi = sentenceStarts[s + 1]!;
     let root = lo;
     for (let i = lo; i < hi; i++) {
-      if (tags[i]!.verb) {
+      if (tags(i)!.verb) {
         root = i;
         break;
       }
     }
     for (let i = lo; i < hi; i++) {
-      const g = tags[i]!;
+      const g = tags(i)!;
       const need = LINE_RESERVE + g.wordLemma.length + g.posTag.length;
       if (p + need > buf.length) {
         if (p > 0) sink(buf.subarray(0, p));
@@ -211,10 +235,11 @@ export function renderQuotes(a: Analysis): string {
 }
 
 export function renderSupersense(a: Analysis, mentions: EntityMention[]): string {
-  const { count, text, lower } = a.tok;
+  const { count, text, word } = a.tok;
   const rows: [number, number, string, string][] = [];
   for (const m of mentions) if (m.cat === "PER" && m.prop !== "PRON") rows.push([m.start, m.end, "noun.person", m.text]);
-  for (let i = 0; i < count; i++) if (SPEECH_VERBS.has(lower[i]!)) rows.push([i, i, "verb.communication", text[i]!]);
+  const speech = classifyWords(a.tok, (lc) => (SPEECH_VERBS.has(lc) ? 1 : 0));
+  for (let i = 0; i < count; i++) if (speech[word[i]!]) rows.push([i, i, "verb.communication", text[i]!]);
   rows.sort((x, y) => x[0] - y[0] || x[1] - y[1]);
   return [SUPERSENSE_HEADER, ...rows.map((r) => `${r[0]}\t${r[1]}\t${r[2]}\t${r[3]}`)].join("\n") + "\n";
 }
@@ -228,7 +253,7 @@ const POSSESSIVES = new Set(["his", "her", "my", "your", "their", "its", "our"])
 const OBJECTS = new Set(["him", "her", "me", "us", "them"]);
 const COPULAS = new Set(["was", "is", "were", "are", "seemed", "looked", "became", "grew", "felt"]);
 
-export function renderBook(a: Analysis, mentions: EntityMention[], tags: TaggedCell[]): string {
+export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tags): string {
   const { count, text, lower } = a.tok;
   type Entry = {
     count: number;
@@ -265,17 +290,18 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: TaggedC
     const isPossessive = POSSESSIVES.has(lc) || /^['\u2019]s$/.test(text[m.end + 1] ?? "");
     if (isPossessive) {
       let k = m.end + 1 + (POSSESSIVES.has(lc) ? 0 : 1);
-      while (k < count && k <= m.end + 4 && tags[k]!.pos === "ADJ") k++;
-      if (tags[k] && (tags[k]!.pos === "NOUN" || tags[k]!.tag === "NNS")) e.poss.push(ref(k));
-    } else if (tags[j]?.verb && !OBJECTS.has(lc)) {
+      while (k < count && k <= m.end + 4 && tags(k)!.pos === "ADJ") k++;
+      const owned = tags(k);
+      if (owned && (owned.pos === "NOUN" || owned.tag === "NNS")) e.poss.push(ref(k));
+    } else if (tags(j)?.verb && !OBJECTS.has(lc)) {
       e.agent.push(ref(j));
       if (COPULAS.has(lower[j]!)) {
         let k = j + 1;
         if (k < count && text[k]!.endsWith("ly")) k++;
-        if (tags[k]?.pos === "ADJ") e.mod.push(ref(k));
+        if (tags(k)?.pos === "ADJ") e.mod.push(ref(k));
       }
     }
-    if (OBJECTS.has(lc) && m.start > 0 && tags[m.start - 1]!.verb) e.patient.push(ref(m.start - 1));
+    if (OBJECTS.has(lc) && m.start > 0 && tags(m.start - 1)!.verb) e.patient.push(ref(m.start - 1));
   }
   for (const c of a.chars) {
     const e = byId.get(c.id);
