@@ -9,7 +9,7 @@ import {
   type Gender,
 } from "./lexicon.ts";
 import { isTagSubject, type NameMention } from "./names.ts";
-import type { Tokenized } from "./tokenizer.ts";
+import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
 export interface Character {
   id: number;
@@ -37,6 +37,10 @@ interface Form {
   definite: boolean;
   mentions: NameMention[];
 }
+
+const SKIP = 1;
+const MALE = 2;
+const FEMALE = 3;
 
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
@@ -246,7 +250,11 @@ export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Cha
   const bump = (id: number, x: number) => {
     evidence[id] = evidence[id]! + x;
   };
-  const nameStarts = new Set(names.map((m) => m.start));
+  const nameStarts = new Uint8Array(tok.count);
+  for (const m of names) nameStarts[m.start] = 1;
+  // Object pronouns right after a name usually point at someone else ("Clara looked at him"): they
+  // are skipped, not counted.
+  const pronoun = classifyWords(tok, (lc) => (lc === "him" || lc === "her" ? SKIP : MALE_PRONOUNS.has(lc) ? MALE : FEMALE_PRONOUNS.has(lc) ? FEMALE : 0));
   for (const m of names) {
     if (m.char < 0) continue;
     const c = chars[m.char]!;
@@ -257,16 +265,14 @@ export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Cha
     if (m.inQuote) continue;
     const para = tok.paragraph[m.start]!;
     for (let k = m.end + 1; k < tok.count && k <= m.end + 25; k++) {
-      if (tok.paragraph[k] !== para || nameStarts.has(k)) break;
+      if (tok.paragraph[k] !== para || nameStarts[k]) break;
       if (inQuote[k]) continue;
-      const lc = tok.lower[k]!;
-      // Object pronouns right after a name usually point at someone else ("Clara looked at him").
-      if (lc === "him" || lc === "her") continue;
-      if (MALE_PRONOUNS.has(lc)) {
+      const kind = pronoun[tok.word[k]!];
+      if (kind === MALE) {
         c.votes.m++;
         break;
       }
-      if (FEMALE_PRONOUNS.has(lc)) {
+      if (kind === FEMALE) {
         c.votes.f++;
         break;
       }

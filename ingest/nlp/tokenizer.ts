@@ -35,6 +35,8 @@ export interface Tokenized {
   sentenceStarts: Int32Array;
   /** First token index of each paragraph, plus a final sentinel equal to count. */
   paragraphStarts: Int32Array;
+  /** Some character lies outside the Basic Multilingual Plane (a surrogate pair in UTF-16). */
+  astral: boolean;
 }
 
 /**
@@ -59,6 +61,7 @@ const ABBREVIATIONS = new Set([
 const WORD_CHAR = /[\p{L}\p{M}\p{N}]/u;
 const LETTER_OR_MARK = /[\p{L}\p{M}]/u;
 const SPACE = /\s/u;
+const HIGH_SURROGATE = /[\uD800-\uDBFF]/;
 const NON_ASCII_CLASS = new Uint8Array(65536); // 0 unknown, bit 1 word, bit 2 letter, bit 4 space, bit 8 decided
 
 function classOf(text: string, i: number): number {
@@ -88,6 +91,7 @@ function width(text: string, i: number): number {
 }
 
 const isAsciiLetter = (c: number) => (c >= 97 && c <= 122) || (c >= 65 && c <= 90);
+const isAsciiWordChar = (c: number) => isAsciiLetter(c) || (c >= 48 && c <= 57);
 const isApostrophe = (c: number) => c === 39 || c === 0x2019;
 const isLongDash = (c: number) => c === 0x2013 || c === 0x2014 || c === 0x2015;
 
@@ -96,6 +100,15 @@ const SENTENCE_END = new Set([".", "!", "?", "\u2026", "..."]);
 const CLOSERS = new Set(['"', "'", "\u201d", "\u2019", ")", "]", "_"]);
 
 const INITIAL_WORD_SLOTS = 1 << 14;
+const HASH_SEED = 0x811c9dc5;
+const hashStep = (h: number, c: number) => Math.imul(h ^ c, 0x01000193);
+
+/** FNV-1a over the UTF-16 code units of text[start, end). */
+function hashOf(text: string, start: number, end: number): number {
+  let h = HASH_SEED;
+  for (let i = start; i < end; i++) h = hashStep(h, text.charCodeAt(i));
+  return h;
+}
 
 /**
  * Growable token columns and the word interner, filled one token at a time. Words are hashed
@@ -127,10 +140,11 @@ class Columns {
     this.word = new Int32Array(capacity);
   }
 
-  push(start: number, end: number, paragraph: number): void {
+  /** Adds text[start, end) as a token; hash is hashOf(text, start, end), often computed while scanning. */
+  push(start: number, end: number, paragraph: number, hash: number = hashOf(this.source, start, end)): void {
     const k = this.count;
     if (k === this.start.length) this.grow();
-    const id = this.intern(start, end);
+    const id = this.intern(start, end, hash);
     this.start[k] = start;
     this.end[k] = end;
     this.paragraph[k] = paragraph;
@@ -140,10 +154,8 @@ class Columns {
     this.count = k + 1;
   }
 
-  private intern(start: number, end: number): number {
+  private intern(start: number, end: number, h: number): number {
     const src = this.source;
-    let h = 0x811c9dc5;
-    for (let i = start; i < end; i++) h = Math.imul(h ^ src.charCodeAt(i), 0x01000193);
     const mask = this.slots.length - 1;
     const len = end - start;
     for (let slot = h & mask; ; slot = (slot + 1) & mask) {
@@ -197,20 +209,14 @@ class Columns {
   }
 }
 
-/** Splits a word into the word and a trailing clitic the way spaCy does ("do" "n't", "Darcy" "'s"). */
-function pushWord(out: Columns, text: string, start: number, end: number, paragraph: number): void {
-  for (let i = start + 1; i < end; i++) {
-    if (!isApostrophe(text.charCodeAt(i))) continue;
-    const m = CONTRACTION_RE.exec(text.slice(start, end));
-    if (m && m[1] && m[2]) {
-      const cut = start + m[1].length;
-      out.push(start, cut, paragraph);
-      out.push(cut, end, paragraph);
-      return;
-    }
-    break;
-  }
-  out.push(start, end, paragraph);
+/** Splits a word with an inner apostrophe into the word and a trailing clitic the way spaCy does ("do" "n't", "Darcy" "'s"). */
+function pushContraction(out: Columns, text: string, start: number, end: number, paragraph: number): void {
+  const m = CONTRACTION_RE.exec(text.slice(start, end));
+  if (m && m[1] && m[2]) {
+    const cut = start + m[1].length;
+    out.push(start, cut, paragraph);
+    out.push(cut, end, paragraph);
+  } else out.push(start, end, paragraph);
 }
 
 export function tokenize(text: string): Tokenized {
@@ -251,21 +257,31 @@ export function tokenize(text: string): Tokenized {
       continue;
     }
     if (cls & 1) {
-      // A word, with inner apostrophes (o'clock, don't) when a letter follows them.
+      // A word, with inner apostrophes (o'clock, don't) when a letter follows them; hashed on the way.
+      let h = HASH_SEED;
+      let apostrophe = false;
       while (pos < n) {
-        if (classOf(text, pos) & 1) pos += width(text, pos);
-        else if (isApostrophe(text.charCodeAt(pos)) && pos + 1 < n && classOf(text, pos + 1) & 2) pos += 1;
-        else break;
+        const u = text.charCodeAt(pos);
+        if (u < 128 ? isAsciiWordChar(u) : classOf(text, pos) & 1) {
+          h = hashStep(h, u);
+          if (width(text, pos) === 2) h = hashStep(h, text.charCodeAt(++pos));
+          pos++;
+        } else if (isApostrophe(u) && pos + 1 < n && classOf(text, pos + 1) & 2) {
+          h = hashStep(h, u);
+          apostrophe = true;
+          pos++;
+        } else break;
       }
       // Keep an abbreviation's period on the word ("Mr."), and a single capital's ("P." in "Annie P. Miller").
       if (text.charCodeAt(pos) === 46 && text.charCodeAt(pos + 1) !== 46) {
         if ((pos - start === 1 && c >= 65 && c <= 90) || ABBREVIATIONS.has(text.slice(start, pos).toLowerCase())) {
-          cols.push(start, pos + 1, paragraph);
+          cols.push(start, pos + 1, paragraph, hashStep(h, 46));
           pos++;
           continue;
         }
       }
-      pushWord(cols, text, start, pos, paragraph);
+      if (apostrophe) pushContraction(cols, text, start, pos, paragraph);
+      else cols.push(start, pos, paragraph, h);
       continue;
     }
     if ((c === 45 || c === 46) && text.charCodeAt(pos + 1) === c) {
@@ -289,7 +305,9 @@ export function tokenize(text: string): Tokenized {
     paragraph: cols.paragraph.slice(0, count),
   };
   const { sentence, inSentence, sentenceStarts } = splitSentences(tokens);
-  return { ...tokens, sentence, inSentence, sentenceStarts, paragraphStarts: Int32Array.from(paragraphStarts) };
+  // Every character but whitespace is inside some token, so the words show whether the text has any.
+  const astral = cols.vocab.some((w) => HIGH_SURROGATE.test(w));
+  return { ...tokens, sentence, inSentence, sentenceStarts, paragraphStarts: Int32Array.from(paragraphStarts), astral };
 }
 
 function startsUpperOrQuote(word: string | undefined): boolean {
@@ -299,12 +317,14 @@ function startsUpperOrQuote(word: string | undefined): boolean {
 }
 
 /** Sentence boundaries: paragraph ends, and . ! ? (with trailing closers) before a capital or quote. */
-function splitSentences(t: Pick<Tokenized, "count" | "text" | "start" | "end" | "paragraph">): {
+function splitSentences(t: Pick<Tokenized, "count" | "text" | "start" | "end" | "paragraph" | "word" | "vocab">): {
   sentence: Int32Array;
   inSentence: Int32Array;
   sentenceStarts: Int32Array;
 } {
-  const { count, text, start, end, paragraph } = t;
+  const { count, text, start, end, paragraph, word } = t;
+  const ends = t.vocab.map((w) => SENTENCE_END.has(w));
+  const closes = t.vocab.map((w) => CLOSERS.has(w));
   const sentenceOf = new Int32Array(count);
   const inSentenceOf = new Int32Array(count);
   const starts: number[] = [];
@@ -321,10 +341,10 @@ function splitSentences(t: Pick<Tokenized, "count" | "text" | "start" | "end" | 
     }
     sentenceOf[i] = sentence;
     inSentenceOf[i] = inSentence++;
-    if (SENTENCE_END.has(text[i]!)) {
+    if (ends[word[i]!]) {
       let j = i + 1;
       // A closer only counts when it touches the previous token: a spaced quote opens the next sentence.
-      while (j < count && CLOSERS.has(text[j]!) && start[j] === end[j - 1] && paragraph[j] === para) j++;
+      while (j < count && closes[word[j]!] && start[j] === end[j - 1] && paragraph[j] === para) j++;
       if (j >= count || paragraph[j] !== para || startsUpperOrQuote(text[j])) {
         // Closing quotes and brackets belong to the sentence they close.
         for (let k = i + 1; k < j; k++) {

@@ -39,8 +39,8 @@ export interface BookNlpFiles {
  * BookNLP reports Python string offsets (code points); JavaScript strings count UTF-16 units. Only
  * texts with characters outside the BMP need the conversion.
  */
-function codePointOffsets(text: string): Int32Array | undefined {
-  if (!/[\uD800-\uDBFF]/.test(text)) return undefined;
+function codePointOffsets(text: string, astral: boolean): Int32Array | undefined {
+  if (!astral) return undefined;
   const map = new Int32Array(text.length + 1);
   let cp = 0;
   for (let i = 0; i < text.length; i++) {
@@ -171,7 +171,7 @@ export function renderTokenPieces(
   pieceBytes: number = DEFAULT_TOKEN_PIECE_BYTES,
 ): void {
   const { sentenceStarts, paragraph, start, end } = a.tok;
-  const conv = codePointOffsets(a.text);
+  const conv = codePointOffsets(a.text, a.tok.astral);
   const inQuote = a.scan.inQuote;
   let buf = new Uint8Array(Math.max(pieceBytes, TOKENS_HEADER.length + 1));
   let p = putBytes(buf, 0, encoder.encode(TOKENS_HEADER + "\n"));
