@@ -6,7 +6,7 @@ import { parseBookNlp, toCharacterList, type CharacterSummary } from "../ingest/
 import { analyze, runBookNlp, writeBookNlp } from "../ingest/nlp/engine.ts";
 import { detectConvention, findQuotes } from "../ingest/nlp/quotes.ts";
 import { tokenize } from "../ingest/nlp/tokenizer.ts";
-import { ENTITIES_HEADER, QUOTES_HEADER, renderTokenPieces, SUPERSENSE_HEADER, tagger, TOKENS_HEADER } from "../ingest/nlp/writer.ts";
+import { ENTITIES_HEADER, QUOTES_HEADER, renderTokenPieces, SUPERSENSE_HEADER, Tags, TOKENS_HEADER } from "../ingest/nlp/writer.ts";
 
 // Every passage here is written for these tests.
 
@@ -294,7 +294,7 @@ describe("writing the files", () => {
     const long = `${text}\n\nThen ${"x".repeat(600)} ended it.`;
     const a = analyze(long);
     const pieces: string[] = [];
-    renderTokenPieces(a, tagger(a), (piece) => pieces.push(new TextDecoder().decode(piece)), 256);
+    renderTokenPieces(a, new Tags(a), (piece) => pieces.push(new TextDecoder().decode(piece)), 256);
     expect(pieces.length).toBeGreaterThan(10);
     for (const piece of pieces) expect(piece.endsWith("\n")).toBe(true);
     expect(pieces.join("")).toBe(runBookNlp(long).files.tokens);

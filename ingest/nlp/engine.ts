@@ -7,7 +7,7 @@ import { FIRST_PERSON } from "./lexicon.ts";
 import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
-import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, tagger, type BookNlpFiles } from "./writer.ts";
+import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, Tags, type BookNlpFiles } from "./writer.ts";
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
@@ -147,7 +147,7 @@ function once<T>(f: () => T): () => T {
  * never builds the .tokens file (50 MB for War and Peace).
  */
 export function render(a: Analysis): BookNlpFiles {
-  const tags = tagger(a);
+  const tags = new Tags(a);
   const tokens = once(() => {
     const decoder = new TextDecoder();
     const pieces: string[] = [];
@@ -181,7 +181,7 @@ export function render(a: Analysis): BookNlpFiles {
 export function writeBookNlp(a: Analysis, outdir: string, id: string): void {
   mkdirSync(outdir, { recursive: true });
   const path = (ext: keyof BookNlpFiles) => join(outdir, `${id}.${ext}`);
-  const tags = tagger(a);
+  const tags = new Tags(a);
   const fd = openSync(path("tokens"), "w");
   try {
     renderTokenPieces(a, tags, (piece) => writeAll(fd, piece));

@@ -54,8 +54,9 @@ function codePointOffsets(text: string, astral: boolean): Int32Array | undefined
 
 /** Tags plus what a .tokens line needs of them, built once per word. */
 export interface TaggedCell extends Tagged {
-  /** "word\tlemma\t", UTF-8. */
-  wordLemma: Uint8Array;
+  /** "word\tlemma\t" as UTF-8: bytes [wordLemmaStart, wordLemmaEnd) of Tags.bytes. */
+  wordLemmaStart: number;
+  wordLemmaEnd: number;
   /** "\tPOS\ttag\t", UTF-8. */
   posTag: Uint8Array;
   verb: boolean;
@@ -72,55 +73,74 @@ const REL_OTHER = encoder.encode("dep\t");
 const IN_QUOTE = encoder.encode("\tO\tTrue\n");
 const NOT_IN_QUOTE = encoder.encode("\tO\tFalse\n");
 
-/** UTF-8 bytes of s; ASCII (nearly every English word) is copied without the encoder. */
-function utf8(s: string): Uint8Array {
-  const out = new Uint8Array(s.length);
-  for (let k = 0; k < s.length; k++) {
-    const c = s.charCodeAt(k);
-    if (c > 127) return encoder.encode(s);
-    out[k] = c;
-  }
-  return out;
-}
-
 // Only a few dozen POS/tag pairs exist: their columns are encoded once per process.
 const POS_TAG_COLUMNS = new Map<string, Uint8Array>();
 
 function posTagColumns(pos: string, tag: string): Uint8Array {
   const key = pos + "\t" + tag;
   let bytes = POS_TAG_COLUMNS.get(key);
-  if (bytes === undefined) POS_TAG_COLUMNS.set(key, (bytes = utf8("\t" + key + "\t")));
+  if (bytes === undefined) POS_TAG_COLUMNS.set(key, (bytes = encoder.encode("\t" + key + "\t")));
   return bytes;
 }
 
-function cellOf(w: string, initial: boolean): TaggedCell {
-  const tag = tagToken(w, initial);
-  return {
-    pos: tag.pos,
-    tag: tag.tag,
-    lemma: tag.lemma,
-    wordLemma: utf8(w + "\t" + tag.lemma + "\t"),
-    posTag: posTagColumns(tag.pos, tag.tag),
-    verb: isVerbLike(tag.tag),
-    pronoun: tag.pos === "PRON",
-    relation: tag.pos === "PUNCT" ? REL_PUNCT : REL_OTHER,
-  };
-}
+/**
+ * A book's tags: cell(i) for token i (undefined past either end). A tag depends only on the word
+ * and whether it opens a sentence, so each cell is built once, on first use; every cell's
+ * "word\tlemma\t" goes into one shared buffer rather than a small array each.
+ */
+export class Tags {
+  /** Grows as cells are made: read it after cell(). */
+  bytes: Uint8Array;
+  private used = 0;
+  private readonly cells: (TaggedCell | undefined)[];
 
-/** The tag cell of token i, or undefined past either end of the book. */
-export type Tags = (i: number) => TaggedCell | undefined;
+  constructor(private readonly a: Analysis) {
+    this.cells = new Array(a.tok.vocab.length * 2);
+    this.bytes = new Uint8Array(Math.max(256, a.tok.vocab.length * 24));
+  }
 
-/** Tags for a book's tokens. A tag depends only on the word and whether it opens a sentence, so each is built once. */
-export function tagger(a: Analysis): Tags {
-  const { count, word, vocab, inSentence } = a.tok;
-  const inQuote = a.scan.inQuote;
-  const cells: (TaggedCell | undefined)[] = new Array(vocab.length * 2);
-  return (i) => {
+  cell(i: number): TaggedCell | undefined {
+    const { count, word, vocab, inSentence } = this.a.tok;
     if (i < 0 || i >= count) return undefined;
+    const inQuote = this.a.scan.inQuote;
     const initial = inSentence[i] === 0 || (i > 0 && inQuote[i] === 1 && inQuote[i - 1] === 0);
     const key = word[i]! * 2 + (initial ? 1 : 0);
-    return (cells[key] ??= cellOf(vocab[word[i]!]!, initial));
-  };
+    return (this.cells[key] ??= this.make(vocab[word[i]!]!, initial));
+  }
+
+  private make(w: string, initial: boolean): TaggedCell {
+    const tag = tagToken(w, initial);
+    const wordLemmaStart = this.used;
+    this.append(w + "\t" + tag.lemma + "\t");
+    return {
+      pos: tag.pos,
+      tag: tag.tag,
+      lemma: tag.lemma,
+      wordLemmaStart,
+      wordLemmaEnd: this.used,
+      posTag: posTagColumns(tag.pos, tag.tag),
+      verb: isVerbLike(tag.tag),
+      pronoun: tag.pos === "PRON",
+      relation: tag.pos === "PUNCT" ? REL_PUNCT : REL_OTHER,
+    };
+  }
+
+  private append(s: string): void {
+    if (this.used + 3 * s.length > this.bytes.length) {
+      const bigger = new Uint8Array(Math.max(this.bytes.length * 2, this.used + 3 * s.length));
+      bigger.set(this.bytes.subarray(0, this.used));
+      this.bytes = bigger;
+    }
+    const bytes = this.bytes;
+    for (let k = 0; k < s.length; k++) {
+      const c = s.charCodeAt(k);
+      if (c > 127) {
+        this.used += encoder.encodeInto(s.slice(k), bytes.subarray(this.used)).written;
+        return;
+      }
+      bytes[this.used++] = c;
+    }
+  }
 }
 
 const PAIRS = new Uint8Array(200);
@@ -180,14 +200,14 @@ export function renderTokenPieces(
     const hi = sentenceStarts[s + 1]!;
     let root = lo;
     for (let i = lo; i < hi; i++) {
-      if (tags(i)!.verb) {
+      if (tags.cell(i)!.verb) {
         root = i;
         break;
       }
     }
     for (let i = lo; i < hi; i++) {
-      const g = tags(i)!;
-      const need = LINE_RESERVE + g.wordLemma.length + g.posTag.length;
+      const g = tags.cell(i)!;
+      const need = LINE_RESERVE + g.wordLemmaEnd - g.wordLemmaStart + g.posTag.length;
       if (p + need > buf.length) {
         if (p > 0) sink(buf.subarray(0, p));
         p = 0;
@@ -202,7 +222,8 @@ export function renderTokenPieces(
       buf[p++] = TAB;
       p = putInt(buf, p, i);
       buf[p++] = TAB;
-      p = putBytes(buf, p, g.wordLemma);
+      const cellBytes = tags.bytes;
+      for (let k = g.wordLemmaStart; k < g.wordLemmaEnd; k++) buf[p++] = cellBytes[k]!;
       p = putInt(buf, p, conv ? conv[start[i]!]! : start[i]!);
       buf[p++] = TAB;
       p = putInt(buf, p, conv ? conv[end[i]!]! : end[i]!);
@@ -290,18 +311,18 @@ export function renderBook(a: Analysis, mentions: EntityMention[], tags: Tags): 
     const isPossessive = POSSESSIVES.has(lc) || /^['\u2019]s$/.test(text[m.end + 1] ?? "");
     if (isPossessive) {
       let k = m.end + 1 + (POSSESSIVES.has(lc) ? 0 : 1);
-      while (k < count && k <= m.end + 4 && tags(k)!.pos === "ADJ") k++;
-      const owned = tags(k);
+      while (k < count && k <= m.end + 4 && tags.cell(k)!.pos === "ADJ") k++;
+      const owned = tags.cell(k);
       if (owned && (owned.pos === "NOUN" || owned.tag === "NNS")) e.poss.push(ref(k));
-    } else if (tags(j)?.verb && !OBJECTS.has(lc)) {
+    } else if (tags.cell(j)?.verb && !OBJECTS.has(lc)) {
       e.agent.push(ref(j));
       if (COPULAS.has(lower[j]!)) {
         let k = j + 1;
         if (k < count && text[k]!.endsWith("ly")) k++;
-        if (tags(k)?.pos === "ADJ") e.mod.push(ref(k));
+        if (tags.cell(k)?.pos === "ADJ") e.mod.push(ref(k));
       }
     }
-    if (OBJECTS.has(lc) && m.start > 0 && tags(m.start - 1)!.verb) e.patient.push(ref(m.start - 1));
+    if (OBJECTS.has(lc) && m.start > 0 && tags.cell(m.start - 1)!.verb) e.patient.push(ref(m.start - 1));
   }
   for (const c of a.chars) {
     const e = byId.get(c.id);
