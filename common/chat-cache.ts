@@ -69,8 +69,17 @@ export interface ChatCacheOptions {
 }
 
 export interface ChatCache {
-  /** One KV round trip; each miss read from the database and cached (nothing is cached for what does not exist). */
+  /**
+   * One KV round trip; each miss read from the database and cached (nothing is cached for what does
+   * not exist). Entries are filled only where absent: a fill read from the database before another
+   * turn saved its exchange must not replace the entry that turn wrote since.
+   */
   load(ids: ChatContextIds): Promise<ChatContext>;
+  /**
+   * The session as of now, for a turn holding the session lock: `cached` (the entry the caller just
+   * read) when it is readable, else the database's, which then replaces the entry.
+   */
+  loadSession(sessionId: string, cached: string | null): Promise<ChatSessionState | null>;
   /** Replaces the session's entry (keeping the last windowMessages messages). Rejects with KvError when the store fails. */
   storeSession(session: ChatSessionState): Promise<void>;
   /** Drops the session's entry, so the next turn reads the database. Rejects with KvError when the store fails. */
@@ -148,14 +157,25 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     if (hit) return hit;
     const value = await read();
     // A store that just failed is not asked again within the same turn.
-    if (value && kvUp) {
-      await kv.set(key, JSON.stringify(value), { ex: ttl }).catch((error: unknown) => logger.warn("chat cache write failed", { key, error }));
-    }
+    if (value && kvUp) await fill(key, value, true);
     return value;
+  }
+
+  async function fill(key: string, value: unknown, onlyIfAbsent: boolean) {
+    await kv
+      .set(key, JSON.stringify(value), { ex: ttl, ...(onlyIfAbsent ? { nx: true } : {}) })
+      .catch((error: unknown) => logger.warn("chat cache write failed", { key, error }));
   }
 
   return {
     load,
+    async loadSession(sessionId, cached) {
+      const hit = decode(ChatSessionState, cached);
+      if (hit) return hit;
+      const session = await sessionFromDb(sessionId);
+      if (session) await fill(sessionCacheKey(sessionId), session, false);
+      return session;
+    },
     async storeSession(session) {
       const entry: ChatSessionState = { ...session, messages: session.messages.slice(-windowMessages) };
       await kv.set(sessionCacheKey(session.id), JSON.stringify(entry), { ex: ttl });

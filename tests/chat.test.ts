@@ -385,7 +385,7 @@ for (const variant of variants) {
         const done = await exchange(h, session, "Good evening, Miss Vance.");
         const written = new Map(h.kv.sets.slice(before).map((s) => [s.key, s.options]));
         for (const key of [characterCacheKey(h.world.characterId), sessionCacheKey(session), bookCacheKey(h.world.bookId)]) {
-          expect({ key, options: written.get(key) }).toEqual({ key, options: { ex: 3600 } });
+          expect({ key, options: written.get(key) }).toMatchObject({ key, options: { ex: 3600 } });
         }
         expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!)).toMatchObject({
           id: session,
@@ -540,6 +540,82 @@ for (const variant of variants) {
         release();
         await h.app.settle();
         expect((await sessionRow(h, session)).summary).toBe("Held summary.");
+      });
+
+      test("a message sent while the summary is being folded waits for the fold, then builds on the new summary", async () => {
+        const session = await h.newSession();
+        for (let i = 1; i <= 5; i++) await exchange(h, session, `Step ${i}`);
+        let release!: () => void;
+        const held = new Promise<void>((resolve) => (release = resolve));
+        let folding!: () => void;
+        const foldStarted = new Promise<void>((resolve) => (folding = resolve));
+        scriptGateway(h.gateway, { summary: async () => (folding(), await held, { content: "Folded: steps one and two." }) });
+        await readSse(await h.chat(session, "Step 6"));
+        await foldStarted;
+
+        const lockSets = () => h.kv.sets.filter((s) => s.key === lockKey(session)).length;
+        const before = lockSets();
+        const next = h.chat(session, "Step 7").then(readSse);
+        while (lockSets() === before) await Bun.sleep(5);
+        // Step 7 holds the session lock and waits: it has not even asked for its query rewrite.
+        expect(requestsOfKind(h.gateway, "rewrite").some((r) => lastUserContent(r).includes("Step 7"))).toBe(false);
+        release();
+        const { events } = await next;
+        await h.app.settle();
+        expect(isDone(events.at(-1)!)).toBe(true);
+        expect(requestsOfKind(h.gateway, "chat").at(-1)!.messages[0]!.content).toContain("Folded: steps one and two.");
+        expect(await h.kv.get(`chat:fold:${session}`)).toBeNull();
+      });
+
+      test("a message that arrives as the previous reply is being saved still gets that reply in its history", async () => {
+        const session = await h.newSession();
+        await exchange(h, session, "First.");
+        let replyA!: () => void;
+        const gate = new Promise<void>((resolve) => (replyA = resolve));
+        let aStreaming!: () => void;
+        const aStarted = new Promise<void>((resolve) => (aStreaming = resolve));
+        scriptGateway(h.gateway, {
+          chat: async (request) => (lastUserContent(request) === "A" ? (aStreaming(), await gate, { content: "Reply A." }) : { content: "Reply B." }),
+        });
+        // B reads the session before A has saved, and only gets to write and lock after A is done.
+        let aDone!: () => void;
+        const aFinished = new Promise<void>((resolve) => (aDone = resolve));
+        let bFilling!: () => void;
+        const bFillStarted = new Promise<void>((resolve) => (bFilling = resolve));
+        const delayed: KeyValueStore = {
+          ...h.deps.kv,
+          get: (key) => h.deps.kv.get(key),
+          mget: (keys) => h.deps.kv.mget(keys),
+          deleteIfEquals: (key, value) => h.deps.kv.deleteIfEquals(key, value),
+          async set(key, value, options) {
+            if (key === sessionCacheKey(session)) bFilling();
+            if (key === sessionCacheKey(session) || key === lockKey(session)) await aFinished;
+            return h.deps.kv.set(key, value, options);
+          },
+        };
+        const late = await h.appWith({ kv: delayed });
+
+        const a = h.chat(session, "A").then(readSse);
+        await aStarted;
+        await h.kv.del(sessionCacheKey(session));
+        const b = late.postJson("/character/chat", h.body(session, "B")).then(readSse);
+        await bFillStarted;
+        replyA();
+        expect(isDone((await a).events.at(-1)!)).toBe(true);
+        aDone();
+        expect(isDone((await b).events.at(-1)!)).toBe(true);
+        await late.settle();
+
+        const chatB = requestsOfKind(h.gateway, "chat").find((r) => lastUserContent(r) === "B")!;
+        expect(chatB.messages.slice(1).map((m) => m.content)).toEqual(["First.", "Echo: First.", "A", "Reply A.", "B"]);
+        expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!).messages.map((m: { content: string }) => m.content)).toEqual([
+          "First.",
+          "Echo: First.",
+          "A",
+          "Reply A.",
+          "B",
+          "Reply B.",
+        ]);
       });
 
       test("a failed fold keeps the previous summary", async () => {

@@ -1,4 +1,11 @@
-import { createChatCache, type ChatBook, type ChatCache, type ChatCharacter, type ChatSessionState } from "../../common/chat-cache.ts";
+import {
+  createChatCache,
+  sessionCacheKey,
+  type ChatBook,
+  type ChatCache,
+  type ChatCharacter,
+  type ChatSessionState,
+} from "../../common/chat-cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { appendExchange, getPreferences, setSessionSummary } from "../../common/db/repositories.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
@@ -30,11 +37,15 @@ import { HttpError } from "../errors.ts";
  * One chat turn, from the request body to the events of the reply. Knows nothing of HTTP: `open`
  * throws HttpError before anything is streamed, and `reply` yields the events to send.
  *
- * Order of a turn: cached context (one KV round trip) → session checks → session lock → query
- * rewrite (cached) → hybrid retrieval → streamed completion → the exchange saved in one transaction
- * and the session cache refreshed → `done`. The lock is released on every path; when messages have
- * left the conversation window, it is held a little longer by the summary fold that runs after the
- * stream has closed, so that the next turn never reads a summary about to be replaced.
+ * Order of a turn: cached context (one KV round trip) → session checks → session lock → the
+ * session's history re-read under the lock → query rewrite (cached) → hybrid retrieval → streamed
+ * completion → the exchange saved in one transaction and the session cache refreshed → `done`.
+ *
+ * Everything that writes a session's history or summary holds a key: the turn holds the session lock
+ * `chat:lock:{id}`, and the summary fold that runs after the reply holds `chat:fold:{id}`, taken
+ * before the turn lets go of its lock. The next turn waits (briefly) for a fold to finish rather than
+ * answering 429, then reads the history under its own lock, so it always builds on the latest
+ * messages and summary. History read before the lock only decides the 404.
  */
 
 export interface ChatDeps {
@@ -55,11 +66,15 @@ export const REWRITE_MAX_TOKENS = 200;
 export const REWRITE_TIMEOUT_MS = 10_000;
 export const REWRITE_CACHE_TTL_SECONDS = 3600;
 export const SUMMARY_MAX_TOKENS = 300;
-export const SUMMARY_TIMEOUT_MS = 20_000;
+export const SUMMARY_TIMEOUT_MS = 10_000;
+/** Longest a turn waits for the previous turn's summary fold; longer than the fold may take, so waiters outlast it. */
+export const FOLD_WAIT_MS = SUMMARY_TIMEOUT_MS + 2_000;
+const FOLD_POLL_MS = 25;
 /** Characters of the reply kept as the session's preview, before the closing "…". */
 export const PREVIEW_CHARS = 100;
 
 export const lockKey = (sessionId: string) => `chat:lock:${sessionId}`;
+export const foldKey = (sessionId: string) => `chat:fold:${sessionId}`;
 
 export const SESSION_NOT_FOUND = "session not found";
 export const SESSION_BUSY = "another reply is in progress for this session";
@@ -72,6 +87,7 @@ export interface ChatTurn {
   request: ChatRequest;
   character: ChatCharacter;
   book: ChatBook;
+  /** As read before the lock: enough to decide the 404, not necessarily the latest history. */
   session: ChatSessionState;
   /** performance.now() when the request arrived: the start of time to first token. */
   receivedAt: number;
@@ -149,8 +165,8 @@ export function createChatService(deps: ChatDeps): ChatService {
     return { request, character, book, session, receivedAt };
   }
 
-  async function rewrite(turn: ChatTurn, signal: AbortSignal): Promise<RewrittenQueries> {
-    const { character, request, session } = turn;
+  async function rewrite(turn: ChatTurn, session: ChatSessionState, signal: AbortSignal): Promise<RewrittenQueries> {
+    const { character, request } = turn;
     const key = rewriteCacheKey(character.id, request.user_message, session.messages);
     const cached = await deps.kv.get(key).catch((error: unknown) => {
       log.warn("rewrite cache unavailable", { error });
@@ -205,7 +221,33 @@ export function createChatService(deps: ChatDeps): ChatService {
     await lock.release().catch((error: unknown) => log.warn("session lock release failed; it lapses at its expiry", { key: lock.key, error }));
   }
 
-  /** Folds the messages that left the window into the summary; a failure keeps the old one. Releases the lock. */
+  /**
+   * The session's history as of now, for a turn holding the session lock (or going without it):
+   * waits for a summary fold in progress, then reads the cache, or the database behind it.
+   */
+  async function latestSession(sessionId: string, signal: AbortSignal): Promise<ChatSessionState | null> {
+    const { cache } = use();
+    const deadline = performance.now() + FOLD_WAIT_MS;
+    for (;;) {
+      let cached: string | null;
+      let folding: string | null;
+      try {
+        [cached = null, folding = null] = await deps.kv.mget([sessionCacheKey(sessionId), foldKey(sessionId)]);
+      } catch (error) {
+        log.warn("session cache unavailable, reading the database", { session_id: sessionId, error });
+        return cache.loadSession(sessionId, null);
+      }
+      if (!folding) return cache.loadSession(sessionId, cached);
+      if (performance.now() > deadline) {
+        log.warn("summary fold still running, replying without waiting for it", { session_id: sessionId });
+        return cache.loadSession(sessionId, cached);
+      }
+      await Bun.sleep(FOLD_POLL_MS);
+      signal.throwIfAborted();
+    }
+  }
+
+  /** Folds the messages that left the window into the summary; a failure keeps the old one. Releases the fold key. */
   async function foldSummary(turn: ChatTurn, state: ChatSessionState, leaving: ConversationMessage[], lock: Lock | null) {
     try {
       const text = await deps.llm.complete(
@@ -223,6 +265,19 @@ export function createChatService(deps: ChatDeps): ChatService {
     }
   }
 
+  /**
+   * Starts the summary fold under the fold key, taken before the session lock is released so that
+   * no turn can slip in between and read the summary the fold is about to replace.
+   */
+  async function handOver(sessionId: string, lock: Lock | null, fold: (foldLock: Lock | null) => Promise<void>) {
+    const foldLock = await tryAcquireLock(deps.kv, foldKey(sessionId)).catch((error: unknown) => {
+      log.warn("fold key unavailable, folding without it", { session_id: sessionId, error });
+      return null;
+    });
+    await release(lock);
+    track(fold(foldLock));
+  }
+
   /** A cache entry that could not be replaced must not outlive the turn that made it stale. */
   async function refreshSessionCache(state: ChatSessionState) {
     const { cache } = use();
@@ -235,14 +290,14 @@ export function createChatService(deps: ChatDeps): ChatService {
   }
 
   async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
-    const { request, session, character, book } = turn;
+    const { request, character, book } = turn;
     const { retriever } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
-    let afterReply: (() => Promise<void>) | undefined;
+    let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
     try {
       try {
-        lock = await tryAcquireLock(deps.kv, lockKey(session.id));
+        lock = await tryAcquireLock(deps.kv, lockKey(turn.session.id));
         if (!lock) {
           outcome = "429";
           yield { error: SESSION_BUSY, code: 429 };
@@ -250,11 +305,13 @@ export function createChatService(deps: ChatDeps): ChatService {
         }
       } catch (error) {
         deps.metrics.chat.lockUnavailable.inc();
-        log.warn("session lock unavailable, replying without it", { session_id: session.id, error });
+        log.warn("session lock unavailable, replying without it", { session_id: turn.session.id, error });
       }
 
       const preferences = request.preferences === undefined ? preferencesFor(request) : Promise.resolve(null);
-      const queries = await rewrite(turn, signal);
+      const session = await latestSession(turn.session.id, signal);
+      if (!session) throw new Error("the session was deleted before the reply");
+      const queries = await rewrite(turn, session, signal);
       const retrieved = await retriever.retrieve({
         bookId: book.id,
         narrativeQuery: queries.narrativeQuery,
@@ -308,17 +365,17 @@ export function createChatService(deps: ChatDeps): ChatService {
       };
       await refreshSessionCache(state);
       const leaving = messagesLeavingWindow(conversation, 2);
-      if (leaving.length > 0) afterReply = () => foldSummary(turn, state, leaving, lock);
+      if (leaving.length > 0) afterReply = (foldLock) => foldSummary(turn, state, leaving, foldLock);
 
       outcome = "ok";
       yield { done: true, full_response: full, sources: retrieved.chunks.map((c) => ({ chunk_index: c.chunkIndex, score: c.score })) };
     } catch (error) {
       if (signal.aborted) return;
-      log.error("chat turn failed", { session_id: session.id, error });
+      log.error("chat turn failed", { session_id: turn.session.id, error });
       outcome = "502";
       yield { error: REPLY_FAILED, code: 502 };
     } finally {
-      if (afterReply) track(afterReply());
+      if (afterReply) await handOver(turn.session.id, lock, afterReply);
       else await release(lock);
       // Counted last: once the outcome shows, the session is free (or handed to the fold).
       deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });

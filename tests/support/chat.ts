@@ -81,7 +81,7 @@ export async function seedChatWorld(db: Database, indexes: { vector: VectorIndex
   return { bookId: book.id, characterId: elinor!.id, otherCharacterId: thomas!.id, userId };
 }
 
-export function createTestLanguageModel(gateway: FakeLlmGateway, metrics: Metrics): LanguageModel {
+export function createTestLanguageModel(gateway: Pick<FakeLlmGateway, "baseURL">, metrics: Metrics): LanguageModel {
   return createOpenAiLanguageModel({
     baseURL: gateway.baseURL,
     chatModel: "test-chat-model",
