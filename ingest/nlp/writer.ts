@@ -177,7 +177,7 @@ const TAB = 9;
 // Longest line apart from the word-dependent cells: six integers, a relation and the fixed columns.
 const LINE_RESERVE = 6 * 11 + 40;
 /** .tokens is handed out in pieces of about this size, all built in one reused buffer. */
-export const DEFAULT_TOKEN_PIECE_BYTES = 1 << 20;
+export const DEFAULT_TOKEN_PIECE_BYTES = 1 << 18;
 
 /**
  * The .tokens file as UTF-8, passed to sink in pieces that end at line ends. The piece is only
