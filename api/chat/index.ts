@@ -38,7 +38,9 @@ Events, in order: any number of \`{token}\`, then exactly one of \`{done: true, 
 concatenate to \`full_response\`; \`sources\` lists the book passages used, best first) or \`{error, code}\`, then the
 stream ends:
 
-- \`code: 429\`: another reply is being written in this session (the session is locked for at most 30 s).
+- \`code: 429\`: another reply is being written in this session (the session is locked for at most 30 s). A message
+  sent while the previous reply's conversation summary is still being updated is not refused: it waits for the
+  update (a second or two) and then answers with it.
 - \`code: 502\`: the language model failed before or during the reply, or the reply could not be saved.
 
 After an error event nothing of the exchange is saved. \`done\` is sent once the user message and the reply have
