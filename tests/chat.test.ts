@@ -12,6 +12,7 @@ import { buildChatSystemPrompt, buildRewriteMessages, rewriteCacheKey } from "..
 import type { ChatDoneEvent, ChatEvent } from "../common/schemas.ts";
 import { metricValue } from "./support/app.ts";
 import {
+  BOOK_TITLE,
   CHARACTER_DESCRIPTION,
   CHARACTER_NAME,
   CHARACTER_PROFILE,
@@ -712,6 +713,16 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
     expect((await sessionRow(h, session)).message_count).toBe(1);
     expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!).messageCount).toBe(1);
     expect(await h.kv.get(lockKey(session))).toBeNull();
+  });
+
+  test("a character whose persona prompt ingestion has not written yet answers as itself, from its name, book and description", async () => {
+    await h.deps.db.query("UPDATE characters SET system_prompt = NULL WHERE id = $1", [h.world.otherCharacterId]);
+    const session = await h.newSession({ characterId: h.world.otherCharacterId });
+    const { events } = await readSse(await h.chat(session, "Why did you stop writing?", { character_id: h.world.otherCharacterId }));
+    expect(isDone(events.at(-1)!)).toBe(true);
+    expect(requestsOfKind(h.gateway, "chat")[0]!.messages[0]!.content).toStartWith(
+      `You are Thomas Vance, a character in the book "${BOOK_TITLE}". Elinor's brother, gone to the city. Speak as Thomas Vance, in the first person, and stay in character.`,
+    );
   });
 
   test("outcomes, time to first token and model tokens by purpose are counted", async () => {
