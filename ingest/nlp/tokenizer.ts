@@ -120,8 +120,6 @@ class Columns {
   end: Int32Array;
   paragraph: Int32Array;
   word: Int32Array;
-  readonly text: string[] = [];
-  readonly lower: string[] = [];
   readonly vocab: string[] = [];
   readonly vocabLower: string[] = [];
   /** Where each vocabulary word first occurs, and its hash. */
@@ -149,8 +147,6 @@ class Columns {
     this.end[k] = end;
     this.paragraph[k] = paragraph;
     this.word[k] = id;
-    this.text.push(this.vocab[id]!);
-    this.lower.push(this.vocabLower[id]!);
     this.count = k + 1;
   }
 
@@ -207,6 +203,13 @@ class Columns {
     this.paragraph = widen(this.paragraph);
     this.word = widen(this.word);
   }
+}
+
+/** Each token's entry of a per-word list. */
+function perToken(list: string[], word: Int32Array): string[] {
+  const out = new Array<string>(word.length);
+  for (let i = 0; i < word.length; i++) out[i] = list[word[i]!]!;
+  return out;
 }
 
 /** Splits a word with an inner apostrophe into the word and a trailing clitic the way spaCy does ("do" "n't", "Darcy" "'s"). */
@@ -293,11 +296,12 @@ export function tokenize(text: string): Tokenized {
   }
   const count = cols.count;
   paragraphStarts.push(count);
+  const word = cols.word.slice(0, count);
   const tokens = {
     count,
-    text: cols.text,
-    lower: cols.lower,
-    word: cols.word.slice(0, count),
+    text: perToken(cols.vocab, word),
+    lower: perToken(cols.vocabLower, word),
+    word,
     vocab: cols.vocab,
     vocabLower: cols.vocabLower,
     start: cols.start.slice(0, count),

@@ -195,6 +195,9 @@ export function renderTokenPieces(
   const inQuote = a.scan.inQuote;
   let buf = new Uint8Array(Math.max(pieceBytes, TOKENS_HEADER.length + 1));
   let p = putBytes(buf, 0, encoder.encode(TOKENS_HEADER + "\n"));
+  // "paragraph\tsentence\t" and the root's id are the same on every line of a sentence.
+  const head = new Uint8Array(24);
+  const rootId = new Uint8Array(12);
   for (let s = 0; s + 1 < sentenceStarts.length; s++) {
     const lo = sentenceStarts[s]!;
     const hi = sentenceStarts[s + 1]!;
@@ -205,6 +208,11 @@ export function renderTokenPieces(
         break;
       }
     }
+    let headLength = putInt(head, 0, paragraph[lo]!);
+    head[headLength++] = TAB;
+    headLength = putInt(head, headLength, s);
+    head[headLength++] = TAB;
+    const rootLength = putInt(rootId, 0, root);
     for (let i = lo; i < hi; i++) {
       const g = tags.cell(i)!;
       const need = LINE_RESERVE + g.wordLemmaEnd - g.wordLemmaStart + g.posTag.length;
@@ -214,10 +222,7 @@ export function renderTokenPieces(
         // A line longer than a whole piece (a token of a megabyte) gets a buffer of its own size.
         if (need > buf.length) buf = new Uint8Array(need);
       }
-      p = putInt(buf, p, paragraph[i]!);
-      buf[p++] = TAB;
-      p = putInt(buf, p, s);
-      buf[p++] = TAB;
+      for (let k = 0; k < headLength; k++) buf[p++] = head[k]!;
       p = putInt(buf, p, i - lo);
       buf[p++] = TAB;
       p = putInt(buf, p, i);
@@ -229,7 +234,7 @@ export function renderTokenPieces(
       p = putInt(buf, p, conv ? conv[end[i]!]! : end[i]!);
       p = putBytes(buf, p, g.posTag);
       p = putBytes(buf, p, i === root ? REL_ROOT : g.pronoun && i < root ? REL_SUBJECT : g.relation);
-      p = putInt(buf, p, root);
+      for (let k = 0; k < rootLength; k++) buf[p++] = rootId[k]!;
       p = putBytes(buf, p, inQuote[i] ? IN_QUOTE : NOT_IN_QUOTE);
     }
   }
