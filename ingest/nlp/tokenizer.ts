@@ -1,6 +1,6 @@
 // A self-contained tokenizer and sentence splitter for whole books.
 //
-// Why not wink-nlp: it is ~10x slower than this single regex pass on a 700 KB novel, it keeps
+// Why not wink-nlp: it is ~10x slower than this single-pass scanner on a 700 KB novel, it keeps
 // "Darcy’s" as one token (BookNLP, via spaCy, splits the possessive), and Bun's transpiler rewrites
 // its regex literals that escape a non-ASCII dash (`/[\-\–\—]/` becomes a class matching "u", "2", …),
 // so it tokenizes differently under Bun and Node. This file imports nothing and keeps every regex

@@ -73,7 +73,7 @@ const REL_OTHER = encoder.encode("dep\t");
 const IN_QUOTE = encoder.encode("\tO\tTrue\n");
 const NOT_IN_QUOTE = encoder.encode("\tO\tFalse\n");
 
-// Only a few dozen POS/tag pairs exist: their columns are encoded once per process.
+// Few POS/tag pairs exist (a punctuation tag is the mark itself): their columns are encoded once per process.
 const POS_TAG_COLUMNS = new Map<string, Uint8Array>();
 
 function posTagColumns(pos: string, tag: string): Uint8Array {
@@ -174,8 +174,8 @@ function putBytes(buf: Uint8Array, p: number, b: Uint8Array): number {
 }
 
 const TAB = 9;
-// Longest line apart from the word-dependent cells: six integers, a relation and the fixed columns.
-const LINE_RESERVE = 6 * 11 + 40;
+// Longest line apart from the word and tag cells: seven integers, a relation and the fixed columns.
+const LINE_RESERVE = 7 * 10 + 40;
 /** .tokens is handed out in pieces of about this size, all built in one reused buffer. */
 export const DEFAULT_TOKEN_PIECE_BYTES = 1 << 18;
 
