@@ -4,6 +4,8 @@ import { join } from "node:path";
 import type { BookInfo } from "../common/character-prompts.ts";
 import type { Config } from "../common/config.ts";
 import type { Database } from "../common/db/index.ts";
+import { characterCacheKey } from "../common/chat-cache.ts";
+import type { KeyValueStore } from "../common/kv/index.ts";
 import { getBook, replaceCharacters, setProcessingStatus, type Book, type Character } from "../common/db/repositories.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
@@ -41,6 +43,8 @@ export interface PipelineDeps {
   logger: Logger;
   metrics: Metrics;
   db: Database;
+  /** Only to drop the chat cache's copies of the characters this run rewrites. */
+  kv: KeyValueStore;
   llm: LanguageModel;
   vectorIndex: VectorIndex;
   textIndex: TextIndex;
@@ -373,7 +377,16 @@ async function writePersonas(run: Run, book: Book, profiled: readonly Profiled[]
       importance: character.importance,
     })),
   );
+  await forgetCachedCharacters(run, rows);
   return rows.map((character, i) => ({ character, backupPath: paths[i]! }));
+}
+
+/** Chat caches characters for an hour; a re-ingested persona must reach the next chat turn. */
+async function forgetCachedCharacters(run: Run, rows: readonly Character[]): Promise<void> {
+  const results = await Promise.allSettled(rows.map((row) => run.deps.kv.del(characterCacheKey(row.id))));
+  if (results.some((r) => r.status === "rejected")) {
+    run.log.warn("could not drop cached characters; chat may serve the old persona for up to an hour", { book_id: run.job.bookId });
+  }
 }
 
 // index -------------------------------------------------------------------------------------------

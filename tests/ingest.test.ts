@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { characterCacheKey } from "../common/chat-cache.ts";
 import { chunkTextToArray } from "../common/chunking.ts";
 import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
@@ -166,6 +167,8 @@ describe("ingesting an English book", () => {
     await eventually(async () => worker.state().jobsHandled === 1, "the first run");
     const first = await listCharacters(db, book.id);
     const firstBackups = await listFiles(join(env.promptDir, book.id));
+    // What a chat turn would have cached from the first run.
+    await env.deps.kv.set(characterCacheKey(first[0]!.id), JSON.stringify({ stale: true }), { ex: 3600 });
 
     // The very same job record again, as a redelivery would bring it.
     await env.deps.kv.lpush("processing_queue", JSON.stringify(job));
@@ -175,6 +178,7 @@ describe("ingesting an English book", () => {
     const second = await listCharacters(db, book.id);
     expect(second.map((c) => [c.id, c.name])).toEqual(first.map((c) => [c.id, c.name]));
     expect(await listFiles(join(env.promptDir, book.id))).toEqual(firstBackups);
+    expect(await env.deps.kv.get(characterCacheKey(first[0]!.id))).toBeNull();
     expect(await env.deps.vectorIndex.count(book.id)).toBe(chunkCount(englishText));
     expect(await env.deps.textIndex.count(book.id)).toBe(chunkCount(englishText));
     expect(metricValue(await exposition(env), 'processing_jobs_processed_total{status="completed"}')).toBe(2);
