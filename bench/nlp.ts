@@ -25,7 +25,7 @@ const SCORER = join(EVAL_DIR, "score_pdnc.py");
 const LONG_BOOK = join(SHARED_BOOKS_DIR, "pg2600_war_and_peace.txt");
 const CLI = resolve(import.meta.dir, "..", "ingest", "nlp", "cli.ts");
 const DEFAULT_REPS = 5;
-const COLD_REPS = 3;
+const COLD_REPS = 5;
 
 function option(name: string): string | undefined {
   const k = process.argv.indexOf(name);
