@@ -1,0 +1,203 @@
+// bun run chat [--book <id|title>] [--character <name>]
+//
+// Chats with a character from the terminal. Finds or creates the local reader's session, sends each
+// line typed to POST /character/chat and prints the reply as its tokens arrive, like any client of
+// the SSE endpoint. It talks to the service `npm start` runs on this DATA_DIR, or to an API at
+// http://localhost:$PORT; with neither running, it builds the API in this process.
+
+import { parseArgs } from "node:util";
+import { loadConfigOrExit, type Config } from "../common/config.ts";
+import { buildDeps } from "../common/deps.ts";
+import { downloadBook } from "../common/file-url.ts";
+import { createLogger } from "../common/log.ts";
+import type { ChatRequest } from "../common/schemas.ts";
+import { createApp } from "./app.ts";
+import { findRunningInstance, requestLocalChat } from "./local-control.ts";
+import { openLocalChat, type LocalChat, type LocalChoice } from "./local-sessions.ts";
+import { readChatEvents } from "./sse-client.ts";
+
+const USAGE = "usage: bun run chat [--book <id|title>] [--character <name>]";
+const HEALTH_TIMEOUT_MS = 2_000;
+const QUIT_COMMANDS = new Set(["/quit", "/exit"]);
+
+type Fetch = (request: Request) => Promise<Response>;
+
+/** Where the conversation goes: a running service, or the API built in this process. */
+interface ChatTarget {
+  /** Shown to the reader. */
+  description: string;
+  apiUrl: string;
+  fetch: Fetch;
+  openChat(choice: LocalChoice): Promise<LocalChat>;
+  close(): Promise<void>;
+}
+
+class CliError extends Error {}
+
+async function answers(url: string): Promise<boolean> {
+  try {
+    return (await fetch(url, { signal: AbortSignal.timeout(HEALTH_TIMEOUT_MS) })).ok;
+  } catch {
+    return false;
+  }
+}
+
+async function connect(config: Config): Promise<ChatTarget> {
+  const running = await findRunningInstance(config.dataDir);
+  if (running) {
+    return {
+      description: `the service at ${running.api_url}`,
+      apiUrl: running.api_url,
+      fetch: (request) => fetch(request),
+      openChat: (choice) => requestLocalChat(running, choice),
+      close: async () => {},
+    };
+  }
+  const apiUrl = `http://localhost:${config.port}`;
+  const apiRunning = await answers(`${apiUrl}/health`);
+  if (apiRunning && config.database.driver === "pglite") {
+    throw new CliError(
+      `an API answers at ${apiUrl}, but it was not started with \`npm start\` on ${config.dataDir}, and the embedded database ` +
+        "can be used by one process only. Start the service with `npm start`, or stop that API to chat without it.",
+    );
+  }
+  const deps = await buildDeps(config, { logger: createLogger({ level: config.logLevel === "debug" ? "debug" : "warn" }) });
+  const openChat = (choice: LocalChoice) => openLocalChat(deps.db, choice);
+  if (apiRunning) return { description: `the API at ${apiUrl}`, apiUrl, fetch: (request) => fetch(request), openChat, close: deps.close };
+  const { fetch: handle, settle } = createApp({
+    ...deps,
+    probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
+  });
+  const offline = deps.llm.provider === "offline" ? ", offline provider" : "";
+  return {
+    description: `this process (no service is running${offline})`,
+    apiUrl,
+    fetch: handle,
+    openChat,
+    async close() {
+      await settle();
+      await deps.close();
+    },
+  };
+}
+
+export interface Terminal {
+  lines: AsyncIterable<string>;
+  write(text: string): void;
+  error(text: string): void;
+  /** Show a prompt before each line (an interactive terminal). */
+  prompt: boolean;
+}
+
+/** Sends one message and prints the reply as it streams; false when no reply was completed. */
+async function sendMessage(target: ChatTarget, chat: LocalChat, message: string, terminal: Terminal, signal: AbortSignal): Promise<boolean> {
+  const body: ChatRequest = {
+    user_id: chat.user_id,
+    character_id: chat.character_id,
+    book_id: chat.book_id,
+    session_id: chat.session_id,
+    user_message: message,
+  };
+  const response = await target.fetch(
+    new Request(`${target.apiUrl}/character/chat`, {
+      method: "POST",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify(body),
+      signal,
+    }),
+  );
+  if (!response.ok || !response.body) {
+    const error = ((await response.json().catch(() => ({}))) as { error?: unknown }).error;
+    terminal.error(`error: HTTP ${response.status}${typeof error === "string" ? `: ${error}` : ""}\n`);
+    return false;
+  }
+  terminal.write(`${chat.character_name}: `);
+  for await (const event of readChatEvents(response.body)) {
+    if ("token" in event) terminal.write(event.token);
+    else if ("done" in event) {
+      terminal.write("\n\n");
+      return true;
+    } else {
+      terminal.write("\n");
+      terminal.error(`error ${event.code}: ${event.error}\n\n`);
+      return false;
+    }
+  }
+  terminal.write("\n");
+  terminal.error("error: the reply stream ended before the reply was complete\n\n");
+  return false;
+}
+
+export async function main(argv: string[], terminal: Terminal): Promise<number> {
+  let choice: LocalChoice;
+  try {
+    const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { book: { type: "string" }, character: { type: "string" } } });
+    if (positionals.length > 0) throw new Error(`unexpected argument: ${positionals[0]}`);
+    choice = { book: values.book, character: values.character };
+  } catch (err) {
+    terminal.error(`${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
+    return 2;
+  }
+
+  const config = loadConfigOrExit();
+  let target: ChatTarget;
+  try {
+    target = await connect(config);
+  } catch (err) {
+    terminal.error(`${err instanceof CliError ? err.message : `could not start: ${err instanceof Error ? err.message : String(err)}`}\n`);
+    return 1;
+  }
+  let replying: AbortController | undefined;
+  // Ctrl-C stops the reply being written; between replies it ends the chat.
+  const interrupt = () => {
+    if (replying) replying.abort(new Error("interrupted"));
+    else void target.close().finally(() => process.exit(130));
+  };
+  process.on("SIGINT", interrupt);
+  try {
+    let chat: LocalChat;
+    try {
+      chat = await target.openChat(choice);
+    } catch (err) {
+      terminal.error(`${err instanceof Error ? err.message : String(err)}\n`);
+      return 1;
+    }
+    const earlier = chat.message_count === 1 ? "1 earlier exchange" : `${chat.message_count} earlier exchanges`;
+    terminal.write(
+      `Chatting with ${chat.character_name} in "${chat.book_title}" (session ${chat.session_id}, ${earlier}) through ${target.description}.\n` +
+        "Type a message and press Enter; Ctrl-D or /quit ends the chat.\n\n",
+    );
+    let failures = 0;
+    if (terminal.prompt) terminal.write("you> ");
+    for await (const line of terminal.lines) {
+      const message = line.trim();
+      if (QUIT_COMMANDS.has(message)) break;
+      if (message !== "") {
+        replying = new AbortController();
+        try {
+          if (!(await sendMessage(target, chat, message, terminal, replying.signal))) failures++;
+        } catch (err) {
+          failures++;
+          terminal.write("\n");
+          terminal.error(replying.signal.aborted ? "(reply interrupted)\n\n" : `error: ${err instanceof Error ? err.message : String(err)}\n\n`);
+        } finally {
+          replying = undefined;
+        }
+      }
+      if (terminal.prompt) terminal.write("you> ");
+    }
+    return failures > 0 ? 1 : 0;
+  } finally {
+    process.off("SIGINT", interrupt);
+    await target.close();
+  }
+}
+
+if (import.meta.main) {
+  process.exitCode = await main(process.argv.slice(2), {
+    lines: console,
+    write: (text) => process.stdout.write(text),
+    error: (text) => process.stderr.write(text),
+    prompt: process.stdin.isTTY === true,
+  });
+}

@@ -1,0 +1,114 @@
+import type { Database, Queryable } from "../common/db/index.ts";
+import { addToLibrary, createSession, listCharacters, type Character } from "../common/db/repositories.ts";
+
+/**
+ * Chat sessions for the person at the keyboard of a local install (`npm start`, `bun run chat`).
+ * In production the frontend owns users and sessions; locally there is no frontend, so one fixed
+ * local user stands in for it, and its sessions are found or created here.
+ */
+
+/** The local reader. Fixed rather than generated, so it survives a lost data dir on a shared database. */
+export const LOCAL_USER_ID = "10ca1000-0000-4000-8000-000000000001";
+/** Books offered by name when a choice matches none. */
+const MAX_CHOICES_LISTED = 20;
+
+/** Everything a client needs to send `POST /character/chat`, plus names to show. */
+export interface LocalChat {
+  user_id: string;
+  book_id: string;
+  book_title: string;
+  character_id: string;
+  character_name: string;
+  session_id: string;
+  /** Exchanges so far. */
+  message_count: number;
+}
+
+/** What the reader asked for: a book by id or title, a character by name or alias; either may be left to us. */
+export interface LocalChoice {
+  book?: string | undefined;
+  character?: string | undefined;
+}
+
+/** The choice names no book or character that can be chatted with; the message lists what can. */
+export class LocalChoiceError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "LocalChoiceError";
+  }
+}
+
+const LOCAL_CHAT_SELECT = `SELECT s.user_id, b.id AS book_id, b.title AS book_title, c.id AS character_id, c.name AS character_name,
+         s.id AS session_id, s.message_count
+  FROM chat_sessions s JOIN characters c ON c.id = s.character_id JOIN books b ON b.id = s.book_id`;
+
+/** The same shape as a type alias: query rows must be index-signature compatible, interfaces are not. */
+type LocalChatRow = { [K in keyof LocalChat]: LocalChat[K] };
+
+/** The local reader's most recently used session, optionally with one character only. */
+export async function findLocalChat(db: Queryable, characterId?: string): Promise<LocalChat | null> {
+  const [row] = characterId
+    ? await db.query<LocalChatRow>(
+        `${LOCAL_CHAT_SELECT} WHERE s.user_id = $1 AND s.character_id = $2 ORDER BY s.updated_at DESC, s.created_at DESC LIMIT 1`,
+        [LOCAL_USER_ID, characterId],
+      )
+    : await db.query<LocalChatRow>(`${LOCAL_CHAT_SELECT} WHERE s.user_id = $1 ORDER BY s.updated_at DESC, s.created_at DESC LIMIT 1`, [
+        LOCAL_USER_ID,
+      ]);
+  return row ?? null;
+}
+
+type BookChoiceRow = { id: string; title: string };
+
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+async function chooseBook(db: Queryable, wanted: string | undefined, latest: LocalChat | null): Promise<BookChoiceRow> {
+  if (wanted === undefined && latest) return { id: latest.book_id, title: latest.book_title };
+  const completed = "processing_status = 'completed'";
+  let rows: BookChoiceRow[];
+  if (wanted === undefined) rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} ORDER BY created_at DESC LIMIT 1`);
+  else if (UUID.test(wanted)) rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} AND id = $1`, [wanted]);
+  else rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} AND lower(title) = lower($1) ORDER BY created_at DESC LIMIT 1`, [wanted.trim()]);
+  if (rows[0]) return rows[0];
+
+  const available = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} ORDER BY created_at DESC LIMIT ${MAX_CHOICES_LISTED}`);
+  if (available.length === 0) throw new LocalChoiceError("no book has been ingested yet: add one with `bun run ingest <file.txt>`");
+  const listed = available.map((b) => `  ${b.title} (${b.id})`).join("\n");
+  const only = wanted === undefined ? "" : `no ingested book has the id or title "${wanted}". `;
+  throw new LocalChoiceError(`${only}Books you can chat about:\n${listed}`);
+}
+
+function chooseCharacter(characters: readonly Character[], wanted: string | undefined, latest: LocalChat | null, bookTitle: string): Character {
+  if (characters.length === 0) throw new LocalChoiceError(`"${bookTitle}" has no characters to chat with`);
+  if (wanted === undefined) return characters.find((c) => c.id === latest?.character_id) ?? characters[0]!;
+  const name = wanted.trim().toLowerCase();
+  const found =
+    characters.find((c) => c.name.toLowerCase() === name) ?? characters.find((c) => c.aliases.some((a) => a.toLowerCase() === name));
+  if (found) return found;
+  const listed = characters.map((c) => `  ${c.name}${c.aliases.length > 0 ? ` (${c.aliases.join(", ")})` : ""}`).join("\n");
+  throw new LocalChoiceError(`"${bookTitle}" has no character called "${wanted}". Its characters:\n${listed}`);
+}
+
+/**
+ * The local reader's session with the chosen character, created (and the book added to the local
+ * library) when there is none. Left unchosen, the book and character are those of the last session
+ * used, else the newest ingested book and its most important character.
+ */
+export async function openLocalChat(db: Database, choice: LocalChoice = {}): Promise<LocalChat> {
+  const latest = await findLocalChat(db);
+  const book = await chooseBook(db, choice.book, latest);
+  const character = chooseCharacter(await listCharacters(db, book.id), choice.character, latest?.book_id === book.id ? latest : null, book.title);
+  const existing = await findLocalChat(db, character.id);
+  if (existing) return existing;
+  await addToLibrary(db, LOCAL_USER_ID, book.id);
+  const session = await createSession(db, { userId: LOCAL_USER_ID, characterId: character.id, title: `Chat with ${character.name}` });
+  return {
+    user_id: LOCAL_USER_ID,
+    book_id: book.id,
+    book_title: book.title,
+    character_id: character.id,
+    character_name: character.name,
+    session_id: session.id,
+    message_count: session.messageCount,
+  };
+}
