@@ -1,4 +1,4 @@
-import { readFile, rm, writeFile } from "node:fs/promises";
+import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { Database } from "../common/db/index.ts";
@@ -63,6 +63,8 @@ export async function startLocalControl(deps: { db: Database; logger: Logger }, 
   const url = `http://127.0.0.1:${server.port}`;
   const file = controlFilePath(options.dataDir);
   const record: ControlFile = { pid: process.pid, api_url: options.apiUrl, control_url: url };
+  // With every store configured, nothing else may have created the data dir.
+  await mkdir(options.dataDir, { recursive: true });
   await writeFile(file, `${JSON.stringify(record)}\n`);
   return {
     url,

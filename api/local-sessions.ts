@@ -45,16 +45,16 @@ const LOCAL_CHAT_SELECT = `SELECT s.user_id, b.id AS book_id, b.title AS book_ti
 /** The same shape as a type alias: query rows must be index-signature compatible, interfaces are not. */
 type LocalChatRow = { [K in keyof LocalChat]: LocalChat[K] };
 
-/** The local reader's most recently used session, optionally with one character only. */
-export async function findLocalChat(db: Queryable, characterId?: string): Promise<LocalChat | null> {
-  const [row] = characterId
-    ? await db.query<LocalChatRow>(
-        `${LOCAL_CHAT_SELECT} WHERE s.user_id = $1 AND s.character_id = $2 ORDER BY s.updated_at DESC, s.created_at DESC LIMIT 1`,
-        [LOCAL_USER_ID, characterId],
-      )
-    : await db.query<LocalChatRow>(`${LOCAL_CHAT_SELECT} WHERE s.user_id = $1 ORDER BY s.updated_at DESC, s.created_at DESC LIMIT 1`, [
-        LOCAL_USER_ID,
-      ]);
+/** The local reader's most recently used session, optionally only with one character or in one book. */
+export async function findLocalChat(db: Queryable, only: { characterId?: string; bookId?: string } = {}): Promise<LocalChat | null> {
+  const conditions = ["s.user_id = $1"];
+  const params = [LOCAL_USER_ID];
+  if (only.characterId) conditions.push(`s.character_id = $${params.push(only.characterId)}`);
+  if (only.bookId) conditions.push(`s.book_id = $${params.push(only.bookId)}`);
+  const [row] = await db.query<LocalChatRow>(
+    `${LOCAL_CHAT_SELECT} WHERE ${conditions.join(" AND ")} ORDER BY s.updated_at DESC, s.created_at DESC LIMIT 1`,
+    params,
+  );
   return row ?? null;
 }
 
@@ -78,9 +78,9 @@ async function chooseBook(db: Queryable, wanted: string | undefined, latest: Loc
   throw new LocalChoiceError(`${only}Books you can chat about:\n${listed}`);
 }
 
-function chooseCharacter(characters: readonly Character[], wanted: string | undefined, latest: LocalChat | null, bookTitle: string): Character {
+function chooseCharacter(characters: readonly Character[], wanted: string | undefined, latestInBook: LocalChat | null, bookTitle: string): Character {
   if (characters.length === 0) throw new LocalChoiceError(`"${bookTitle}" has no characters to chat with`);
-  if (wanted === undefined) return characters.find((c) => c.id === latest?.character_id) ?? characters[0]!;
+  if (wanted === undefined) return characters.find((c) => c.id === latestInBook?.character_id) ?? characters[0]!;
   const name = wanted.trim().toLowerCase();
   const found =
     characters.find((c) => c.name.toLowerCase() === name) ?? characters.find((c) => c.aliases.some((a) => a.toLowerCase() === name));
@@ -91,14 +91,15 @@ function chooseCharacter(characters: readonly Character[], wanted: string | unde
 
 /**
  * The local reader's session with the chosen character, created (and the book added to the local
- * library) when there is none. Left unchosen, the book and character are those of the last session
- * used, else the newest ingested book and its most important character.
+ * library) when there is none. Left unchosen, the book is that of the last session used, else the
+ * newest ingested book; the character is the one last talked to in that book, else its most important.
  */
 export async function openLocalChat(db: Database, choice: LocalChoice = {}): Promise<LocalChat> {
   const latest = await findLocalChat(db);
   const book = await chooseBook(db, choice.book, latest);
-  const character = chooseCharacter(await listCharacters(db, book.id), choice.character, latest?.book_id === book.id ? latest : null, book.title);
-  const existing = await findLocalChat(db, character.id);
+  const latestInBook = latest?.book_id === book.id ? latest : await findLocalChat(db, { bookId: book.id });
+  const character = chooseCharacter(await listCharacters(db, book.id), choice.character, latestInBook, book.title);
+  const existing = await findLocalChat(db, { characterId: character.id });
   if (existing) return existing;
   await addToLibrary(db, LOCAL_USER_ID, book.id);
   const session = await createSession(db, { userId: LOCAL_USER_ID, characterId: character.id, title: `Chat with ${character.name}` });
