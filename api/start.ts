@@ -147,13 +147,14 @@ async function main(config: Config): Promise<void> {
   const chat = await preparedChat(deps, seed);
   const question = chat?.book_id === SAMPLE_BOOK.id ? SAMPLE_BOOK.question : GENERIC_QUESTION;
   const curl = chat ? curlCommand(apiUrl, chat, question) : undefined;
-  process.stdout.write(readyBanner({ apiUrl, deps, seed, chat, curl }));
   log.info("ready", {
     api: apiUrl,
     docs: `${apiUrl}${DOCS_PATH}`,
     control_file: controlFilePath(config.dataDir),
     ...(chat ? { chat, curl } : {}),
   });
+  // Last, so that on a terminal the banner is not buried under log lines.
+  process.stdout.write(readyBanner({ apiUrl, deps, seed, chat, curl }));
 }
 
 if (import.meta.main) {
