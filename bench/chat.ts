@@ -1,18 +1,16 @@
 /**
- * Chat latency of the API server process on its embedded stores (PGlite, in-process key-value store,
- * embedded vector and BM25 indexes, rank fusion) against the loopback LLM gateway answering with no
- * delay, in its own process. What is measured is therefore the backend's own cost:
+ * Section 5. Chat latency of the API server process on its embedded stores (PGlite, in-process
+ * key-value store, embedded vector and BM25 indexes, rank fusion) against the loopback LLM gateway
+ * answering with no delay, in its own process, so that what is measured is the backend's own cost:
  *
- * - time to first token (request sent → first token event received) at 1 and 32 concurrent
- *   sessions, each request in a fresh session (a rewrite, an embedding, two searches, a streamed reply);
+ * - time to first token (request sent → first token event received) at 1 to 128 concurrent
+ *   sessions, each request a first turn in a fresh session (session, character, book and history
+ *   read, a query rewrite, an embedding, two searches, a streamed reply, the exchange saved);
  * - streaming 2,000 tokens through the endpoint, beside reading the same 2,000 tokens straight from
  *   the gateway with the openai SDK.
- *
- *   bun bench/chat.ts [--requests 200]
  */
 import OpenAI from "openai";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
@@ -20,20 +18,17 @@ import { createSession } from "../common/db/repositories.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
-import { PASSAGES, createTestLanguageModel, lastUserContent, readSse, scriptGateway, seedChatWorld } from "../tests/support/chat.ts";
+import { PASSAGES, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { startService } from "../tests/support/process.ts";
+import { formatSummary, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
-const CONCURRENCY = [1, 32];
+const CONCURRENCY = [1, 8, 32, 128];
 const EXTRA_CHUNKS = 500;
 const WARMUP = 20;
-const STREAM_RUNS = 5;
 const STREAM_PREFIX = "stream:";
-
-const requestsArg = process.argv.indexOf("--requests");
-const REQUESTS = requestsArg > 0 ? Number(process.argv[requestsArg + 1]) : 200;
 
 /** The gateway child: replies of REPLY_TOKENS tokens, or STREAM_TOKENS when the message asks for a stream. */
 function serveGateway() {
@@ -52,17 +47,17 @@ function serveGateway() {
   })();
 }
 
-const percentile = (sorted: readonly number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
-const ms = (x: number) => x.toFixed(1);
-
-async function main() {
+async function startGatewayProcess(): Promise<{ baseURL: string; stop(): void }> {
   const child = Bun.spawn([process.execPath, import.meta.path, "--gateway"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   const reader = child.stdout.getReader();
   const baseURL = new TextDecoder().decode((await reader.read()).value).trim();
   reader.releaseLock();
+  return { baseURL, stop: () => child.kill() };
+}
 
-  const dataDir = await mkdtemp(join(tmpdir(), "bench-chat-"));
-  const sessionsNeeded = WARMUP + CONCURRENCY.reduce((n, c) => n + Math.ceil(REQUESTS / c) * c, 0) + 2 * STREAM_RUNS;
+/** A data dir holding the chat world, its indexes and `sessions` fresh sessions. */
+async function seedDataDir(baseURL: string, sessionCount: number): Promise<{ dataDir: string; world: ChatWorld; sessions: string[] }> {
+  const dataDir = await freshDataDir();
   const db = await createPgliteDatabase({ dataDir: join(dataDir, "pg") });
   await migrate(db);
   const vector = createEmbeddedVectorIndex({ dir: join(dataDir, "vectors") });
@@ -75,19 +70,36 @@ async function main() {
   await vector.upsert(world.bookId, extra.map((c, i) => ({ ...c, vector: vectors[i]! })));
   await text.upsert(world.bookId, extra);
   const sessions: string[] = [];
-  for (let i = 0; i < sessionsNeeded; i++) sessions.push((await createSession(db, { userId: world.userId, characterId: world.characterId })).id);
+  for (let i = 0; i < sessionCount; i++) sessions.push((await createSession(db, { userId: world.userId, characterId: world.characterId })).id);
   await Promise.all([vector.close?.(), text.close?.()]);
   await db.close();
+  return { dataDir, world, sessions };
+}
 
-  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: baseURL, LOG_LEVEL: "error" });
+interface Exchange {
+  firstToken: number;
+  total: number;
+}
+
+export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
+  const requestsPerRow = reps(ctx, 160, 32);
+  const streamRuns = reps(ctx, 5, 2);
+  const requestsOf = (c: number) => Math.max(requestsPerRow, 3 * c);
+  const sessionCount = WARMUP + CONCURRENCY.reduce((n, c) => n + requestsOf(c), 0) + streamRuns;
+
+  const gateway = await startGatewayProcess();
+  ctx.progress(`chat: seeding ${sessionCount} sessions`);
+  const { dataDir, world, sessions } = await seedDataDir(gateway.baseURL, sessionCount);
+  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" });
   const body = (sessionId: string, message: string) =>
     JSON.stringify({ user_id: world.userId, character_id: world.characterId, book_id: world.bookId, session_id: sessionId, user_message: message });
 
-  /** Milliseconds to the first token event and to the end of the stream. */
-  async function timedChat(message: string): Promise<{ firstToken: number; total: number }> {
+  /** Milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
+  async function exchange(message: string): Promise<Exchange> {
     const start = performance.now();
     const res = await fetch(`${api.url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message) });
-    const stream = res.body!.getReader();
+    if (!res.ok || !res.body) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
+    const stream = res.body.getReader();
     let firstToken = NaN;
     let received = "";
     const decoder = new TextDecoder();
@@ -104,55 +116,85 @@ async function main() {
   }
 
   try {
-    for (let i = 0; i < WARMUP; i++) await timedChat(`Tell me about the storm. (${i})`);
+    for (let i = 0; i < WARMUP; i++) await exchange(`Tell me about the storm. (${i})`);
 
-    console.log(`\nTime to first token, ${REQUESTS} requests per row, ${REPLY_TOKENS}-token replies (ms)\n`);
-    console.log("| concurrent sessions | p50 | p99 | mean | replies/s |");
-    console.log("|---|---|---|---|---|");
+    const rows: string[][] = [];
     for (const c of CONCURRENCY) {
+      ctx.progress(`chat: ${c} concurrent sessions`);
+      const total = requestsOf(c);
       const samples: number[] = [];
+      let errors = 0;
+      let started = 0;
+      let firstError = "";
       const start = performance.now();
-      for (let round = 0; round < Math.ceil(REQUESTS / c); round++) {
-        // Distinct messages, so that every request asks for its query rewrite rather than reading it from the cache.
-        const results = await Promise.all(Array.from({ length: c }, (_, i) => timedChat(`What happened to the Albatross in the storm? (${c}.${round}.${i})`)));
-        samples.push(...results.map((r) => r.firstToken));
-      }
+      // c clients, each sending its next message as soon as the previous reply has ended.
+      await Promise.all(
+        Array.from({ length: c }, async (_, client) => {
+          while (started < total) {
+            const n = started++;
+            try {
+              // Distinct messages, so that every turn asks for its query rewrite rather than reading it from the cache.
+              samples.push((await exchange(`What happened to the Albatross in the storm? (${c}.${client}.${n})`)).firstToken);
+            } catch (err) {
+              errors++;
+              firstError ||= String(err);
+            }
+          }
+        }),
+      );
       const seconds = (performance.now() - start) / 1000;
-      samples.sort((a, b) => a - b);
-      const mean = samples.reduce((a, b) => a + b, 0) / samples.length;
-      console.log(`| ${c} | ${ms(percentile(samples, 50))} | ${ms(percentile(samples, 99))} | ${ms(mean)} | ${(samples.length / seconds).toFixed(0)} |`);
+      if (firstError) ctx.progress(`chat: ${errors} errors at ${c} sessions, first: ${firstError}`);
+      rows.push([
+        String(c),
+        String(total),
+        samples.length ? percentile(samples, 50).toFixed(1) : "–",
+        samples.length ? percentile(samples, 99).toFixed(1) : "–",
+        (samples.length / seconds).toFixed(0),
+        String(errors),
+      ]);
     }
 
-    const sdk = new OpenAI({ baseURL, apiKey: "bench", maxRetries: 0 });
+    ctx.progress("chat: streaming 2,000 tokens");
+    const sdk = new OpenAI({ baseURL: gateway.baseURL, apiKey: "bench", maxRetries: 0 });
     const direct: number[] = [];
-    const endpoint: { total: number }[] = [];
-    for (let run = 0; run < STREAM_RUNS; run++) {
+    const endpoint: number[] = [];
+    for (let run = 0; run < streamRuns; run++) {
       const start = performance.now();
-      const chunks = await sdk.chat.completions.create({
-        model: "bench",
-        stream: true,
-        messages: [{ role: "user", content: `${STREAM_PREFIX} ${run}` }],
-      });
+      const chunks = await sdk.chat.completions.create({ model: "bench", stream: true, messages: [{ role: "user", content: `${STREAM_PREFIX} ${run}` }] });
       let tokens = 0;
       for await (const chunk of chunks) if (chunk.choices[0]?.delta?.content) tokens++;
       if (tokens !== STREAM_TOKENS) throw new Error(`the gateway streamed ${tokens} tokens`);
       direct.push(performance.now() - start);
-      endpoint.push(await timedChat(`${STREAM_PREFIX} ${run}`));
+      endpoint.push((await exchange(`${STREAM_PREFIX} ${run}`)).total);
     }
-    const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-    console.log(`\nStreaming ${STREAM_TOKENS} tokens, median of ${STREAM_RUNS} runs (ms)\n`);
-    console.log("| path | total |");
-    console.log("|---|---|");
-    console.log(`| gateway read directly with the openai SDK | ${ms(median(direct))} |`);
-    console.log(`| POST /character/chat (rewrite, retrieval, stream, save) | ${ms(median(endpoint.map((e) => e.total)))} |`);
-    // With no delay the gateway sends the whole reply in a few TCP segments, so the first token
-    // reaches the client together with the rest: the time to first token here is the whole reply.
+    const [d, e] = [summarise(direct), summarise(endpoint)];
+    return {
+      title: "Chat",
+      body: [
+        "The API server process (`bun run api`) on embedded defaults, with the loopback gateway answering at once in its own process " +
+          `(${REPLY_TOKENS}-token replies), so the times are the backend's own work plus loopback hops. Every request is the first turn of a fresh session: ` +
+          "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search, streamed reply, exchange saved. " +
+          `${WARMUP} warm-up requests; then c clients each send a request as soon as their previous reply ended. ` +
+          "TTFT is request sent → first token event received.",
+        "",
+        markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "errors"], rows),
+        "",
+        `Streaming ${STREAM_TOKENS.toLocaleString("en")} tokens, median (min–max) of ${streamRuns} runs, ms:`,
+        "",
+        markdownTable(
+          ["path", "total ms", "ratio"],
+          [
+            ["gateway read directly with the openai SDK", formatSummary(d, 1), "1.00"],
+            ["`POST /character/chat` (rewrite, retrieval, stream, save)", formatSummary(e, 1), (e.median / d.median).toFixed(2)],
+          ],
+        ),
+      ].join("\n"),
+    };
   } finally {
     await api.stop();
-    child.kill();
+    gateway.stop();
     await rm(dataDir, { recursive: true, force: true });
   }
 }
 
-if (process.argv.includes("--gateway")) serveGateway();
-else await main();
+if (import.meta.main && process.argv.includes("--gateway")) serveGateway();

@@ -1,12 +1,9 @@
 /**
- * Search latency of the embedded indexes: for each query a vector search and a BM25 search run in
- * parallel, as hybrid retrieval does. Chunks are ~512-token chunks of War and Peace when
- * ../shared/books holds it (repeated to reach the larger sizes), generated text otherwise; vectors
- * are random, of text-embedding-3-small's dimension. Prints a markdown table.
- *
- *   bun bench/retrieval.ts [--queries 200]
+ * Section 4. Search latency of the embedded indexes: for each query a vector search and a BM25 search
+ * run in parallel, as hybrid retrieval does. Chunks are the ~512-token chunks of the largest
+ * benchmark book (repeated to reach the larger sizes); vectors are random, of text-embedding-3-small's
+ * dimension; keyword queries are 2–4 words of a random chunk, as a query rewriter's are.
  */
-import { existsSync } from "node:fs";
 import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -14,17 +11,14 @@ import { chunkTextToArray } from "../common/chunking.ts";
 import type { IndexedChunk } from "../common/search.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
+import { markdownTable, percentile, reps, type BenchContext, type BenchSection } from "./support.ts";
 
 const DIMENSION = 1536;
 const SIZES = [100, 1_000, 10_000];
 const UPSERT_BATCH = 128;
 const LIMIT = 20;
 const WARMUP_QUERIES = 20;
-const BOOK_PATH = join(import.meta.dir, "../../shared/books/pg2600_war_and_peace.txt");
 const BOOK_ID = "3f2504e0-4f89-41d3-9a0c-0305e82c3301";
-
-const queriesArg = process.argv.indexOf("--queries");
-const QUERIES = queriesArg > 0 ? Number(process.argv[queriesArg + 1]) : 200;
 
 /** Deterministic, so runs compare. */
 function random(seed: number): () => number {
@@ -41,32 +35,14 @@ const rand = random(2600);
 const randomVector = () => Array.from({ length: DIMENSION }, () => rand() - 0.5);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
 
-function generatedBook(): string {
-  const words = "prince army letter ball winter moscow battle count daughter estate officer horse snow peace war fire night";
-  const vocabulary = words.split(" ");
-  return Array.from({ length: 6000 }, () => Array.from({ length: 60 }, () => pick(vocabulary)).join(" ") + ".").join("\n\n");
-}
-
-const haveBook = existsSync(BOOK_PATH);
-const bookChunks: IndexedChunk[] = chunkTextToArray(haveBook ? await Bun.file(BOOK_PATH).text() : generatedBook()).map(
-  ({ chunkIndex, text }) => ({ chunkIndex, text }),
-);
-
-function chunksOf(count: number): IndexedChunk[] {
+function chunksOf(bookChunks: readonly IndexedChunk[], count: number): IndexedChunk[] {
   return Array.from({ length: count }, (_, i) => ({ chunkIndex: i, text: bookChunks[i % bookChunks.length]!.text }));
 }
 
-/** 2-4 words of a random chunk: what a query rewriter's keyword query looks like. */
 function keywordQuery(chunks: readonly IndexedChunk[]): string {
   const words = pick(chunks).text.match(/\p{L}{4,}/gu) ?? ["war"];
   return Array.from({ length: 2 + Math.floor(rand() * 3) }, () => pick(words)).join(" ");
 }
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)]!;
-}
-
-const ms = (n: number) => n.toFixed(2);
 
 async function folderBytes(dir: string): Promise<number> {
   let total = 0;
@@ -74,23 +50,10 @@ async function folderBytes(dir: string): Promise<number> {
   return total;
 }
 
-interface Row {
-  label: string;
-  chunks: number;
-  vectorP50: number;
-  vectorP99: number;
-  textP50: number;
-  textP99: number;
-  hybridP50: number;
-  hybridP99: number;
-  upsertSeconds: number;
-  snapshotSeconds: number;
-  vectorReloadMs: number;
-  textReloadMs: number;
-  diskMb: number;
-}
+const ms = (n: number) => n.toFixed(2);
+const p50p99 = (times: readonly number[]) => `${ms(percentile(times, 50))} / ${ms(percentile(times, 99))}`;
 
-async function measure(label: string, chunks: IndexedChunk[]): Promise<Row> {
+async function measure(label: string, chunks: IndexedChunk[], queryCount: number): Promise<string[]> {
   const dir = await mkdtemp(join(tmpdir(), "bench-retrieval-"));
   try {
     const vectorDir = join(dir, "vectors");
@@ -119,7 +82,7 @@ async function measure(label: string, chunks: IndexedChunk[]): Promise<Row> {
     await text.count(BOOK_ID);
     const textReloadMs = performance.now() - reloadStart;
 
-    const queries = Array.from({ length: WARMUP_QUERIES + QUERIES }, () => ({ vector: randomVector(), keywords: keywordQuery(chunks) }));
+    const queries = Array.from({ length: WARMUP_QUERIES + queryCount }, () => ({ vector: randomVector(), keywords: keywordQuery(chunks) }));
     const vectorTimes: number[] = [];
     const textTimes: number[] = [];
     const hybridTimes: number[] = [];
@@ -136,42 +99,46 @@ async function measure(label: string, chunks: IndexedChunk[]): Promise<Row> {
       await timed(searchText, textTimes, record);
       await timed(() => Promise.all([searchVectors(), searchText()]), hybridTimes, record);
     }
-    for (const times of [vectorTimes, textTimes, hybridTimes]) times.sort((a, b) => a - b);
-    return {
+    await Promise.all([vectors.close?.(), text.close?.()]);
+    return [
       label,
-      chunks: chunks.length,
-      vectorP50: percentile(vectorTimes, 50),
-      vectorP99: percentile(vectorTimes, 99),
-      textP50: percentile(textTimes, 50),
-      textP99: percentile(textTimes, 99),
-      hybridP50: percentile(hybridTimes, 50),
-      hybridP99: percentile(hybridTimes, 99),
-      upsertSeconds,
-      snapshotSeconds,
-      vectorReloadMs,
-      textReloadMs,
-      diskMb: ((await folderBytes(vectorDir)) + (await folderBytes(textDir))) / 1e6,
-    };
+      String(chunks.length),
+      p50p99(hybridTimes),
+      p50p99(vectorTimes),
+      p50p99(textTimes),
+      upsertSeconds.toFixed(2),
+      snapshotSeconds.toFixed(2),
+      `${vectorReloadMs.toFixed(0)} / ${textReloadMs.toFixed(0)}`,
+      (((await folderBytes(vectorDir)) + (await folderBytes(textDir))) / 1e6).toFixed(1),
+    ];
   } finally {
     await rm(dir, { recursive: true, force: true });
   }
 }
 
-console.log(
-  haveBook
-    ? `Chunks: War and Peace (${BOOK_PATH}) cut by common/chunking.ts into ${bookChunks.length} chunks of <= 512 tokens, repeated past that count.`
-    : `Chunks: ${BOOK_PATH} is absent, so generated text (${bookChunks.length} chunks of <= 512 tokens), repeated past that count.`,
-);
-console.log(`Vectors: random, dimension ${DIMENSION}. ${QUERIES} queries after ${WARMUP_QUERIES} warm-up; limit ${LIMIT}; upsert batches of ${UPSERT_BATCH}.\n`);
-
-const rows: Row[] = [];
-for (const size of SIZES) rows.push(await measure(`${size.toLocaleString("en")} chunks`, chunksOf(size)));
-rows.push(await measure(haveBook ? "War and Peace, whole book" : "generated book, whole", bookChunks));
-
-console.log("| Collection | Chunks | Vector p50 / p99 (ms) | BM25 p50 / p99 (ms) | Hybrid p50 / p99 (ms) | Upsert all (s) | BM25 snapshot (s) | Reload vector / BM25 (ms) | On disk (MB) |");
-console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
-for (const r of rows) {
-  console.log(
-    `| ${r.label} | ${r.chunks} | ${ms(r.vectorP50)} / ${ms(r.vectorP99)} | ${ms(r.textP50)} / ${ms(r.textP99)} | ${ms(r.hybridP50)} / ${ms(r.hybridP99)} | ${r.upsertSeconds.toFixed(2)} | ${r.snapshotSeconds.toFixed(2)} | ${r.vectorReloadMs.toFixed(0)} / ${r.textReloadMs.toFixed(0)} | ${r.diskMb.toFixed(1)} |`,
-  );
+export async function retrievalSection(ctx: BenchContext): Promise<BenchSection> {
+  const queryCount = reps(ctx, 300, 50);
+  const book = ctx.books.at(-1)!;
+  const bookChunks: IndexedChunk[] = chunkTextToArray(await Bun.file(book.path).text()).map(({ chunkIndex, text }) => ({ chunkIndex, text }));
+  const rows: string[][] = [];
+  for (const size of SIZES) {
+    ctx.progress(`retrieval: ${size} chunks`);
+    rows.push(await measure(`${size.toLocaleString("en")} chunks`, chunksOf(bookChunks, size), queryCount));
+  }
+  ctx.progress(`retrieval: ${book.title}`);
+  rows.push(await measure(`${book.title}, whole book`, bookChunks, queryCount));
+  return {
+    title: "Retrieval",
+    body: [
+      `Chunks: ${book.title}${book.generated ? " (generated text)" : ""} cut by common/chunking.ts into ${bookChunks.length} chunks of ≤ 512 tokens, repeated past that count. ` +
+        `Vectors: random, dimension ${DIMENSION}. p50 / p99 over ${queryCount} queries after ${WARMUP_QUERIES} warm-up, limit ${LIMIT}, in one process; ` +
+        "hybrid = the vector and BM25 searches of one query in parallel, as the chat runs them. " +
+        `Upsert in batches of ${UPSERT_BATCH}; the BM25 snapshot is written on close; reload = the first search after a restart.`,
+      "",
+      markdownTable(
+        ["Collection", "chunks", "hybrid p50 / p99 ms", "vector p50 / p99 ms", "BM25 p50 / p99 ms", "upsert all s", "BM25 snapshot s", "reload vector / BM25 ms", "on disk MB"],
+        rows,
+      ),
+    ].join("\n"),
+  };
 }

@@ -1,6 +1,9 @@
-import { cpus, totalmem } from "node:os";
+import { cpus, totalmem, tmpdir } from "node:os";
 import { existsSync } from "node:fs";
+import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { migrate } from "../common/db/migrate.ts";
+import { createPgliteDatabase } from "../common/db/pglite.ts";
 
 /** What every benchmark table is headed by, so a figure is never read without its machine. */
 export function machineHeader(): string {
@@ -27,7 +30,9 @@ export function percentile(values: readonly number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!;
 }
 
+/** "12.3 (11.9–13.0)": the median, then the range, of one figure over its runs. */
 export function formatSummary(s: Summary, digits = 0): string {
+  if (s.min === s.max) return s.median.toFixed(digits);
   return `${s.median.toFixed(digits)} (${s.min.toFixed(digits)}–${s.max.toFixed(digits)})`;
 }
 
@@ -38,4 +43,133 @@ export function markdownTable(header: readonly string[], rows: readonly (readonl
 
 /** The shared development books, when this checkout sits beside them. */
 export const SHARED_BOOKS_DIR = join(import.meta.dir, "..", "..", "shared", "books");
-export const sharedBooksPresent = () => existsSync(SHARED_BOOKS_DIR);
+
+/** What a section receives from bench/run.ts. */
+export interface BenchContext {
+  /** A short smoke run: fewer repetitions and smaller loads, figures not worth publishing. */
+  quick: boolean;
+  books: readonly BenchBook[];
+  /** Progress, to stderr, so that stdout holds only the tables. */
+  progress(message: string): void;
+}
+
+export interface BenchSection {
+  title: string;
+  /** Markdown: a line saying what was measured and how often, then tables and notes. */
+  body: string;
+}
+
+/** Full runs, or the quick smoke run's count. */
+export const reps = (ctx: Pick<BenchContext, "quick">, full: number, quick = 1) => (ctx.quick ? quick : full);
+
+/** Milliseconds of each of `runs` calls, after `warmup` untimed ones; and the last call's result. */
+export async function timeRuns<T>(runs: number, fn: () => T | Promise<T>, warmup = 0): Promise<{ ms: number[]; result: T }> {
+  for (let i = 0; i < warmup; i++) await fn();
+  const ms: number[] = [];
+  let result: T | undefined;
+  for (let i = 0; i < runs; i++) {
+    const start = performance.now();
+    result = await fn();
+    ms.push(performance.now() - start);
+  }
+  return { ms, result: result as T };
+}
+
+// Books -------------------------------------------------------------------------------------------
+
+export interface BenchBook {
+  title: string;
+  path: string;
+  bytes: number;
+  /** True when ../shared/books was absent and this is generated text of the same size. */
+  generated: boolean;
+}
+
+const BOOKS = [
+  { title: "Alice in Wonderland", file: "pg11_alices_adventures_in_wonderland.txt", bytes: 151_040 },
+  { title: "Pride and Prejudice", file: "pg1342_pride_and_prejudice.txt", bytes: 799_738 },
+  { title: "War and Peace", file: "pg2600_war_and_peace.txt", bytes: 3_292_505 },
+] as const;
+
+/**
+ * A novel-shaped text of about `bytes` bytes: chapters, narration and tagged dialogue among a small
+ * cast, deterministic so that runs compare.
+ */
+export function generatedNovel(bytes: number): string {
+  const cast = ["Anna Karsky", "Peter Lindqvist", "Marya Dolokhova", "Captain Reyes", "Mr. Pell", "Elinor Vance"];
+  const words = "the lamp harbour letter winter road evening house garden river window candle storm bell morning field".split(" ");
+  let state = 2600;
+  const next = (n: number) => {
+    state = (Math.imul(state, 1103515245) + 12345) >>> 0;
+    return state % n;
+  };
+  const sentence = () => {
+    const w = Array.from({ length: 8 + next(12) }, () => words[next(words.length)]!);
+    return `${w.join(" ").replace(/^./, (c) => c.toUpperCase())}.`;
+  };
+  const parts: string[] = [];
+  let size = 0;
+  for (let chapter = 1; size < bytes; chapter++) {
+    parts.push(`CHAPTER ${chapter}\n`);
+    for (let p = 0; p < 40 && size < bytes; p++) {
+      const speaker = cast[next(cast.length)]!;
+      const paragraph = next(3) === 0 ? `"${sentence()}" said ${speaker}. ${sentence()}` : `${speaker} ${sentence().toLowerCase()} ${sentence()} ${sentence()}`;
+      parts.push(paragraph);
+      size += paragraph.length + 2;
+    }
+  }
+  return parts.join("\n\n");
+}
+
+/** The three benchmark books: Alice, Pride and Prejudice and War and Peace, or generated stand-ins. */
+export async function loadBooks(): Promise<{ books: BenchBook[]; cleanup(): Promise<void> }> {
+  if (existsSync(SHARED_BOOKS_DIR) && BOOKS.every((b) => existsSync(join(SHARED_BOOKS_DIR, b.file)))) {
+    const books = BOOKS.map((b) => ({ title: b.title, path: join(SHARED_BOOKS_DIR, b.file), bytes: Bun.file(join(SHARED_BOOKS_DIR, b.file)).size, generated: false }));
+    return { books, cleanup: async () => {} };
+  }
+  const dir = await mkdtemp(join(tmpdir(), "bench-books-"));
+  const books: BenchBook[] = [];
+  for (const b of BOOKS) {
+    const path = join(dir, b.file);
+    await writeFile(path, generatedNovel(b.bytes));
+    books.push({ title: `generated text, size of ${b.title}`, path, bytes: Bun.file(path).size, generated: true });
+  }
+  return { books, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** The line under a section title that says where its text came from. */
+export function booksNote(books: readonly BenchBook[]): string {
+  return books.some((b) => b.generated)
+    ? `Books: ${SHARED_BOOKS_DIR} is absent, so generated novel-shaped text of the same sizes (figures are not comparable with real books).`
+    : "Books: Project Gutenberg plain texts from ../shared/books.";
+}
+
+export const mb = (bytes: number) => bytes / 1e6;
+
+// Embedded data dirs ------------------------------------------------------------------------------
+
+let template: Promise<string> | undefined;
+
+/**
+ * A data dir for a service under test, with the embedded database already created and migrated. A
+ * fresh PGlite data dir runs initdb, which costs seconds (tens of them on a busy machine) and would
+ * otherwise be counted in every ingestion and every server start; it is paid once per bench run
+ * here and copied. What runs in the copy starts exactly as on a machine that has run migrations once.
+ */
+export async function freshDataDir(): Promise<string> {
+  template ??= (async () => {
+    const dir = await mkdtemp(join(tmpdir(), "bench-template-"));
+    const db = await createPgliteDatabase({ dataDir: join(dir, "pg") });
+    await migrate(db);
+    await db.close();
+    return dir;
+  })();
+  const dir = await mkdtemp(join(tmpdir(), "bench-data-"));
+  await cp(await template, dir, { recursive: true });
+  return dir;
+}
+
+export async function removeDataDirTemplate(): Promise<void> {
+  if (template) await rm(await template, { recursive: true, force: true });
+  template = undefined;
+}

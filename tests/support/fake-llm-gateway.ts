@@ -24,9 +24,11 @@
  *   - `{ hang: true }`: never answer (for timeouts); released when the client gives up,
  *   - `{ raw, status?, contentType? }`: exactly this body (for malformed responses).
  *
- * Streamed replies can also be slowed (`tokenDelayMs`, or the gateway-wide option), cut
- * (`dropAfterChunks`: the connection closes mid-body) or failed in-band (`errorEventAfterChunks`:
- * an OpenAI error event, then the end of the stream).
+ * Whole requests can be slowed gateway-wide (`chatLatencyMs`, `embeddingsLatencyMs`: a pause before
+ * answering, as a real model's latency). Streamed replies can also be slowed per chunk
+ * (`tokenDelayMs`, or the gateway-wide option), cut (`dropAfterChunks`: the connection closes
+ * mid-body) or failed in-band (`errorEventAfterChunks`: an OpenAI error event, then the end of the
+ * stream).
  *
  * Defaults: chat replies are "Echo: <last user message>" (JSON mode: {"echo": <last user message>}),
  * streamed word by word; usage counts words. Embeddings come from
@@ -363,6 +365,10 @@ export interface FakeLlmGatewayOptions {
   embeddingDimension?: number;
   /** Pause before each streamed chunk. */
   tokenDelayMs?: number;
+  /** Pause before answering each chat request, streamed or not: a model's time to its first token. */
+  chatLatencyMs?: number;
+  /** Pause before answering each embeddings request, whatever its batch size. */
+  embeddingsLatencyMs?: number;
   /** When set, requests must carry `Authorization: Bearer <apiKey>`. */
   apiKey?: string;
 }
@@ -405,6 +411,7 @@ export function startFakeLlmGateway(options: FakeLlmGatewayOptions = {}): FakeLl
     const parsed = chatRequestSchema.safeParse(ctx.record.body);
     if (!parsed.success) return invalidRequest(`Invalid chat request: ${parsed.error.issues[0]?.message}`);
     const request = parsed.data;
+    if (options.chatLatencyMs) await sleepUnlessAborted(options.chatLatencyMs, ctx.signal);
     const reply = await chatHandler(request, chatCalls++);
     if (isFailure(reply)) return failureResponse(reply, ctx.signal);
 
@@ -464,6 +471,7 @@ export function startFakeLlmGateway(options: FakeLlmGatewayOptions = {}): FakeLl
     const parsed = embeddingsRequestSchema.safeParse(ctx.record.body);
     if (!parsed.success) return invalidRequest(`Invalid embeddings request: ${parsed.error.issues[0]?.message}`);
     const request = parsed.data;
+    if (options.embeddingsLatencyMs) await sleepUnlessAborted(options.embeddingsLatencyMs, ctx.signal);
     const reply = await embeddingsHandler(request, embeddingsCalls++);
     if (isFailure(reply)) return failureResponse(reply, ctx.signal);
 
