@@ -123,6 +123,8 @@ async function sendMessage(target: ChatTarget, chat: LocalChat, message: string,
       return false;
     }
   }
+  // Built in this process, the API ends the stream quietly when the reader interrupts it.
+  signal.throwIfAborted();
   terminal.write("\n");
   terminal.error("error: the reply stream ended before the reply was complete\n\n");
   return false;

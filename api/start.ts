@@ -7,19 +7,19 @@ import { buildDeps, type Deps } from "../common/deps.ts";
 import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
 import { startWorker } from "../ingest/worker.ts";
 import { DOCS_PATH } from "./docs.ts";
-import { controlFilePath, findRunningInstance, startLocalControl, type LocalControl } from "./local-control.ts";
+import { controlFilePath, findRunningInstance, startLocalControl } from "./local-control.ts";
 import { findLocalChat, openLocalChat, type LocalChat } from "./local-sessions.ts";
 import { startApi } from "./server.ts";
 
 /** Asked in the printed curl when the session is not with a character of the sample story. */
-export const GENERIC_QUESTION = "Who are you, and what matters most to you?";
+const GENERIC_QUESTION = "Who are you, and what matters most to you?";
 
 /** Single-quotes for a POSIX shell: the command is pasted as printed. */
 function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-export function curlCommand(apiUrl: string, chat: LocalChat, question: string): string {
+function curlCommand(apiUrl: string, chat: LocalChat, question: string): string {
   const body = {
     user_id: chat.user_id,
     character_id: chat.character_id,
@@ -46,7 +46,7 @@ function describeMode(deps: Deps): string {
 }
 
 /** What the person who typed `npm start` reads: where things are and how to chat. */
-export function readyBanner({ apiUrl, deps, seed, chat, curl }: Banner): string {
+function readyBanner({ apiUrl, deps, seed, chat, curl }: Banner): string {
   const lines = ["", "Book character chat is ready.", "", `  API          ${apiUrl}`, `  Swagger UI   ${apiUrl}${DOCS_PATH}`];
   if (seed?.status === "ingested") {
     const names = seed.result.characters.map((c) => c.character.name).join(", ");
@@ -99,11 +99,21 @@ async function main(config: Config): Promise<void> {
 
   const deps = await buildDeps(config);
   const log = deps.logger.child({ component: "start" });
-  const { server, settle } = startApi(deps);
+  let api: ReturnType<typeof startApi>;
+  try {
+    api = startApi(deps);
+  } catch (err) {
+    await deps.close();
+    if ((err as { code?: unknown }).code !== "EADDRINUSE") throw err;
+    console.error(`port ${config.port} is in use: stop what listens there, or set PORT to another port`);
+    process.exit(1);
+  }
+  const { server, settle } = api;
   const apiUrl = `http://localhost:${server.port}`;
+  // Announced before seeding, so that a second `npm start` on this data dir is refused from now on.
+  const control = await startLocalControl(deps, { dataDir: config.dataDir, apiUrl });
   const worker = startWorker(deps);
   const seeding = new AbortController();
-  let control: LocalControl | undefined;
   let seedDone: Promise<unknown> = Promise.resolve();
   let stopping = false;
 
@@ -112,7 +122,7 @@ async function main(config: Config): Promise<void> {
     process.once(signal, () => process.exit(130));
     log.info("shutting down", { signal });
     seeding.abort(new Error("the service is stopping"));
-    await control?.stop();
+    await control.stop();
     await server.stop();
     await worker.stop();
     await seedDone.catch(() => {});
@@ -143,7 +153,6 @@ async function main(config: Config): Promise<void> {
   }
   if (stopping) return;
 
-  control = await startLocalControl(deps, { dataDir: config.dataDir, apiUrl });
   const chat = await preparedChat(deps, seed);
   const question = chat?.book_id === SAMPLE_BOOK.id ? SAMPLE_BOOK.question : GENERIC_QUESTION;
   const curl = chat ? curlCommand(apiUrl, chat, question) : undefined;

@@ -119,6 +119,19 @@ describe("npm start with nothing configured", () => {
   });
 });
 
+test("a port already in use stops npm start with one line that says so", async () => {
+  const taken = Bun.serve({ port: 0, fetch: () => new Response("someone else") });
+  const ownDir = await mkdtemp(join(tmpdir(), "npm-start-port-"));
+  try {
+    const run = await runEntry(START_ENTRY, { PORT: String(taken.port), DATA_DIR: ownDir });
+    expect(run.exitCode).toBe(1);
+    expect(run.stderr.trimEnd().split("\n").at(-1)).toBe(`port ${taken.port} is in use: stop what listens there, or set PORT to another port`);
+  } finally {
+    await taken.stop(true);
+    await rm(ownDir, { recursive: true, force: true });
+  }
+});
+
 const postgres = await probePostgres();
 if (!postgres.reachable) console.warn(`skipping npm start on Postgres: ${postgres.reason}`);
 
