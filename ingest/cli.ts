@@ -6,6 +6,7 @@
 
 import { basename, extname, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { findRunningInstance } from "../api/local-control.ts";
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDeps } from "../common/deps.ts";
 import { insertBook, LANGUAGES, setProcessingStatus, type Language } from "../common/db/repositories.ts";
@@ -96,6 +97,14 @@ export async function main(argv: string[]): Promise<number> {
   }
 
   const config = loadConfigOrExit();
+  // Two processes on one embedded database each work on a private copy: the book would vanish.
+  const running = config.database.driver === "pglite" ? await findRunningInstance(config.dataDir) : undefined;
+  if (running) {
+    process.stderr.write(
+      `npm start is running on ${config.dataDir} (pid ${running.pid}); stop it first, or submit the book to its API with POST /character/processing\n`,
+    );
+    return 1;
+  }
   const logger = createLogger({ level: config.logLevel === "debug" ? "debug" : "warn" });
   const deps = await buildDeps(config, { logger });
   const controller = new AbortController();

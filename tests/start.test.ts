@@ -106,6 +106,11 @@ describe("npm start with nothing configured", () => {
       expect(second.exitCode).toBe(1);
       expect(second.stderr).toContain(`is using ${dataDir}; stop it first`);
 
+      // `bun run ingest` on the same embedded database would write to a private copy: refused.
+      const ingest = await runEntry("ingest/cli.ts", { DATA_DIR: dataDir }, undefined, ["ingest/sample/the-mending-room.txt"]);
+      expect(ingest.exitCode).toBe(1);
+      expect(ingest.stderr).toContain(`npm start is running on ${dataDir}`);
+
       expectStreamedReply(parseSseEvents(await runPrintedCurl(ready.curl!)));
     } finally {
       expect(await service.stop("SIGTERM")).toBe(0);

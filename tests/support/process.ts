@@ -15,9 +15,9 @@ export interface RunResult {
   stderr: string;
 }
 
-/** Runs `bun <entry>` to completion with only the given variables (plus PATH and HOME). */
-export async function runEntry(entry: string, env: Record<string, string>, timeoutMs = 60_000): Promise<RunResult> {
-  const proc = Bun.spawn([process.execPath, entry], {
+/** Runs `bun <entry> [args]` to completion with only the given variables (plus PATH and HOME). */
+export async function runEntry(entry: string, env: Record<string, string>, timeoutMs = 60_000, args: readonly string[] = []): Promise<RunResult> {
+  const proc = Bun.spawn([process.execPath, entry, ...args], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
     stdout: "pipe",
