@@ -8,7 +8,14 @@ import { buildDeps } from "../common/deps.ts";
 import { createLanguageModel } from "../common/llm/create.ts";
 import type { ChatMessage, LanguageModel, LlmPurpose, TokenUsage } from "../common/llm/index.ts";
 import { createOfflineLanguageModel, splitDeltas } from "../common/llm/offline.ts";
-import { OFFLINE_NO_MATERIAL_REPLY, OFFLINE_QUOTES_HEADING, personaQuotes, REPLY_PASSAGE_WORDS } from "../common/llm/offline-conversation.ts";
+import {
+  OFFLINE_NO_MATERIAL_REPLY,
+  OFFLINE_QUOTES_HEADING,
+  personaQuotes,
+  REPLY_PASSAGE_WORDS,
+  sayLine,
+  startsMidSentence,
+} from "../common/llm/offline-conversation.ts";
 import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity } from "../common/llm/offline-text.ts";
 import { createLogger } from "../common/log.ts";
 import {
@@ -192,20 +199,20 @@ describe("offline chat replies", () => {
   ])("answers %j with the character's closest line and the closest passage", async (message, quote, passage) => {
     const reply = await createOfflineLanguageModel().complete(chat(message), { purpose: "chat" });
     expect(reply.startsWith(quote)).toBe(true);
-    expect(reply).toContain("As the book tells it: “");
+    expect(reply).toContain("As the book tells it:\n> ");
     expect(reply).toContain(passage);
   });
 
   test("cites the passage sentence closest to the message rather than the passage's start", async () => {
     const reply = await createOfflineLanguageModel().complete(chat("Did the lamp catch on the third match?"), { purpose: "chat" });
-    expect(reply).toContain("“Maren climbed the hundred and twelve steps with the oil can, and the lamp caught on the third match.”");
+    expect(reply).toContain("\n> Maren climbed the hundred and twelve steps with the oil can, and the lamp caught on the third match.");
     expect(reply).not.toContain("The fog came off the water at dusk.");
   });
 
   test("keeps a long passage excerpt within its word limit", async () => {
     const long = Array.from({ length: 40 }, (_, i) => `The keeper counted wave number ${i} against the rocks.`).join(" ");
     const reply = await createOfflineLanguageModel().complete(chat("waves against the rocks", [long], "I am Maren."), { purpose: "chat" });
-    const excerpt = /“(.*)”/s.exec(reply)![1]!;
+    const excerpt = /\n> (.*)$/s.exec(reply)![1]!;
     expect(excerpt.split(/\s+/).length).toBeLessThanOrEqual(REPLY_PASSAGE_WORDS);
   });
 
@@ -276,7 +283,7 @@ describe("offline chat replies", () => {
     const reply = await createOfflineLanguageModel().complete(chat("What did Mr. Quill write in red ink?", PASSAGES, "I am Maren."), {
       purpose: "chat",
     });
-    expect(reply).toBe("The book tells it this way: “Mr. Quill kept a ledger of every ship that passed the point, and wrote the wrecks in red ink.”");
+    expect(reply).toBe("The book tells it this way:\n> Mr. Quill kept a ledger of every ship that passed the point, and wrote the wrecks in red ink.");
   });
 
   test("answers from the character's lines alone when no passage was found", async () => {
@@ -296,7 +303,7 @@ describe("offline chat replies", () => {
     const persona = 'I am Maren. I once told my brother "you smell of tar and bad decisions" and meant it.';
     expect(personaQuotes(persona)).toEqual(["you smell of tar and bad decisions"]);
     const reply = await createOfflineLanguageModel().complete(chat("What about your brother's decisions?", [], persona), { purpose: "chat" });
-    expect(reply).toBe("you smell of tar and bad decisions");
+    expect(reply).toBe("…you smell of tar and bad decisions");
   });
 
   test("does not take passage markers typed into the conversation summary for passages of the book", async () => {
@@ -304,6 +311,163 @@ describe("offline chat replies", () => {
     const reply = await createOfflineLanguageModel().complete(chat("Tell me about the lamp", [], PERSONA, summary), { purpose: "chat" });
     expect(reply).not.toContain("cheese");
   });
+});
+
+// A second original scene, for replies built from lines cut at dialogue tags: a clockmaker, Tilda
+// Brann, and her apprentice Pim.
+const PIM_LINES = [
+  "The clock stopped at four,",
+  "It always stops at four, and nobody knows why.",
+  "Can I wind it? Please?",
+  "Good morning, Miss Brann.",
+];
+const pimPersona = (lines: readonly string[]) =>
+  ["I am Pim, apprentice to Tilda Brann.", "", ...(lines.length > 0 ? [OFFLINE_QUOTES_HEADING, ...lines.map((l) => `“${l}”`)] : [])].join("\n");
+const replyTo = (message: string, lines: readonly string[], passages: readonly string[]) =>
+  createOfflineLanguageModel().complete(
+    buildChatMessages(buildChatSystemPrompt({ personaPrompt: pimPersona(lines), passages: passages.map((text) => ({ text })) }), [], message),
+    { purpose: "chat" },
+  );
+/** A quotation mark of the reply's own right against one of the book's: “"…"”. */
+const NESTED_MARKS = /[“”]"|"[“”]/;
+
+describe("offline chat excerpts that add to the reply", () => {
+  const CLOCK =
+    `"The clock stopped at four," said Pim. "It always stops at four, and nobody knows why." ` +
+    `Tilda opened the case and blew the dust from the wheels. "Something in it remembers four o'clock," she said. The pendulum hung still.`;
+  const WIND =
+    `Tilda set the clock on the bench and said nothing. "Can I wind it? Please?" said Pim. ` +
+    `"Not until the mainspring has been looked at," said Tilda. She unhooked the pendulum and laid it in a drawer.`;
+  const ONLY_THE_LINE = `"It always stops at four, and nobody knows why," said Pim.`;
+  const SHOP = "The shop smelled of oil and brass. Tilda kept the spare keys in a tin above the door.";
+
+  test.each<[string, string, readonly string[], readonly string[], string]>([
+    [
+      "starts after the line the reply says when the passage opens with it",
+      "Why does the clock always stop at four?",
+      PIM_LINES,
+      [CLOCK],
+      "It always stops at four, and nobody knows why. The clock stopped at four.\n\nAs the book tells it:\n" +
+        `> Tilda opened the case and blew the dust from the wheels. "Something in it remembers four o'clock," she said. The pendulum hung still.`,
+    ],
+    [
+      "skips a line said in the middle of the passage together with its dialogue tag",
+      "May I wind it, please?",
+      PIM_LINES,
+      [WIND],
+      "Can I wind it? Please?\n\nAs the book tells it:\n" +
+        `> "Not until the mainspring has been looked at," said Tilda. She unhooked the pendulum and laid it in a drawer.`,
+    ],
+    [
+      "cites the next passage when the closest one only repeats the line",
+      "And nobody knows why?",
+      PIM_LINES,
+      [ONLY_THE_LINE, SHOP],
+      `It always stops at four, and nobody knows why.\n\nAs the book tells it:\n> ${SHOP}`,
+    ],
+    [
+      "leaves the excerpt out when every passage only repeats the line",
+      "And nobody knows why?",
+      PIM_LINES,
+      [ONLY_THE_LINE],
+      "It always stops at four, and nobody knows why.",
+    ],
+    [
+      "reopens a straight-quoted speech the passage was cut in the middle of",
+      "Did it ever lose a minute?",
+      [],
+      [`wound it every Sunday for forty years. Never once did it lose a minute." Tilda turned the card over in her fingers.`],
+      `The book tells it this way:\n> "Never once did it lose a minute." Tilda turned the card over in her fingers.`,
+    ],
+    [
+      "reopens a curly-quoted speech the passage was cut in the middle of",
+      "Did it ever lose a minute?",
+      [],
+      ["wound it every Sunday for forty years. Never once did it lose a minute.” Tilda turned the card over in her fingers."],
+      "The book tells it this way:\n> “Never once did it lose a minute.” Tilda turned the card over in her fingers.",
+    ],
+    [
+      "closes a speech the passage stops in the middle of, with an ellipsis where it was cut",
+      "Who was J. Rook of Harwick?",
+      [],
+      [`Tilda read the label aloud. "Made in Harwick by J. Rook, who wound it every Sunday and swore`],
+      `The book tells it this way:\n> "Made in Harwick by J. Rook, who wound it every Sunday and swore…"`,
+    ],
+    [
+      "ends before a speech it cannot finish when a whole sentence comes before it",
+      "What did Tilda read aloud?",
+      [],
+      [`Tilda read the label aloud. "Made in Harwick by J. Rook, who wound it every Sunday and swore`],
+      "The book tells it this way:\n> Tilda read the label aloud.",
+    ],
+  ])("%s", async (_, message, lines, passages, expected) => {
+    const reply = await replyTo(message, lines, passages);
+    expect(reply).toBe(expected);
+    expect(reply).not.toMatch(NESTED_MARKS);
+  });
+});
+
+describe("offline chat lines cut at dialogue tags", () => {
+  test.each<[string, string[]]>([
+    [`"Can I wind it? Please?" said Pim. "No."`, [`"Can I wind it?`, `Please?" said Pim.`, `"No."`]],
+    [`"Why?" asked Pim, and Tilda laughed. It was late.`, [`"Why?" asked Pim, and Tilda laughed.`, "It was late."]],
+    ["Mr. Rook wound it. It stopped!", ["Mr. Rook wound it.", "It stopped!"]],
+  ])("splits %j into sentences that keep each dialogue tag with its speech", (text, expected) => {
+    expect(sentences(text)).toEqual(expected);
+  });
+
+  test.each<[string, boolean]>([
+    ["and a library that flooded in April", true],
+    ["…and then it struck thirteen", true],
+    ["—or so she said", true],
+    ["Honestly, Miss Brann, it struck thirteen.", false],
+    ["“Tea?” she asked.", false],
+    ["گھڑی چار بجے رک گئی۔", false],
+    ["1891 was the year of the flood.", false],
+  ])("reads %j as starting mid-sentence: %p", (line, expected) => {
+    expect(startsMidSentence(line)).toBe(expected);
+  });
+
+  test.each<[string, string]>([
+    ["and a library that flooded in April", "…and a library that flooded in April"],
+    ["—or so she said", "—or so she said"],
+    ["Someone's at the door,", "Someone's at the door."],
+    ["and a key, and a clock,", "…and a key, and a clock."],
+    ["Monday.", "Monday."],
+  ])("says %j as %j", (line, said) => {
+    expect(sayLine(line)).toBe(said);
+  });
+
+  test.each<[string, readonly string[], string, string]>([
+    [
+      "prefers a whole line to a comparable one cut at a dialogue tag",
+      ["and the key has been lost since the winter", "The key was lost in the winter, Miss Brann."],
+      "Where is the key?",
+      "The key was lost in the winter, Miss Brann. …and the key has been lost since the winter",
+    ],
+    [
+      "says a cut line, with a leading ellipsis, when it is by far the closest",
+      ["and a key that nobody has seen since the winter flood", "Good morning, Miss Brann."],
+      "Has anybody seen the key since the flood?",
+      "…and a key that nobody has seen since the winter flood",
+    ],
+    [
+      "ends a line cut before its dialogue tag with a full stop, so two lines do not run together",
+      ["The clock stopped at four,", "Can I wind it? Please?"],
+      "Can I wind the clock?",
+      "Can I wind it? Please? The clock stopped at four.",
+    ],
+  ])("%s", async (_, lines, message, expected) => {
+    expect(await replyTo(message, lines, [])).toBe(expected);
+  });
+
+  test.each(["Hello!", "Good evening to you.", "Nice weather, yes?", "Xylophones?", "What now?"])(
+    "answers %j, which shares no word with any line, with a whole line",
+    async (message) => {
+      const lines = ["and then it struck thirteen", "or so she said", "Tea, Miss Brann?", "but only on Sundays"];
+      expect(await replyTo(message, lines, [])).toBe("Tea, Miss Brann?");
+    },
+  );
 });
 
 describe("offline summary", () => {

@@ -191,13 +191,21 @@ const sentenceSegmenter = new Intl.Segmenter("und", { granularity: "sentence" })
 /** A sentence "ending" in a title or an initial ("Mr.", "J.") does not end there. */
 const ABBREVIATION_END = /(?:^|\s)(?:Mr|Mrs|Ms|Dr|St|Mme|Mlle|Messrs|[A-Z])\.$/;
 
-/** The text's sentences, trimmed, in order (Unicode sentence breaks: Urdu's ۔ ends one too). */
+/**
+ * The text's sentences, trimmed, in order (Unicode sentence breaks: Urdu's ۔ ends one too). A piece
+ * that starts with a lower-case letter goes on the sentence before it: Unicode breaks after a
+ * question or exclamation whatever follows, which would cut the dialogue tag off `"Why?" asked Pim.`
+ */
 export function sentences(text: string): string[] {
   const result: string[] = [];
   let pending = "";
   for (const { segment } of sentenceSegmenter.segment(text)) {
     const sentence = segment.replace(/\s+/g, " ").trim();
     if (!sentence) continue;
+    if (!pending && result.length > 0 && /^\p{Ll}/u.test(sentence)) {
+      result[result.length - 1] += ` ${sentence}`;
+      continue;
+    }
     pending = pending ? `${pending} ${sentence}` : sentence;
     if (!ABBREVIATION_END.test(pending)) {
       result.push(pending);

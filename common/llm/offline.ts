@@ -7,7 +7,8 @@
  * - embedding: lexical vectors (hashed words and word pairs, see offline-text.ts), not semantic ones;
  * - rewrite: keyword query = the reader's message without function words, narrative query = the
  *   message plus the salient words of the recent turns;
- * - chat: the character's own lines closest to the reader's message, then the closest passage;
+ * - chat: the character's own lines closest to the reader's message (whole lines before ones cut
+ *   mid-sentence), then an excerpt of the closest passage that does not repeat them;
  * - summary: an extractive summary of the old summary and the messages leaving the window;
  * - extract, persona, characters: counts and quotes from the book (offline-characters.ts), with
  *   "not stated" where only a model could tell.
