@@ -47,7 +47,8 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
           return { error: describeValidation(error) };
         case "PARSE":
           set.status = 400;
-          return { error: "body is not valid JSON" };
+          // Our own body parser explains what it refused; the framework wraps whatever a parser throws.
+          return { error: error.cause instanceof HttpError ? error.cause.message : "body is not valid JSON" };
         case "NOT_FOUND":
           set.status = 404;
           return { error: "not found" };

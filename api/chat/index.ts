@@ -11,6 +11,7 @@ import {
   MAX_USER_MESSAGE_CHARS,
 } from "../../common/schemas.ts";
 import { toOpenApiSchema } from "../docs.ts";
+import { parseJsonBody } from "../json-body.ts";
 import { formatSseEvent, sseResponse } from "../sse.ts";
 import { MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
 
@@ -75,7 +76,7 @@ export function chatRoutes(service: ChatService) {
       return sseResponse(service.reply(turn, client.signal), { onCancel: leave });
     },
     {
-      parse: "json",
+      parse: [parseJsonBody, "json"],
       body: ChatRequest,
       headers: ChatHeaders,
       detail: {

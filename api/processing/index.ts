@@ -1,5 +1,6 @@
 import { Elysia } from "elysia";
 import { ErrorBody, ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
+import { parseJsonBody } from "../json-body.ts";
 import { submitBook, type ProcessingDeps } from "./service.ts";
 
 export function processingRoutes(deps: ProcessingDeps) {
@@ -7,7 +8,7 @@ export function processingRoutes(deps: ProcessingDeps) {
     "/character/processing",
     async ({ body, status }) => status(202, await submitBook(deps, body)),
     {
-      parse: "json",
+      parse: [parseJsonBody, "json"],
       body: ProcessingRequest,
       response: { 202: ProcessingAccepted, 400: ErrorBody, 422: ErrorBody, 500: ErrorBody },
       detail: {
