@@ -34,7 +34,9 @@ export function createApp(deps: AppDeps) {
 
 function buildRoutes(deps: AppDeps, chat: ChatService) {
   const log = deps.logger.child({ component: "api" });
-  return new Elysia()
+  // By default the router assumes a host name of at least four characters and would read the path of
+  // http://api/character/chat (a cluster service named `api`) as /chat: every request would be a 404.
+  return new Elysia({ handler: { standardHostname: false } })
     .onError({ as: "global" }, ({ code, error, set, request }) => {
       if (error instanceof HttpError) {
         set.status = error.status;
