@@ -70,7 +70,12 @@ export function checkFileUrlSyntax(raw: string): URL {
     throw new FileUrlError("scheme", "file_url must use http or https");
   }
   if (url.username || url.password) throw new FileUrlError("invalid_url", "file_url must not carry credentials");
-  const path = decodeURIComponent(url.pathname).toLowerCase();
+  let path: string;
+  try {
+    path = decodeURIComponent(url.pathname).toLowerCase();
+  } catch {
+    throw new FileUrlError("invalid_url", "file_url has a malformed percent-encoding");
+  }
   if (!ALLOWED_BOOK_EXTENSIONS.some((ext) => path.endsWith(ext))) {
     throw new FileUrlError("extension", "file_url must name a .txt or .md file");
   }
