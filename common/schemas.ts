@@ -87,6 +87,8 @@ export const ChatRequest = z
       .string({ error: "user_message must be a string" })
       .max(MAX_USER_MESSAGE_CHARS, { error: `user_message is longer than ${MAX_USER_MESSAGE_CHARS} characters` })
       .regex(/\S/, { error: "user_message must not be blank" })
+      // Postgres text cannot hold NUL: refused here, before the model is paid to answer a message that cannot be saved.
+      .refine((text) => !text.includes("\u0000"), { error: "user_message must not contain NUL characters" })
       .meta({ description: `What the reader says: not blank, at most ${MAX_USER_MESSAGE_CHARS} characters.` }),
     preferences: z
       .string({ error: "preferences must be a string" })
