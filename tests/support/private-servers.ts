@@ -68,14 +68,15 @@ export interface PrivateRedis {
  * A redis-server of our own. `persistent` (the default) keeps an append-only file synced on every
  * write, like a managed Redis (Upstash persists every write): a restart loses nothing.
  */
-export async function startPrivateRedis(options: { persistent?: boolean } = {}): Promise<PrivateRedis> {
+export async function startPrivateRedis(options: { persistent?: boolean; password?: string } = {}): Promise<PrivateRedis> {
   const reason = unavailableRedisServer();
   if (reason) throw new Error(reason);
   const dir = await mkdtemp(join(tmpdir(), "private-redis-"));
   const port = closedPort();
   const persistent = options.persistent ?? true;
   let proc: ReturnType<typeof Bun.spawn> | undefined;
-  const cli = (...args: string[]) => run([REDIS_CLI!, "-h", "127.0.0.1", "-p", String(port), ...args]).output.trim();
+  const auth = options.password ? ["--no-auth-warning", "-a", options.password] : [];
+  const cli = (...args: string[]) => run([REDIS_CLI!, "-h", "127.0.0.1", "-p", String(port), ...auth, ...args]).output.trim();
   const start = async () => {
     proc = Bun.spawn(
       [
@@ -87,6 +88,7 @@ export async function startPrivateRedis(options: { persistent?: boolean } = {}):
         "--appendonly", persistent ? "yes" : "no",
         "--appendfsync", "always",
         "--protected-mode", "no",
+        ...(options.password ? ["--requirepass", options.password] : []),
       ],
       { stdout: "ignore", stderr: "ignore" },
     );
@@ -99,7 +101,7 @@ export async function startPrivateRedis(options: { persistent?: boolean } = {}):
   };
   await start();
   return {
-    url: `redis://127.0.0.1:${port}`,
+    url: options.password ? `redis://:${encodeURIComponent(options.password)}@127.0.0.1:${port}` : `redis://127.0.0.1:${port}`,
     port,
     cli,
     kill,
