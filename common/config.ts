@@ -198,6 +198,23 @@ export function loadConfig(env: Env = process.env): Config {
   };
 }
 
+/** Every credential in the configuration: what the logs must never show. */
+export function secretsOf(config: Config): string[] {
+  const passwordOf = (url: string) => {
+    const { password } = new URL(url);
+    return password ? [password, decodeURIComponent(password)] : [];
+  };
+  const secrets = [
+    config.llm.apiKey,
+    config.rerank?.apiKey,
+    config.qdrant?.apiKey,
+    config.typesense?.apiKey,
+    ...(config.kv.driver === "upstash" ? [config.kv.token] : config.kv.driver === "redis" ? passwordOf(config.kv.url) : []),
+    ...(config.database.driver === "pglite" ? [] : passwordOf(config.database.url)),
+  ];
+  return [...new Set(secrets.filter((s): s is string => typeof s === "string" && s !== ""))];
+}
+
 function enumHint(variable: string): string {
   if (variable === "DATABASE_DRIVER") return "neon or postgres";
   if (variable === "LOG_LEVEL") return "debug, info, warn or error";

@@ -1,5 +1,5 @@
 import { join } from "node:path";
-import type { Config } from "./config.ts";
+import { secretsOf, type Config } from "./config.ts";
 import { createDatabase } from "./db/create.ts";
 import type { Database } from "./db/index.ts";
 import { migrate } from "./db/migrate.ts";
@@ -41,7 +41,7 @@ export interface BuildOptions {
 }
 
 export async function buildDeps(config: Config, options: BuildOptions = {}): Promise<Deps> {
-  const logger = options.logger ?? createLogger({ level: config.logLevel });
+  const logger = options.logger ?? createLogger({ level: config.logLevel, secrets: secretsOf(config) });
   const metrics = options.metrics ?? createMetrics();
 
   const db = await createDatabase(config.database, { logger });

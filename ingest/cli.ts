@@ -7,7 +7,7 @@
 import { basename, extname, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { findRunningInstance } from "../api/local-control.ts";
-import { loadConfigOrExit } from "../common/config.ts";
+import { loadConfigOrExit, secretsOf } from "../common/config.ts";
 import { buildDeps } from "../common/deps.ts";
 import { insertBook, LANGUAGES, setProcessingStatus, type Language } from "../common/db/repositories.ts";
 import { createLogger } from "../common/log.ts";
@@ -105,7 +105,7 @@ export async function main(argv: string[]): Promise<number> {
     );
     return 1;
   }
-  const logger = createLogger({ level: config.logLevel === "debug" ? "debug" : "warn" });
+  const logger = createLogger({ level: config.logLevel === "debug" ? "debug" : "warn", secrets: secretsOf(config) });
   const deps = await buildDeps(config, { logger });
   const controller = new AbortController();
   const interrupt = () => controller.abort(new Error("interrupted"));

@@ -1,10 +1,10 @@
-import { loadConfigOrExit } from "../config.ts";
+import { loadConfigOrExit, secretsOf } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { createDatabase } from "./create.ts";
 import { migrate } from "./migrate.ts";
 
 const config = loadConfigOrExit();
-const db = await createDatabase(config.database, { logger: createLogger({ level: config.logLevel }) });
+const db = await createDatabase(config.database, { logger: createLogger({ level: config.logLevel, secrets: secretsOf(config) }) });
 try {
   const applied = await migrate(db);
   const where = config.database.driver === "pglite" ? config.database.dataDir : config.database.driver;
