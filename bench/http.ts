@@ -3,7 +3,7 @@
  * malformed JSON) on the API server process, beside a bare Bun.serve route in its own process,
  * measured with wrk on loopback in the same run, turn by turn.
  */
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startService, type ServiceProcess } from "../tests/support/process.ts";
@@ -11,14 +11,33 @@ import { formatSummary, freshDataDir, markdownTable, reps, summarise, type Bench
 
 const CONNECTIONS = 32;
 
-async function wrk(seconds: number, url: string, script?: string): Promise<number> {
-  const argv = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ["-s", script] : []), url];
+/** Nanoseconds the process has spent on a CPU (Linux), or undefined elsewhere. */
+async function cpuNanoseconds(pid: number): Promise<number | undefined> {
+  try {
+    return Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]);
+  } catch {
+    return undefined;
+  }
+}
+
+interface Load {
+  rate: number;
+  /** The server's CPU time per request: on a shared machine it moves far less than the rate. */
+  cpuMicros: number | undefined;
+}
+
+async function wrk(seconds: number, server: ServiceProcess, path: string, script?: string): Promise<Load> {
+  const argv = ["wrk", "-t1", `-c${CONNECTIONS}`, `-d${seconds}s`, ...(script ? ["-s", script] : []), `${server.url}${path}`];
+  const cpuBefore = await cpuNanoseconds(server.proc.pid);
   const proc = Bun.spawn(argv, { stdout: "pipe", stderr: "pipe" });
   const [out] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
-  const match = /Requests\/sec:\s+([\d.]+)/.exec(out);
-  if (!match) throw new Error(`wrk printed no rate:\n${out}`);
+  const cpuAfter = await cpuNanoseconds(server.proc.pid);
+  const rate = /Requests\/sec:\s+([\d.]+)/.exec(out);
+  const count = /(\d+) requests in/.exec(out);
+  if (!rate || !count) throw new Error(`wrk printed no rate:\n${out}`);
   if (/Non-2xx or 3xx responses/.test(out) && !script) throw new Error(`unexpected errors:\n${out}`);
-  return Number(match[1]);
+  const cpuMicros = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / 1000 / Number(count[1]) : undefined;
+  return { rate: Number(rate[1]), cpuMicros };
 }
 
 export async function httpSection(ctx: BenchContext): Promise<BenchSection> {
@@ -40,31 +59,44 @@ export async function httpSection(ctx: BenchContext): Promise<BenchSection> {
     // The API needs an LLM setting to start; these endpoints never call it.
     api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: "http://127.0.0.1:9/v1", LOG_LEVEL: "error" });
     bare = await startService(bareScript);
-    const rates: Record<"bare" | "health" | "rejected", number[]> = { bare: [], health: [], rejected: [] };
+    const loads: Record<"bare" | "health" | "rejected", Load[]> = { bare: [], health: [], rejected: [] };
     // One untimed second of each warms the JIT of both servers.
-    await wrk(1, `${bare.url}/health`);
-    await wrk(1, `${api.url}/health`);
+    await wrk(1, bare, "/health");
+    await wrk(1, api, "/health");
     for (let run = 0; run < runs; run++) {
       ctx.progress(`http: run ${run + 1}/${runs}`);
-      rates.bare.push(await wrk(seconds, `${bare.url}/health`));
-      rates.health.push(await wrk(seconds, `${api.url}/health`));
-      rates.rejected.push(await wrk(seconds, `${api.url}/character/processing`, postScript));
+      loads.bare.push(await wrk(seconds, bare, "/health"));
+      loads.health.push(await wrk(seconds, api, "/health"));
+      loads.rejected.push(await wrk(seconds, api, "/character/processing", postScript));
     }
-    const bareMedian = summarise(rates.bare).median;
-    const row = (label: string, values: number[]) => [label, formatSummary(summarise(values)), (summarise(values).median / bareMedian).toFixed(2)];
+    const rate = (l: Load[]) => summarise(l.map((x) => x.rate));
+    const cpu = (l: Load[]) => (l.every((x) => x.cpuMicros !== undefined) ? summarise(l.map((x) => x.cpuMicros!)) : undefined);
+    const bareRate = rate(loads.bare).median;
+    const bareCpu = cpu(loads.bare)?.median;
+    const row = (label: string, l: Load[]) => {
+      const c = cpu(l);
+      return [
+        label,
+        formatSummary(rate(l)),
+        (rate(l).median / bareRate).toFixed(2),
+        c ? formatSummary(c, 1) : "–",
+        c && bareCpu ? (bareCpu / c.median).toFixed(2) : "–",
+      ];
+    };
     return {
       title: "HTTP",
       body: [
         `\`wrk -t1 -c${CONNECTIONS} -d${seconds}s\` on loopback, the three targets in turn, median (min–max) of ${runs} runs. ` +
           "The API server runs on embedded defaults; the bare server is `Bun.serve` answering `ok` with the same content type, in its own process. " +
-          "wrk shares the machine's cores with the server it measures.",
+          "wrk shares the machine's cores with the server it measures, and the rate moves with whatever else the machine runs; " +
+          "the server's CPU time per request (from /proc, Linux only) moves much less.",
         "",
         markdownTable(
-          ["Route", "requests/s", "÷ bare Bun.serve"],
+          ["Route", "requests/s", "÷ bare Bun.serve", "server CPU µs per request", "bare ÷ this, CPU"],
           [
-            row("bare `Bun.serve` returning ok", rates.bare),
-            row("`GET /health`", rates.health),
-            row("`POST /character/processing`, malformed JSON → 400", rates.rejected),
+            row("bare `Bun.serve` returning ok", loads.bare),
+            row("`GET /health`", loads.health),
+            row("`POST /character/processing`, malformed JSON → 400", loads.rejected),
           ],
         ),
       ].join("\n"),

@@ -36,6 +36,12 @@ export interface Metrics {
     requests: Counter<"method" | "endpoint" | "status_code">;
     duration: Histogram<"method" | "endpoint">;
     inProgress: Gauge<"method" | "endpoint">;
+    /**
+     * Runs `flush` before the request counter and the in-progress gauge are read (an exposition, or
+     * their get()), so that a recorder that counts in plain numbers on the request path writes them
+     * there first.
+     */
+    beforeRead(flush: () => void): void;
   };
   processing: {
     jobsQueued: Counter;
@@ -75,6 +81,10 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
     }
   }
   const registers = [registry];
+  const httpFlushes: (() => void)[] = [];
+  const flushHttp = () => {
+    for (const flush of httpFlushes) flush();
+  };
 
   return {
     registry,
@@ -84,6 +94,7 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         help: "HTTP requests handled, by method, route template and status code.",
         labelNames: ["method", "endpoint", "status_code"],
         registers,
+        collect: flushHttp,
       }),
       duration: new Histogram({
         name: "http_request_duration_seconds",
@@ -97,7 +108,9 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
         help: "HTTP requests being handled right now, streams included.",
         labelNames: ["method", "endpoint"],
         registers,
+        collect: flushHttp,
       }),
+      beforeRead: (flush) => void httpFlushes.push(flush),
     },
     processing: {
       jobsQueued: new Counter({

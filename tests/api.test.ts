@@ -80,6 +80,25 @@ describe("HTTP metrics middleware", () => {
     expect(metricValue(body, 'http_requests_in_progress{method="GET",endpoint="/health"}')).toBe(0);
   });
 
+  test("requests between two scrapes are counted once, and by both the counter and the histogram", async () => {
+    const metrics = createMetrics({ defaultMetrics: false });
+    const app = new Elysia().get("/ping", () => "pong");
+    const handle = withHttpMetrics(app, (r) => app.handle(r), metrics);
+    const total = async () => {
+      const body = await metrics.registry.metrics();
+      return [
+        metricValue(body, 'http_requests_total{method="GET",endpoint="/ping",status_code="200"}'),
+        metricValue(body, 'http_request_duration_seconds_count{method="GET",endpoint="/ping"}'),
+      ];
+    };
+    await handle(new Request("http://localhost/ping"));
+    expect(await total()).toEqual([1, 1]);
+    expect(await total()).toEqual([1, 1]);
+    for (let i = 0; i < 3; i++) await handle(new Request("http://localhost/ping"));
+    expect((await metrics.http.requests.get()).values.find((v) => v.labels.endpoint === "/ping")?.value).toBe(4);
+    expect(await total()).toEqual([4, 4]);
+  });
+
   test("puts every unmatched path under one label value, so scanners cannot add series", async () => {
     const t = await buildTestApp();
     for (let i = 0; i < 50; i++) {
