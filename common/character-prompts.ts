@@ -146,18 +146,22 @@ export function buildDiscoveryMessages(input: DiscoveryInput): ChatMessage[] {
 // Parsers ----------------------------------------------------------------------------------------
 
 /** JSON mode is not universal: a model may still wrap its object in a Markdown fence or a sentence. */
+/** Postgres cannot store U+0000: one in a single name would fail the write of every character of the book. */
+export const withoutNul = (text: string) => text.replaceAll("\u0000", "");
+const dropNul = (_key: string, value: unknown) => (typeof value === "string" ? withoutNul(value) : value);
+
 function parseJsonObject(text: string): unknown {
   const trimmed = text.trim();
   const fenced = /^```(?:json)?\s*([\s\S]*?)\s*```$/i.exec(trimmed);
   const body = fenced ? fenced[1]! : trimmed;
   try {
-    return JSON.parse(body);
+    return JSON.parse(body, dropNul);
   } catch (first) {
     const start = body.indexOf("{");
     const end = body.lastIndexOf("}");
     if (start >= 0 && end > start) {
       try {
-        return JSON.parse(body.slice(start, end + 1));
+        return JSON.parse(body.slice(start, end + 1), dropNul);
       } catch {
         // reported below with the first error
       }

@@ -7,6 +7,7 @@ import {
   PERSONA_TEMPERATURE,
   type BookInfo,
   type CharacterProfile,
+  withoutNul,
 } from "../common/character-prompts.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { FoundCharacter } from "./characters.ts";
@@ -42,7 +43,7 @@ export async function writePersona(
   signal?: AbortSignal,
 ): Promise<string> {
   const messages = buildPersonaMessages({ book, name: character.name, profile, quotes: character.quotes });
-  const answer = (await llm.complete(messages, { purpose: "persona", temperature: PERSONA_TEMPERATURE, ...(signal ? { signal } : {}) })).trim();
+  const answer = withoutNul(await llm.complete(messages, { purpose: "persona", temperature: PERSONA_TEMPERATURE, ...(signal ? { signal } : {}) })).trim();
   if (answer.length < MIN_PERSONA_CHARS) throw new InvalidLlmOutputError(`persona for ${character.name} is ${answer.length} characters long`);
   return answer;
 }
