@@ -68,3 +68,18 @@ export function closedPort(): number {
   listener.stop(true);
   return port;
 }
+
+/** Every key under prefix, sorted; SCAN, like deleteKeysWithPrefix. */
+export async function keysWithPrefix(prefix: string, url: string = testRedisUrl): Promise<string[]> {
+  if (!/^[\w:.-]+$/.test(prefix)) throw new Error(`refusing to scan by a prefix with glob characters: ${prefix}`);
+  return withClient(url, async (client) => {
+    const keys: string[] = [];
+    let cursor = "0";
+    do {
+      const reply = (await client.send("SCAN", [cursor, "MATCH", `${prefix}*`, "COUNT", "500"])) as [string, string[]];
+      cursor = reply[0];
+      keys.push(...reply[1]);
+    } while (cursor !== "0");
+    return keys.sort();
+  });
+}
