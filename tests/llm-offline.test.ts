@@ -31,6 +31,7 @@ import { createRetriever } from "../common/retrieval.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { UpstreamError } from "../common/upstream.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
+import { collectDeltas } from "./support/outcomes.ts";
 
 const dirs: string[] = [];
 async function freshDir(): Promise<string> {
@@ -45,16 +46,6 @@ afterAll(async () => {
 function recordingModel(): { llm: LanguageModel; usage: [LlmPurpose, TokenUsage][] } {
   const usage: [LlmPurpose, TokenUsage][] = [];
   return { llm: createOfflineLanguageModel({ onUsage: (purpose, u) => usage.push([purpose, u]) }), usage };
-}
-
-async function collect(stream: AsyncIterable<string>): Promise<{ deltas: string[]; error?: unknown }> {
-  const deltas: string[] = [];
-  try {
-    for await (const delta of stream) deltas.push(delta);
-    return { deltas };
-  } catch (error) {
-    return { deltas, error };
-  }
 }
 
 const norm = (v: readonly number[]) => Math.sqrt(v.reduce((s, x) => s + x * x, 0));
@@ -219,7 +210,7 @@ describe("offline chat replies", () => {
   test("streams word by word, and the deltas join into the same reply complete() gives", async () => {
     const llm = createOfflineLanguageModel();
     const messages = chat("Are you afraid of storms?");
-    const { deltas, error } = await collect(llm.stream(messages, { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(llm.stream(messages, { purpose: "chat" }));
     expect(error).toBeUndefined();
     expect(deltas.length).toBeGreaterThan(10);
     expect(deltas.join("")).toBe(await llm.complete(messages, { purpose: "chat" }));
@@ -268,7 +259,7 @@ describe("offline chat replies", () => {
   test("refuses to stream once the caller has aborted", async () => {
     const controller = new AbortController();
     controller.abort();
-    const { deltas, error } = await collect(createOfflineLanguageModel().stream(chat("Hello"), { purpose: "chat", signal: controller.signal }));
+    const { deltas, error } = await collectDeltas(createOfflineLanguageModel().stream(chat("Hello"), { purpose: "chat", signal: controller.signal }));
     expect(deltas).toEqual([]);
     expect((error as UpstreamError).kind).toBe("aborted");
   });
@@ -534,7 +525,7 @@ describe("offline provider plumbing", () => {
   ])("reports the o200k tokens of a %s request and of its answer under that purpose", async (purpose, messages) => {
     const { llm, usage } = recordingModel();
     const answer = await llm.complete(messages, { purpose });
-    const { deltas } = await collect(llm.stream(messages, { purpose }));
+    const { deltas } = await collectDeltas(llm.stream(messages, { purpose }));
     const expected: TokenUsage = {
       promptTokens: messages.reduce((sum, m) => sum + countO200kTokens(m.content), 0),
       completionTokens: countO200kTokens(answer),

@@ -4,6 +4,7 @@ import { createLanguageModel } from "../common/llm/create.ts";
 import { createOpenAiLanguageModel, type OpenAiLanguageModelOptions } from "../common/llm/openai.ts";
 import { UpstreamError } from "../common/upstream.ts";
 import { fakeEmbedding, startFakeLlmGateway, startLoopbackServer } from "./support/fake-llm-gateway.ts";
+import { collectDeltas, upstreamFailure } from "./support/outcomes.ts";
 
 const gateway = startFakeLlmGateway({ embeddingDimension: 8, apiKey: "sk-test" });
 afterEach(() => gateway.reset());
@@ -21,25 +22,6 @@ function model(overrides: Partial<OpenAiLanguageModelOptions> = {}): LanguageMod
   });
 }
 
-async function collect(stream: AsyncIterable<string>): Promise<{ deltas: string[]; error?: unknown }> {
-  const deltas: string[] = [];
-  try {
-    for await (const delta of stream) deltas.push(delta);
-    return { deltas };
-  } catch (error) {
-    return { deltas, error };
-  }
-}
-
-async function upstreamFailure(promise: Promise<unknown>): Promise<UpstreamError> {
-  const error = await promise.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(error).toBeInstanceOf(UpstreamError);
-  return error as UpstreamError;
-}
-
 function usageLog() {
   const calls: [LlmPurpose, TokenUsage][] = [];
   return { calls, onUsage: (purpose: LlmPurpose, usage: TokenUsage) => void calls.push([purpose, usage]) };
@@ -48,7 +30,7 @@ function usageLog() {
 describe("streamed replies", () => {
   test("deltas arrive in order and join into the whole reply", async () => {
     gateway.onChat(() => ({ chunks: ["Why, ", "I ", "hardly ", "know, ", "sir."] }));
-    const { deltas, error } = await collect(model().stream(user("Who are you?"), { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(model().stream(user("Who are you?"), { purpose: "chat" }));
     expect(error).toBeUndefined();
     expect(deltas).toEqual(["Why, ", "I ", "hardly ", "know, ", "sir."]);
     const body = gateway.chatRequests()[0]!.body as Record<string, unknown>;
@@ -58,7 +40,7 @@ describe("streamed replies", () => {
   test("token usage is reported once, at the end, under the call's purpose", async () => {
     gateway.onChat(() => ({ chunks: ["a", "b"], usage: { prompt_tokens: 41, completion_tokens: 2 } }));
     const usage = usageLog();
-    const { error } = await collect(model({ onUsage: usage.onUsage }).stream(user("hi"), { purpose: "chat" }));
+    const { error } = await collectDeltas(model({ onUsage: usage.onUsage }).stream(user("hi"), { purpose: "chat" }));
     expect(error).toBeUndefined();
     expect(usage.calls).toEqual([["chat", { promptTokens: 41, completionTokens: 2 }]]);
   });
@@ -94,14 +76,14 @@ describe("streamed replies", () => {
   });
 
   test("a completed stream is not reported to the gateway as aborted", async () => {
-    const { error } = await collect(model().stream(user("hello"), { purpose: "chat" }));
+    const { error } = await collectDeltas(model().stream(user("hello"), { purpose: "chat" }));
     expect(error).toBeUndefined();
     expect(gateway.chatRequests()[0]!.aborted).toBe(false);
   });
 
   test("a connection dropped mid-stream surfaces as an error after the deltas already delivered", async () => {
     gateway.onChat(() => ({ chunks: ["one ", "two ", "three ", "four"], dropAfterChunks: 2 }));
-    const { deltas, error } = await collect(model().stream(user("count"), { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(model().stream(user("count"), { purpose: "chat" }));
     expect(deltas).toEqual(["one ", "two "]);
     expect(error).toBeInstanceOf(UpstreamError);
     expect((error as UpstreamError).kind).toBe("connection");
@@ -111,7 +93,7 @@ describe("streamed replies", () => {
   test("an error event mid-stream surfaces as an error after the deltas already delivered", async () => {
     gateway.onChat(() => ({ chunks: ["one ", "two ", "three"], errorEventAfterChunks: 1 }));
     const usage = usageLog();
-    const { deltas, error } = await collect(model({ onUsage: usage.onUsage }).stream(user("count"), { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(model({ onUsage: usage.onUsage }).stream(user("count"), { purpose: "chat" }));
     expect(deltas).toEqual(["one "]);
     expect(error).toBeInstanceOf(UpstreamError);
     expect((error as UpstreamError).message).toContain("failed mid-stream");
@@ -121,14 +103,14 @@ describe("streamed replies", () => {
   test("a stream that ends without a finish reason is reported as cut short", async () => {
     const chunk = { id: "x", object: "chat.completion.chunk", created: 0, model: "m", choices: [{ index: 0, delta: { content: "half" }, finish_reason: null }] };
     gateway.onChat(() => ({ raw: `data: ${JSON.stringify(chunk)}\n\n`, contentType: "text/event-stream" }));
-    const { deltas, error } = await collect(model().stream(user("x"), { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(model().stream(user("x"), { purpose: "chat" }));
     expect(deltas).toEqual(["half"]);
     expect((error as UpstreamError).kind).toBe("connection");
   });
 
   test("a stream that goes quiet for longer than the timeout fails as a timeout", async () => {
     gateway.onChat(() => ({ chunks: ["never"], tokenDelayMs: 20_000 }));
-    const { deltas, error } = await collect(model({ timeoutMs: 200 }).stream(user("x"), { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(model({ timeoutMs: 200 }).stream(user("x"), { purpose: "chat" }));
     expect(deltas).toEqual([]);
     expect((error as UpstreamError).kind).toBe("timeout");
     await gateway.waitForAbort();
@@ -146,7 +128,7 @@ describe("streamed replies", () => {
 
   test("a failed stream opening is retried, but never once deltas have been delivered", async () => {
     gateway.onChat((_req, call) => (call === 0 ? { status: 503 } : { chunks: ["a", "b", "c"], dropAfterChunks: 1 }));
-    const { deltas, error } = await collect(model({ maxRetries: 2 }).stream(user("x"), { purpose: "chat" }));
+    const { deltas, error } = await collectDeltas(model({ maxRetries: 2 }).stream(user("x"), { purpose: "chat" }));
     expect(deltas).toEqual(["a"]);
     expect((error as UpstreamError).kind).toBe("connection");
     expect(gateway.chatRequests()).toHaveLength(2);
@@ -197,7 +179,7 @@ describe("whole completions", () => {
 
   test("a streamed request that keeps failing with 500 is retried the same number of times", async () => {
     gateway.onChat(() => ({ status: 500 }));
-    const { error } = await collect(model({ maxRetries: 1 }).stream(user("hi"), { purpose: "chat" }));
+    const { error } = await collectDeltas(model({ maxRetries: 1 }).stream(user("hi"), { purpose: "chat" }));
     expect([(error as UpstreamError).kind, (error as UpstreamError).status]).toEqual(["http", 500]);
     expect(gateway.chatRequests()).toHaveLength(2);
   });
@@ -217,7 +199,7 @@ describe("whole completions", () => {
 
   test("a stream whose response never starts fails as a timeout", async () => {
     gateway.onChat(() => ({ hang: true }));
-    const { error } = await collect(model({ timeoutMs: 200, maxRetries: 0 }).stream(user("hi"), { purpose: "chat" }));
+    const { error } = await collectDeltas(model({ timeoutMs: 200, maxRetries: 0 }).stream(user("hi"), { purpose: "chat" }));
     expect((error as UpstreamError).kind).toBe("timeout");
   });
 

@@ -3,7 +3,6 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createQdrantVectorIndex, type QdrantVectorIndexOptions } from "../common/vector/qdrant.ts";
 import type { VectorPoint } from "../common/vector/index.ts";
-import { UpstreamError } from "../common/upstream.ts";
 import { DEFAULT_SPECS_DIR, QDRANT_SPEC_FILE, QDRANT_SUBSET_PATH, extractQdrantSubset } from "./fixtures/openapi/extract.ts";
 import { liveQdrant } from "./support/live-index-env.ts";
 import {
@@ -17,6 +16,7 @@ import {
   type RecorderOptions,
   type ScriptedResponse,
 } from "./support/openapi-recorder.ts";
+import { upstreamFailure } from "./support/outcomes.ts";
 
 const subset = JSON.parse(readFileSync(QDRANT_SUBSET_PATH, "utf8")) as { [key: string]: Json };
 const contract = loadContract(subset, { requireCredentials: true });
@@ -57,15 +57,6 @@ const indexFor = (r: Recorder, options: Partial<QdrantVectorIndexOptions> = {}) 
 
 const operationIds = (r: Recorder) => r.exchanges.map((e) => e.operation?.operationId ?? `${e.request.method} ${e.request.path}`);
 const queryOf = (e: Exchange) => Object.fromEntries(e.request.query);
-
-async function rejection(promise: Promise<unknown>): Promise<UpstreamError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(UpstreamError);
-  return err as UpstreamError;
-}
 
 // The SDK warns once per client when a key travels over plain http, as it must on loopback here.
 let warn: ReturnType<typeof spyOn>;
@@ -209,7 +200,7 @@ describe("Qdrant vector index on the wire", () => {
 
   test("a hit without the chunk payload is reported as an invalid response", async () => {
     const r = serve({ query_points: ok({ points: [{ id: 5, version: 1, score: 0.5, payload: null }] }) });
-    const err = await rejection(indexFor(r).search(BOOK, [1, 0, 0, 0]));
+    const err = await upstreamFailure(indexFor(r).search(BOOK, [1, 0, 0, 0]));
     expect(err.kind).toBe("invalid_response");
     expect(r.problems()).toEqual([]);
   });
@@ -268,7 +259,7 @@ describe("Qdrant vector index on the wire", () => {
   for (const status of [500, 503]) {
     test.each(failing)(`%s fails with a retryable qdrant UpstreamError carrying HTTP ${status}`, async (_, operationId, run) => {
       const r = serve({ [operationId]: failure(status, "Service internal error: RocksDB write failed") });
-      const err = await rejection(run(indexFor(r)));
+      const err = await upstreamFailure(run(indexFor(r)));
       expect(err.service).toBe("qdrant");
       expect(err.kind).toBe("http");
       expect(err.status).toBe(status);
@@ -283,7 +274,7 @@ describe("Qdrant vector index on the wire", () => {
       ...CREATED,
       upsert_points: failure(400, "Wrong input: Vector dimension error: expected dim: 4, got 3"),
     });
-    const err = await rejection(indexFor(r).upsert(BOOK, [{ chunkIndex: 0, text: "x", vector: [1, 0, 0] }]));
+    const err = await upstreamFailure(indexFor(r).upsert(BOOK, [{ chunkIndex: 0, text: "x", vector: [1, 0, 0] }]));
     expect(err.status).toBe(400);
     expect(err.retryable).toBe(false);
     expect(err.message).toContain("expected dim: 4");
@@ -292,7 +283,7 @@ describe("Qdrant vector index on the wire", () => {
 
   test("a 429 with Retry-After is a retryable rate-limit error", async () => {
     const r = serve({ count_points: { ...failure(429, "Too many requests"), headers: { "retry-after": "1" } } });
-    const err = await rejection(indexFor(r).count(BOOK));
+    const err = await upstreamFailure(indexFor(r).count(BOOK));
     expect(err.status).toBe(429);
     expect(err.retryable).toBe(true);
     expect(r.problems()).toEqual([]);
@@ -300,7 +291,7 @@ describe("Qdrant vector index on the wire", () => {
 
   test("a server that does not answer in time fails with a timeout error", async () => {
     const r = serve({ query_points: { hang: true } });
-    const err = await rejection(indexFor(r, { timeoutMs: 100 }).search(BOOK, [1, 0, 0, 0]));
+    const err = await upstreamFailure(indexFor(r, { timeoutMs: 100 }).search(BOOK, [1, 0, 0, 0]));
     expect(err.kind).toBe("timeout");
     expect(err.retryable).toBe(true);
   });
@@ -309,7 +300,7 @@ describe("Qdrant vector index on the wire", () => {
     const r = serve({});
     const { url } = r;
     await r.close();
-    const err = await rejection(createQdrantVectorIndex({ url, apiKey: KEY }).count(BOOK));
+    const err = await upstreamFailure(createQdrantVectorIndex({ url, apiKey: KEY }).count(BOOK));
     expect(err.kind).toBe("connection");
   });
 

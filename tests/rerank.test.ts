@@ -1,8 +1,8 @@
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { createHttpReranker, rerankEndpoint, type HttpRerankerOptions } from "../common/rerank/http.ts";
-import { UpstreamError } from "../common/upstream.ts";
 import { startLoopbackServer } from "./support/fake-llm-gateway.ts";
 import { startFakeReranker } from "./support/fake-reranker.ts";
+import { upstreamFailure } from "./support/outcomes.ts";
 
 const server = startFakeReranker({ apiKey: "rk-test" });
 afterEach(() => server.reset());
@@ -19,15 +19,7 @@ function reranker(overrides: Partial<HttpRerankerOptions> = {}) {
   return createHttpReranker({ url: server.url, apiKey: "rk-test", model: "rerank-test", maxRetries: 0, ...overrides });
 }
 
-async function upstreamFailure(promise: Promise<unknown>): Promise<UpstreamError> {
-  const error = await promise.then(
-    () => undefined,
-    (err: unknown) => err,
-  );
-  expect(error).toBeInstanceOf(UpstreamError);
-  expect((error as UpstreamError).service).toBe("rerank");
-  return error as UpstreamError;
-}
+const rerankFailure = (promise: Promise<unknown>) => upstreamFailure(promise, "rerank");
 
 describe("the rerank request", () => {
   test("posts the query and documents as JSON with a bearer key and asks for no documents back", async () => {
@@ -109,19 +101,19 @@ describe("invalid responses", () => {
     ["no results list", { answer: "yes" }],
   ])("%s fails as invalid_response", async (_label, body) => {
     server.onRerank(() => ({ raw: body }));
-    expect((await upstreamFailure(reranker().rerank("q", documents, 2))).kind).toBe("invalid_response");
+    expect((await rerankFailure(reranker().rerank("q", documents, 2))).kind).toBe("invalid_response");
   });
 
   test("a body that is not JSON fails as invalid_response", async () => {
     server.onRerank(() => ({ raw: "<html>gateway error</html>", contentType: "text/html" }));
-    expect((await upstreamFailure(reranker().rerank("q", documents, 2))).kind).toBe("invalid_response");
+    expect((await rerankFailure(reranker().rerank("q", documents, 2))).kind).toBe("invalid_response");
   });
 });
 
 describe("outages", () => {
   test("a 500 is retried and surfaces as HTTP 500 once the retries are spent", async () => {
     server.onRerank(() => ({ status: 500 }));
-    const error = await upstreamFailure(reranker({ maxRetries: 2 }).rerank("q", documents, 2));
+    const error = await rerankFailure(reranker({ maxRetries: 2 }).rerank("q", documents, 2));
     expect([error.kind, error.status]).toEqual(["http", 500]);
     expect(server.rerankRequests()).toHaveLength(3);
   });
@@ -133,14 +125,14 @@ describe("outages", () => {
   });
 
   test("a wrong key fails at once as HTTP 401", async () => {
-    const error = await upstreamFailure(reranker({ apiKey: "wrong", maxRetries: 2 }).rerank("q", documents, 2));
+    const error = await rerankFailure(reranker({ apiKey: "wrong", maxRetries: 2 }).rerank("q", documents, 2));
     expect([error.kind, error.status]).toEqual(["http", 401]);
     expect(server.rerankRequests()).toHaveLength(1);
   });
 
   test("a server that never answers fails as a timeout and sees the request abandoned", async () => {
     server.onRerank(() => ({ hang: true }));
-    const error = await upstreamFailure(reranker({ timeoutMs: 200 }).rerank("q", documents, 2));
+    const error = await rerankFailure(reranker({ timeoutMs: 200 }).rerank("q", documents, 2));
     expect(error.kind).toBe("timeout");
     await server.waitForAbort();
   });
@@ -155,13 +147,13 @@ describe("outages", () => {
     const pending = reranker({ maxRetries: 2 }).rerank("q", documents, 2, controller.signal);
     await arrived.promise;
     controller.abort();
-    expect((await upstreamFailure(pending)).kind).toBe("aborted");
+    expect((await rerankFailure(pending)).kind).toBe("aborted");
     expect(server.rerankRequests()).toHaveLength(1);
   });
 
   test("a refused connection fails as a connection error", async () => {
     const closed = startLoopbackServer({});
     closed.stop();
-    expect((await upstreamFailure(reranker({ url: closed.url }).rerank("q", documents, 2))).kind).toBe("connection");
+    expect((await rerankFailure(reranker({ url: closed.url }).rerank("q", documents, 2))).kind).toBe("connection");
   });
 });

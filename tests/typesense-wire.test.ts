@@ -8,7 +8,6 @@ import {
   textLocaleFor,
   type TypesenseTextIndexOptions,
 } from "../common/text/typesense.ts";
-import { UpstreamError } from "../common/upstream.ts";
 import { TYPESENSE_ERRATA } from "./fixtures/openapi/errata.ts";
 import { DEFAULT_SPECS_DIR, TYPESENSE_SPEC_FILE, TYPESENSE_SUBSET_PATH, extractTypesenseSubset } from "./fixtures/openapi/extract.ts";
 import { liveTypesense } from "./support/live-index-env.ts";
@@ -23,6 +22,7 @@ import {
   type RecorderOptions,
   type ScriptedResponse,
 } from "./support/openapi-recorder.ts";
+import { upstreamFailure } from "./support/outcomes.ts";
 
 const subset = JSON.parse(readFileSync(TYPESENSE_SUBSET_PATH, "utf8")) as { [key: string]: Json };
 const contract = loadContract(subset, {
@@ -164,15 +164,6 @@ const operationIds = (r: Recorder) => r.exchanges.map((e) => e.operation?.operat
 const queryOf = (e: Exchange) => Object.fromEntries(e.request.query);
 const importedLines = (e: Exchange) => e.request.bodyText.split("\n").map((line) => JSON.parse(line) as unknown);
 
-async function rejection(promise: Promise<unknown>): Promise<UpstreamError> {
-  const err = await promise.then(
-    () => undefined,
-    (e: unknown) => e,
-  );
-  expect(err).toBeInstanceOf(UpstreamError);
-  return err as UpstreamError;
-}
-
 describe("choosing the text field's locale", () => {
   test.each([
     ["English prose keeps Typesense's default tokenizer", chunks.map((c) => c.text).join(" "), undefined],
@@ -258,7 +249,7 @@ describe("Typesense text index on the wire", () => {
       createCollection: CREATED,
       importDocuments: importAnswer((doc) => (doc.chunk_index === 1 ? "Document exceeds the maximum size." : undefined)),
     });
-    const err = await rejection(indexFor(r).upsert(BOOK, chunks));
+    const err = await upstreamFailure(indexFor(r).upsert(BOOK, chunks));
     expect(err.service).toBe("typesense");
     expect(err.status).toBe(400);
     expect(err.message).toContain("rejected 1 of 3");
@@ -329,7 +320,7 @@ describe("Typesense text index on the wire", () => {
     const json = broken.json as { hits: { document: Record<string, Json> }[] };
     json.hits[0]!.document = { id: `${BOOK}:2`, book_id: BOOK };
     const r = serve({ searchCollection: broken });
-    expect((await rejection(indexFor(r).search(BOOK, "x"))).kind).toBe("invalid_response");
+    expect((await upstreamFailure(indexFor(r).search(BOOK, "x"))).kind).toBe("invalid_response");
     expect(r.problems()).toEqual([]);
   });
 
@@ -376,7 +367,7 @@ describe("Typesense text index on the wire", () => {
   for (const [status, message] of SERVER_ERRORS) {
     test.each(failing)(`%s fails with a retryable typesense UpstreamError carrying HTTP ${status}`, async (_, operationId, run) => {
       const r = serve({ [operationId]: { status, json: { message }, offSpec: "the document lists no 5xx answers; servers send {message}" } });
-      const err = await rejection(run(indexFor(r)));
+      const err = await upstreamFailure(run(indexFor(r)));
       expect(err.service).toBe("typesense");
       expect(err.kind).toBe("http");
       expect(err.status).toBe(status);
@@ -398,14 +389,14 @@ describe("Typesense text index on the wire", () => {
 
   test("a bad API key is a non-retryable 401", async () => {
     const r = serve({ searchCollection: { status: 401, json: { message: "Forbidden - a valid `x-typesense-api-key` header must be sent." }, offSpec: "the document lists no 401 answer" } });
-    const err = await rejection(indexFor(r).search(BOOK, "queen"));
+    const err = await upstreamFailure(indexFor(r).search(BOOK, "queen"));
     expect(err.status).toBe(401);
     expect(err.retryable).toBe(false);
   });
 
   test("a server that does not answer in time fails with a timeout error", async () => {
     const r = serve({ searchCollection: { hang: true } });
-    const err = await rejection(indexFor(r, { timeoutMs: 100 }).search(BOOK, "queen"));
+    const err = await upstreamFailure(indexFor(r, { timeoutMs: 100 }).search(BOOK, "queen"));
     expect(err.kind).toBe("timeout");
     expect(err.retryable).toBe(true);
   });
@@ -414,7 +405,7 @@ describe("Typesense text index on the wire", () => {
     const r = serve({});
     const { url } = r;
     await r.close();
-    const err = await rejection(createTypesenseTextIndex({ url, apiKey: KEY, maxRetries: 0 }).count(BOOK));
+    const err = await upstreamFailure(createTypesenseTextIndex({ url, apiKey: KEY, maxRetries: 0 }).count(BOOK));
     expect(err.kind).toBe("connection");
   });
 
