@@ -1,22 +1,20 @@
-import { afterAll, afterEach, beforeAll, describe, expect, spyOn, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import { createQdrantVectorIndex, type QdrantVectorIndexOptions } from "../common/vector/qdrant.ts";
 import type { VectorPoint } from "../common/vector/index.ts";
-import { DEFAULT_SPECS_DIR, QDRANT_SPEC_FILE, QDRANT_SUBSET_PATH, extractQdrantSubset } from "./fixtures/openapi/extract.ts";
+import { QDRANT_SPEC_FILE, QDRANT_SUBSET_PATH, extractQdrantSubset } from "./fixtures/openapi/extract.ts";
 import { liveQdrant } from "./support/live-index-env.ts";
 import {
   jsonBody,
   loadContract,
-  startRecorder,
   type Exchange,
   type Json,
   type RecordedRequest,
   type Recorder,
-  type RecorderOptions,
   type ScriptedResponse,
 } from "./support/openapi-recorder.ts";
 import { upstreamFailure } from "./support/outcomes.ts";
+import { operationIds, queryOf, scriptedServer, subsetFreshnessTest } from "./support/wire-suite.ts";
 
 const subset = JSON.parse(readFileSync(QDRANT_SUBSET_PATH, "utf8")) as { [key: string]: Json };
 const contract = loadContract(subset, { requireCredentials: true });
@@ -36,27 +34,10 @@ const points: VectorPoint[] = [
   { chunkIndex: 2, text: "'Off with her head!' the Queen shouted at the top of her voice.", vector: [0, 0, 1, 0] },
 ];
 
-type Route = ScriptedResponse | ((request: RecordedRequest) => ScriptedResponse);
-let recorder: Recorder | undefined;
-
-function serve(routes: Record<string, Route>, options?: RecorderOptions): Recorder {
-  recorder = startRecorder(
-    contract,
-    (request, operation) => {
-      const route = operation && routes[operation.operationId];
-      if (!route) throw new Error(`unscripted ${request.method} ${request.path}`);
-      return typeof route === "function" ? route(request) : route;
-    },
-    options,
-  );
-  return recorder;
-}
+const serve = scriptedServer(contract);
 
 const indexFor = (r: Recorder, options: Partial<QdrantVectorIndexOptions> = {}) =>
   createQdrantVectorIndex({ url: r.url, apiKey: KEY, ...options });
-
-const operationIds = (r: Recorder) => r.exchanges.map((e) => e.operation?.operationId ?? `${e.request.method} ${e.request.path}`);
-const queryOf = (e: Exchange) => Object.fromEntries(e.request.query);
 
 // The SDK warns once per client when a key travels over plain http, as it must on loopback here.
 let warn: ReturnType<typeof spyOn>;
@@ -67,11 +48,6 @@ beforeAll(() => {
   });
 });
 afterAll(() => warn.mockRestore());
-
-afterEach(async () => {
-  await recorder?.close();
-  recorder = undefined;
-});
 
 describe("Qdrant vector index on the wire", () => {
   test("the first upsert creates a cosine collection sized to the vectors, indexes chunk_index, then writes the points", async () => {
@@ -358,11 +334,7 @@ describe("the Qdrant contract check itself", () => {
   });
 });
 
-const specsPresent = existsSync(join(DEFAULT_SPECS_DIR, QDRANT_SPEC_FILE));
-if (!specsPresent) console.log(`skipping Qdrant subset freshness check: ${join(DEFAULT_SPECS_DIR, QDRANT_SPEC_FILE)} is absent`);
-test.skipIf(!specsPresent)("the committed Qdrant spec subset equals a fresh extraction from the published spec", () => {
-  expect(subset).toEqual(extractQdrantSubset() as { [key: string]: Json });
-});
+subsetFreshnessTest("Qdrant", QDRANT_SPEC_FILE, subset, extractQdrantSubset);
 
 const live = liveQdrant();
 if (live.skip) console.log(`skipping live Qdrant suite: ${live.skip}`);

@@ -1,6 +1,5 @@
-import { afterEach, describe, expect, test } from "bun:test";
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
+import { describe, expect, test } from "bun:test";
+import { readFileSync } from "node:fs";
 import type { IndexedChunk } from "../common/search.ts";
 import {
   ARABIC_SCRIPT_LOCALE,
@@ -9,20 +8,19 @@ import {
   type TypesenseTextIndexOptions,
 } from "../common/text/typesense.ts";
 import { TYPESENSE_ERRATA } from "./fixtures/openapi/errata.ts";
-import { DEFAULT_SPECS_DIR, TYPESENSE_SPEC_FILE, TYPESENSE_SUBSET_PATH, extractTypesenseSubset } from "./fixtures/openapi/extract.ts";
+import { TYPESENSE_SPEC_FILE, TYPESENSE_SUBSET_PATH, extractTypesenseSubset } from "./fixtures/openapi/extract.ts";
 import { liveTypesense } from "./support/live-index-env.ts";
 import {
   jsonBody,
   loadContract,
-  startRecorder,
   type Exchange,
   type Json,
   type RecordedRequest,
   type Recorder,
-  type RecorderOptions,
   type ScriptedResponse,
 } from "./support/openapi-recorder.ts";
 import { upstreamFailure } from "./support/outcomes.ts";
+import { operationIds, queryOf, scriptedServer, subsetFreshnessTest } from "./support/wire-suite.ts";
 
 const subset = JSON.parse(readFileSync(TYPESENSE_SUBSET_PATH, "utf8")) as { [key: string]: Json };
 const contract = loadContract(subset, {
@@ -136,32 +134,11 @@ function searchResult(hits: { chunkIndex: number; text: string; textMatch: numbe
   };
 }
 
-type Route = ScriptedResponse | ((request: RecordedRequest) => ScriptedResponse);
-let recorder: Recorder | undefined;
-
-function serve(routes: Record<string, Route>, options?: RecorderOptions): Recorder {
-  recorder = startRecorder(
-    contract,
-    (request, operation) => {
-      const route = operation && routes[operation.operationId];
-      if (!route) throw new Error(`unscripted ${request.method} ${request.path}`);
-      return typeof route === "function" ? route(request) : route;
-    },
-    options,
-  );
-  return recorder;
-}
-
-afterEach(async () => {
-  await recorder?.close();
-  recorder = undefined;
-});
+const serve = scriptedServer(contract);
 
 const indexFor = (r: Recorder, options: Partial<TypesenseTextIndexOptions> = {}) =>
   createTypesenseTextIndex({ url: r.url, apiKey: KEY, maxRetries: 0, ...options });
 
-const operationIds = (r: Recorder) => r.exchanges.map((e) => e.operation?.operationId ?? `${e.request.method} ${e.request.path}`);
-const queryOf = (e: Exchange) => Object.fromEntries(e.request.query);
 const importedLines = (e: Exchange) => e.request.bodyText.split("\n").map((line) => JSON.parse(line) as unknown);
 
 describe("choosing the text field's locale", () => {
@@ -484,11 +461,7 @@ describe("the Typesense contract check itself", () => {
   });
 });
 
-const specsPresent = existsSync(join(DEFAULT_SPECS_DIR, TYPESENSE_SPEC_FILE));
-if (!specsPresent) console.log(`skipping Typesense subset freshness check: ${join(DEFAULT_SPECS_DIR, TYPESENSE_SPEC_FILE)} is absent`);
-test.skipIf(!specsPresent)("the committed Typesense spec subset equals a fresh extraction from the published spec", () => {
-  expect(subset).toEqual(extractTypesenseSubset() as { [key: string]: Json });
-});
+subsetFreshnessTest("Typesense", TYPESENSE_SPEC_FILE, subset, extractTypesenseSubset);
 
 const live = liveTypesense();
 if (live.skip) console.log(`skipping live Typesense suite: ${live.skip}`);
