@@ -3,19 +3,18 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { characterCacheKey } from "../common/chat-cache.ts";
 import { chunkTextToArray } from "../common/chunking.ts";
-import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { getBook, insertBook, listCharacters, type Language } from "../common/db/repositories.ts";
 import { downloadBook } from "../common/file-url.ts";
-import { createRedisKeyValueStore } from "../common/kv/redis.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../common/queue.ts";
 import { BookRejectedError, runPipeline } from "../ingest/pipeline.ts";
 import { startWorker, type WorkerHandle } from "../ingest/worker.ts";
 import { buildTestApp, metricValue } from "./support/app.ts";
-import { createTestDatabase, probePostgres, type TestDatabase } from "./support/postgres.ts";
-import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "./support/redis.ts";
+import { openLiveStores } from "./support/live-stores.ts";
+import { probePostgres } from "./support/postgres.ts";
+import { probeRedis } from "./support/redis.ts";
 import {
   ENGLISH_BOOK,
   FIXTURES,
@@ -357,21 +356,12 @@ const liveSkip = !redis.reachable ? redis.reason : !postgres.reachable ? postgre
 if (liveSkip) console.warn(`ingest: live Postgres + Redis run skipped: ${liveSkip}`);
 
 describe.skipIf(liveSkip !== undefined)("ingesting on Postgres and Redis", () => {
-  let testDb: TestDatabase;
-  const prefix = uniqueKeyPrefix("ingest");
-  afterAll(async () => {
-    await deleteKeysWithPrefix(prefix);
-    await testDb?.drop();
-  });
-
   test("a queued book completes with its characters and chunks", async () => {
-    testDb = await createTestDatabase((postgres as { url: string }).url);
-    const pg = await createDatabase({ driver: "postgres", url: testDb.url });
-    await migrate(pg);
-    const kv = createRedisKeyValueStore({ url: redis.url });
+    const live = await openLiveStores("ingest", (postgres as { url: string }).url, redis.url);
+    const { db: pg, kv } = live;
     const gateway = startScriptedGateway();
     const env = await createIngestEnv({ gateway, books, db: pg, kv });
-    const keys = queueKeys(`${prefix}processing_queue`);
+    const keys = queueKeys(`${live.prefix}processing_queue`);
     const worker = startWorker(env.deps, { keys, minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS });
     try {
       const book = await insertBook(pg, { title: "The Keeper's Ledger" });
@@ -384,8 +374,7 @@ describe.skipIf(liveSkip !== undefined)("ingesting on Postgres and Redis", () =>
       await worker.stop();
       gateway.stop();
       await env.close();
-      await kv.close();
-      await pg.close();
+      await live.close();
     }
   });
 });

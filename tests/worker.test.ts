@@ -2,19 +2,18 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { getBook, insertBook, listCharacters } from "../common/db/repositories.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
-import { createRedisKeyValueStore } from "../common/kv/redis.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../common/queue.ts";
 import { startWorker } from "../ingest/worker.ts";
 import { metricValue } from "./support/app.ts";
 import { freePort, REPO_ROOT } from "./support/process.ts";
-import { createTestDatabase, probePostgres, type TestDatabase } from "./support/postgres.ts";
-import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "./support/redis.ts";
+import { openLiveStores } from "./support/live-stores.ts";
+import { probePostgres } from "./support/postgres.ts";
+import { probeRedis } from "./support/redis.ts";
 import {
   ENGLISH_BOOK,
   FIXTURES,
@@ -22,6 +21,7 @@ import {
   USER_ID,
   createIngestEnv,
   eventually,
+  hangExtraction,
   startBookServer,
   startScriptedGateway,
   type BookServer,
@@ -49,12 +49,7 @@ describe("worker in process", () => {
     const gateway = startScriptedGateway();
     const kv = createMemoryKeyValueStore();
     const env = await createIngestEnv({ gateway, books, db, kv });
-    let started!: () => void;
-    const extracting = new Promise<void>((resolve) => (started = resolve));
-    gateway.override.extract = () => {
-      started();
-      return { hang: true };
-    };
+    const extracting = hangExtraction(gateway);
     try {
       const book = await insertBook(db, { title: "The Keeper's Ledger" });
       await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
@@ -178,26 +173,12 @@ const crashSkip = !redis.reachable
 if (crashSkip) console.warn(`worker: SIGKILL test skipped: ${crashSkip}`);
 
 describe.skipIf(crashSkip !== undefined)("a worker killed mid-job", () => {
-  let testDb: TestDatabase;
-  const prefix = uniqueKeyPrefix("worker");
-  afterAll(async () => {
-    await deleteKeysWithPrefix(prefix);
-    await testDb?.drop();
-  });
-
   test("leaves its job in flight until the lease expires, then another worker completes it", async () => {
-    testDb = await createTestDatabase((postgres as { url: string }).url);
-    const pg = await createDatabase({ driver: "postgres", url: testDb.url });
-    await migrate(pg);
-    const kv = createRedisKeyValueStore({ url: redis.url });
+    const live = await openLiveStores("worker", (postgres as { url: string }).url, redis.url);
+    const { db: pg, kv, prefix } = live;
     const keys = queueKeys(`${prefix}processing_queue`);
     const gateway = startScriptedGateway();
-    let started!: () => void;
-    const extracting = new Promise<void>((resolve) => (started = resolve));
-    gateway.override.extract = () => {
-      started();
-      return { hang: true };
-    };
+    const extracting = hangExtraction(gateway);
     const childData = await mkdtemp(join(tmpdir(), "worker-child-"));
     const child = Bun.spawn([process.execPath, join(FIXTURES, "worker-process.ts")], {
       cwd: REPO_ROOT,
@@ -205,7 +186,7 @@ describe.skipIf(crashSkip !== undefined)("a worker killed mid-job", () => {
         PATH: process.env.PATH ?? "",
         HOME: process.env.HOME ?? "",
         DATA_DIR: childData,
-        DATABASE_URL: testDb.url,
+        DATABASE_URL: live.dbUrl,
         REDIS_URL: redis.url,
         LLM_GATEWAY_URL: gateway.baseURL,
         FILE_URL_ALLOWED_HOSTS: books.host,
@@ -242,8 +223,7 @@ describe.skipIf(crashSkip !== undefined)("a worker killed mid-job", () => {
       child.kill("SIGKILL");
       gateway.stop();
       await env.close();
-      await kv.close();
-      await pg.close();
+      await live.close();
       await rm(childData, { recursive: true, force: true });
     }
   });
