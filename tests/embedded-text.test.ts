@@ -1,22 +1,14 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvalidBookIdError } from "../common/embedded-store.ts";
 import { createLogger } from "../common/log.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
-import { TOKENIZER_VERSION, tokenize } from "../common/text/tokenize.ts";
+import { tokenize } from "../common/text/tokenize.ts";
 import type { IndexedChunk } from "../common/search.ts";
+import { tempDirs } from "./support/temp-dirs.ts";
 
-const dirs: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "embedded-text-"));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
-});
+const freshDir = tempDirs("embedded-text-");
 
 const BOOK = "0f8fad5b-d9cb-469f-a165-70867728950e";
 const URDU_BOOK = "7c9e6679-7425-40de-944b-e07fc1f90ae7";

@@ -1,36 +1,17 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtemp, readdir, rm, stat, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
+import { readdir, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvalidBookIdError } from "../common/embedded-store.ts";
 import { createLogger } from "../common/log.ts";
 import { createEmbeddedVectorIndex, VectorDimensionError } from "../common/vector/embedded.ts";
 import type { VectorPoint } from "../common/vector/index.ts";
+import { tempDirs } from "./support/temp-dirs.ts";
+import { seededRandom } from "./support/seeded-random.ts";
 
-const dirs: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "embedded-vector-"));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
-});
+const freshDir = tempDirs("embedded-vector-");
 
 const BOOK = "0f8fad5b-d9cb-469f-a165-70867728950e";
 const OTHER_BOOK = "7c9e6679-7425-40de-944b-e07fc1f90ae7";
-
-/** Small deterministic generator so failures reproduce. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296 - 0.5;
-  };
-}
 
 function cosine(a: readonly number[], b: readonly number[]): number {
   let dot = 0;
@@ -68,7 +49,8 @@ describe("embedded vector index", () => {
 
   test("returns the same top hits as sorting every cosine score", async () => {
     const index = createEmbeddedVectorIndex({ dir: await freshDir() });
-    const next = random(42);
+    const random = seededRandom(42);
+    const next = () => random() - 0.5;
     const points = Array.from({ length: 700 }, (_, i) => ({
       chunkIndex: i,
       text: `chunk ${i}`,

@@ -1,6 +1,4 @@
-import { afterAll, describe, expect, test } from "bun:test";
-import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { countO200kTokens } from "../common/chunking.ts";
 import { loadConfig } from "../common/config.ts";
@@ -32,16 +30,9 @@ import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { UpstreamError } from "../common/upstream.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { collectDeltas } from "./support/outcomes.ts";
+import { tempDirs } from "./support/temp-dirs.ts";
 
-const dirs: string[] = [];
-async function freshDir(): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), "llm-offline-"));
-  dirs.push(dir);
-  return dir;
-}
-afterAll(async () => {
-  await Promise.all(dirs.map((dir) => rm(dir, { recursive: true, force: true })));
-});
+const freshDir = tempDirs("llm-offline-");
 
 function recordingModel(): { llm: LanguageModel; usage: [LlmPurpose, TokenUsage][] } {
   const usage: [LlmPurpose, TokenUsage][] = [];
