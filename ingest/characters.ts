@@ -4,6 +4,7 @@
  * seen with, passages, a spread of quotes), plus each character's color and emoji. Pure: no I/O.
  */
 import type { CharacterProfile, Discovery } from "../common/character-prompts.ts";
+import { fnv1a } from "../common/hash.ts";
 import {
   DEFAULT_MIN_MENTIONS,
   detokenize,
@@ -313,16 +314,6 @@ const PALETTE = [
   "#4DB6AC", "#81C784", "#AED581", "#DCE775", "#FFD54F", "#FFB74D", "#FF8A65", "#A1887F",
 ];
 const EMOJI = ["🎭", "📜", "🕯️", "🗝️", "🌹", "⚔️", "🎩", "🪶", "🌙", "🔥", "🍂", "🦋", "🐚", "🧭", "🎻", "👑", "🌿", "💎", "🏰", "🕊️"];
-
-/** 32-bit FNV-1a: stable across runs and platforms, which Math.random and Bun.hash seeds are not guaranteed to be. */
-function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
-}
 
 /** The same name always gets the same color and emoji, in every run and on every machine. */
 export function characterStyle(name: string): { color: string; emoji: string } {

@@ -19,12 +19,12 @@ import {
   SUMMARY_MESSAGES_LABEL,
   SUMMARY_PREVIOUS_LABEL,
 } from "../prompt.ts";
+import { fnv1a } from "../hash.ts";
 import type { ChatMessage } from "./index.ts";
 import {
   contentTerms,
   contentWords,
   firstWords,
-  fnv1a,
   rankBySimilarity,
   salientWords,
   sentences,

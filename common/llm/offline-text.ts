@@ -11,6 +11,7 @@
  *
  * Pure: web-standard APIs only.
  */
+import { fnv1a } from "../hash.ts";
 import { normalizeText, tokenize } from "../text/tokenize.ts";
 
 /** Length of every offline embedding. */
@@ -80,16 +81,6 @@ export function wordSpans(text: string): WordSpan[] {
 /** The text's words as written (punctuation dropped), function words removed. */
 export function contentWords(text: string): string[] {
   return (text.match(WORD) ?? []).filter((w) => !isStopWord(w));
-}
-
-/** 32-bit FNV-1a over UTF-16 code units: small, fast and identical on every runtime. */
-export function fnv1a(text: string): number {
-  let hash = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    hash ^= text.charCodeAt(i);
-    hash = Math.imul(hash, 0x01000193);
-  }
-  return hash >>> 0;
 }
 
 function addFeature(vector: Float64Array, feature: string, weight: number): void {

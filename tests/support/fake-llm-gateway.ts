@@ -41,6 +41,7 @@
  */
 
 import { z } from "zod";
+import { fnv1a } from "../../common/hash.ts";
 
 export const DEFAULT_FAKE_EMBEDDING_DIMENSION = 16;
 
@@ -257,15 +258,6 @@ export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<voi
 /** Words of a text, for deterministic token counts and bag-of-words scores. */
 export function words(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
-}
-
-function fnv1a(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) {
-    h ^= text.charCodeAt(i);
-    h = Math.imul(h, 0x01000193);
-  }
-  return h >>> 0;
 }
 
 /** Deterministic permutation of 0..n-1 that differs from the identity whenever n > 1. */

@@ -1,0 +1,13 @@
+/**
+ * 32-bit FNV-1a over UTF-16 code units: small, fast and identical on every runtime and machine,
+ * which Math.random and Bun.hash seeds are not guaranteed to be. Used wherever a stable choice must
+ * follow from a text alone (a character's color, an offline reply, a fake embedding).
+ */
+export function fnv1a(text: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return hash >>> 0;
+}
