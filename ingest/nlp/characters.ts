@@ -86,9 +86,9 @@ function compatible(c: Character, f: Form): boolean {
   return c.firsts.has(w) || c.lasts.has(w) || (f.title === undefined && c.heads.has(w));
 }
 
-function newCharacter(id: number, f: Form): Character {
-  const words = f.parts.map((p) => p.toLowerCase());
-  const c: Character = {
+/** A character with no names, mentions or votes yet. */
+export function emptyCharacter(id: number, gender: Gender | undefined): Character {
+  return {
     id,
     titles: new Set(),
     firsts: new Set(),
@@ -96,10 +96,15 @@ function newCharacter(id: number, f: Form): Character {
     heads: new Set(),
     forms: new Map(),
     mentionCount: 0,
-    gender: formGender(f.title, f.parts),
+    gender,
     votes: { m: 0, f: 0 },
     person: false,
   };
+}
+
+function newCharacter(id: number, f: Form): Character {
+  const words = f.parts.map((p) => p.toLowerCase());
+  const c = emptyCharacter(id, formGender(f.title, f.parts));
   if (f.definite) c.heads.add(words[words.length - 1]!);
   else if (words.length >= 2) {
     c.firsts.add(words[0]!);

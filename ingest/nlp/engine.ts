@@ -2,7 +2,7 @@ import { noFTL } from "bun:jsc";
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.ts";
-import { clusterNames, isVocative, scoreCharacters, type Character } from "./characters.ts";
+import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./characters.ts";
 import { resolveMentions, type EntityMention } from "./coref.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
 import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMention } from "./names.ts";
@@ -39,21 +39,6 @@ export type Stage = "tokens" | "quotes" | "names" | "speakers" | "coreference" |
 export interface EngineOptions {
   onStage?: (stage: Stage) => void;
   narratorThreshold?: number;
-}
-
-function narratorSlot(): Character {
-  return {
-    id: NARRATOR_ID,
-    titles: new Set(),
-    firsts: new Set(),
-    lasts: new Set(),
-    heads: new Set(),
-    forms: new Map(),
-    mentionCount: 0,
-    gender: undefined,
-    votes: { m: 0, f: 0 },
-    person: false,
-  };
 }
 
 /** First person outside quotes, relative to all narration words. */
@@ -116,7 +101,7 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   const found = findNames(tok, scan.inQuote, stats);
   const places = found.places;
   const names = [...found.names, ...findEpithets(tok, scan.inQuote, found.names)].sort((a, b) => a.start - b.start);
-  const chars = clusterNames(tok, names, [narratorSlot()]);
+  const chars = clusterNames(tok, names, [emptyCharacter(NARRATOR_ID, undefined)]);
   scoreCharacters(tok, names, chars, scan.inQuote);
   const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);
   chars[NARRATOR_ID]!.person = narrator;
