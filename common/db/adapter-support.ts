@@ -19,6 +19,15 @@ export interface PoolOptions {
   idleTimeoutSeconds?: number;
 }
 
+/** The pool options with the defaults filled in, so both pooled adapters size and time out alike. */
+export function poolSettings(options: PoolOptions): Required<Omit<PoolOptions, "url">> {
+  return {
+    max: options.max ?? DEFAULT_POOL_SIZE,
+    connectTimeoutSeconds: options.connectTimeoutSeconds ?? DEFAULT_CONNECT_TIMEOUT_SECONDS,
+    idleTimeoutSeconds: options.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS,
+  };
+}
+
 const OID = { int8: 20, numeric: 1700, void: 2278 } as const;
 
 /** Text-format parsers by type OID; numbers beyond 2^53 lose precision, which our counts never reach. */

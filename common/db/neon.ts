@@ -2,13 +2,11 @@ import { Client, type ClientConfig, Pool, type PoolClient, types } from "@neonda
 import { type Logger, silentLogger } from "../log.ts";
 import type { Database, Queryable, Row } from "./index.ts";
 import {
-  DEFAULT_CONNECT_TIMEOUT_SECONDS,
-  DEFAULT_IDLE_TIMEOUT_SECONDS,
-  DEFAULT_POOL_SIZE,
   type PoolOptions,
   TYPE_PARSERS,
   driverCall,
   encodeParams,
+  poolSettings,
   runTransaction,
   severalStatementsError,
 } from "./adapter-support.ts";
@@ -67,11 +65,12 @@ function proxiedPool(wsProxy: string): typeof Pool {
 /** Postgres through Neon's serverless driver: node-postgres over a WebSocket. */
 export function createNeonDatabase(options: NeonDatabaseOptions): Database {
   const PoolClass = options.wsProxy ? proxiedPool(options.wsProxy) : Pool;
+  const settings = poolSettings(options);
   const pool = new PoolClass({
     connectionString: options.url,
-    max: options.max ?? DEFAULT_POOL_SIZE,
-    connectionTimeoutMillis: (options.connectTimeoutSeconds ?? DEFAULT_CONNECT_TIMEOUT_SECONDS) * 1000,
-    idleTimeoutMillis: (options.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS) * 1000,
+    max: settings.max,
+    connectionTimeoutMillis: settings.connectTimeoutSeconds * 1000,
+    idleTimeoutMillis: settings.idleTimeoutSeconds * 1000,
     types: {
       getTypeParser: (id: number, format?: "text" | "binary") => TYPE_PARSERS[id] ?? types.getTypeParser(id, format),
     },

@@ -1,13 +1,11 @@
 import { SQL } from "bun";
 import type { Database, Queryable, Row } from "./index.ts";
 import {
-  DEFAULT_CONNECT_TIMEOUT_SECONDS,
-  DEFAULT_IDLE_TIMEOUT_SECONDS,
-  DEFAULT_POOL_SIZE,
   type PoolOptions,
   TYPE_PARSERS,
   driverCall,
   encodeParams,
+  poolSettings,
   runTransaction,
   severalStatementsError,
 } from "./adapter-support.ts";
@@ -46,11 +44,12 @@ function queryable(sql: SQL): Queryable {
 
 /** Plain Postgres over TCP through Bun's built-in client, with a connection pool. */
 export function createPostgresDatabase(options: PoolOptions): Database {
+  const settings = poolSettings(options);
   const sql = new SQL({
     url: options.url,
-    max: options.max ?? DEFAULT_POOL_SIZE,
-    connectionTimeout: options.connectTimeoutSeconds ?? DEFAULT_CONNECT_TIMEOUT_SECONDS,
-    idleTimeout: options.idleTimeoutSeconds ?? DEFAULT_IDLE_TIMEOUT_SECONDS,
+    max: settings.max,
+    connectionTimeout: settings.connectTimeoutSeconds,
+    idleTimeout: settings.idleTimeoutSeconds,
   });
   return {
     driver: "postgres",
