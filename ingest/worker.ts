@@ -1,5 +1,6 @@
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDeps } from "../common/deps.ts";
+import { DatabaseError } from "../common/db/index.ts";
 import { setProcessingStatus } from "../common/db/repositories.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
@@ -128,7 +129,10 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
     }
   };
 
-  async function handle(claim: ClaimedJob, controller: AbortController): Promise<void> {
+  /** What became of a job: done with (completed, failed, retried, abandoned), or handed back because our database was down. */
+  type Handled = "settled" | "database_unavailable";
+
+  async function handle(claim: ClaimedJob, controller: AbortController): Promise<Handled> {
     const { job } = claim;
     const jobLog = log.child({ job_id: job.job_id, book_id: job.book_id, attempt: (job.attempts ?? 0) + 1 });
     const renewal = setInterval(
@@ -147,16 +151,24 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
       await runPipeline(deps, { bookId: job.book_id, jobId: job.job_id, source: { url: job.file_url } }, { ...options.pipeline, signal: controller.signal });
       await queue.complete(claim);
       metrics.processing.jobsProcessed.inc({ status: "completed" });
+      return "settled";
     } catch (err) {
-      await settleFailure(controller.signal, err);
+      return await settleFailure(controller.signal, err);
     } finally {
       clearInterval(renewal);
       metrics.processing.activeWorkers.dec();
       jobsHandled++;
     }
 
-    async function settleFailure(signal: AbortSignal, err: unknown) {
+    async function settleFailure(signal: AbortSignal, err: unknown): Promise<Handled> {
       try {
+        if (err instanceof DatabaseError && err.code === "connection" && !(signal.reason instanceof LeaseLost)) {
+          // Not the book's fault, and nothing could be recorded anyway: without this, a restart of
+          // a few hundred milliseconds used up every attempt and dead-lettered every book in flight.
+          await queue.release(claim);
+          jobLog.warn("database unavailable; job handed back without counting an attempt", { error: err });
+          return "database_unavailable";
+        }
         if (signal.reason instanceof LeaseLost) {
           jobLog.warn("job abandoned: its lease was lost, another worker may be running it");
         } else if (signal.reason instanceof StopRequested) {
@@ -181,6 +193,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
         // The lease will expire and the reaper will count the attempt.
         jobLog.error("could not record the job's outcome", { error: queueErr, outcome_of: err });
       }
+      return "settled";
     }
   }
 
@@ -200,13 +213,15 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
         });
         metrics.processing.queueDepth.set(await queue.depth());
         if (claim) {
-          delay = minPoll;
           const controller = new AbortController();
           const done = handle(claim, controller);
-          current = { claim, controller, done };
-          await done;
+          current = { claim, controller, done: done.then(() => {}) };
+          const handled = await done;
           current = undefined;
-          continue;
+          if (handled === "settled") {
+            delay = minPoll;
+            continue;
+          }
         }
       } catch (err) {
         log.error("job queue unavailable; polling again after a pause", { error: err, retry_in_ms: delay });

@@ -67,7 +67,8 @@ export class DatabaseError extends Error {
     const sqlState = candidates.find((c) => /^[0-9A-Z]{5}$/.test(c));
     const message = typeof e.message === "string" ? e.message : String(err);
     if (sqlState) {
-      const code = SQLSTATE_CODES[sqlState] ?? (sqlState.startsWith("08") ? "connection" : "other");
+      // Class 08 is a broken connection; 57P01-57P03 are a server shutting down, crashed or starting up.
+      const code = SQLSTATE_CODES[sqlState] ?? (sqlState.startsWith("08") || /^57P0[123]$/.test(sqlState) ? "connection" : "other");
       return new DatabaseError(message, code, sqlState, { cause: err });
     }
     const connection = /ECONNREFUSED|ECONNRESET|ENOTFOUND|closed|terminat|connect/i.test(message);
