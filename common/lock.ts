@@ -14,8 +14,8 @@ export interface Lock {
   readonly token: string;
   /**
    * Deletes the key if it still holds our token, atomically. Resolves true when it did; later calls
-   * resolve false without a round trip. Rejects with KvError when the store fails (the lock then
-   * lapses at its expiry).
+   * resolve false without a round trip. Rejects with KvError when the store fails; the lock then
+   * lapses at its expiry unless a later call, once the store is back, releases it.
    */
   release(): Promise<boolean>;
 }
@@ -34,8 +34,13 @@ export async function tryAcquireLock(kv: KeyValueStore, key: string, ttlSeconds:
     token,
     release() {
       if (released) return released.then(() => false);
-      released = kv.deleteIfEquals(key, token);
-      return released;
+      const attempt = kv.deleteIfEquals(key, token);
+      released = attempt;
+      // A failed attempt is forgotten, so that the holder can try again.
+      attempt.catch(() => {
+        if (released === attempt) released = undefined;
+      });
+      return attempt;
     },
   };
 }

@@ -70,6 +70,10 @@ export const SUMMARY_TIMEOUT_MS = 10_000;
 /** Longest a turn waits for the previous turn's summary fold; longer than the fold may take, so waiters outlast it. */
 export const FOLD_WAIT_MS = SUMMARY_TIMEOUT_MS + 2_000;
 const FOLD_POLL_MS = 25;
+/** How long, and how often, a lock the store failed to release is tried again (it lapses at 30 s regardless). */
+export const RELEASE_RETRY_WINDOW_MS = 10_000;
+const RELEASE_RETRY_FIRST_MS = 200;
+const RELEASE_RETRY_MAX_MS = 2_000;
 /** Characters of the reply kept as the session's preview, before the closing "…". */
 export const PREVIEW_CHARS = 100;
 
@@ -218,7 +222,31 @@ export function createChatService(deps: ChatDeps): ChatService {
 
   async function release(lock: Lock | null) {
     if (!lock) return;
-    await lock.release().catch((error: unknown) => log.warn("session lock release failed; it lapses at its expiry", { key: lock.key, error }));
+    try {
+      await lock.release();
+    } catch (error) {
+      log.warn("session lock release failed; trying again in the background", { key: lock.key, error });
+      track(retryRelease(lock));
+    }
+  }
+
+  /**
+   * A store that was down when a turn ended (a Redis restart) would otherwise leave the session
+   * refusing every message with 429 until the lock's 30 s expiry; once the store is back, this frees it.
+   */
+  async function retryRelease(lock: Lock) {
+    const deadline = performance.now() + RELEASE_RETRY_WINDOW_MS;
+    for (let wait = RELEASE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, RELEASE_RETRY_MAX_MS)) {
+      await Bun.sleep(wait);
+      try {
+        await lock.release();
+        log.info("session lock released after the store came back", { key: lock.key });
+        return;
+      } catch {
+        // still unavailable
+      }
+    }
+    log.warn("session lock not released; it lapses at its expiry", { key: lock.key });
   }
 
   /**

@@ -1,0 +1,84 @@
+import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { sessionCacheKey } from "../common/chat-cache.ts";
+import type { Database } from "../common/db/index.ts";
+import { migrate } from "../common/db/migrate.ts";
+import { createPgliteDatabase } from "../common/db/pglite.ts";
+import { KvError, type KeyValueStore } from "../common/kv/index.ts";
+import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
+import { readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "./support/chat.ts";
+
+/**
+ * What a chat turn leaves in the key-value store when the store fails at the worst moment, made
+ * deterministic: a store that refuses chosen commands on chosen keys, or performs a write and then
+ * loses the reply (what a Redis crash does to the command in flight). The restart tests in
+ * faults-restarts.test.ts find the same through real crashes, by chance.
+ */
+
+type Command = "set" | "del" | "deleteIfEquals" | "mget" | "get";
+
+interface Fault {
+  command: Command;
+  key: RegExp;
+  /** "refuse": fail without doing it; "lose-reply": do it, then fail as if the connection dropped. */
+  mode: "refuse" | "lose-reply";
+  /** How many calls fail before the store behaves again. */
+  times: number;
+}
+
+function flakyStore(kv: KeyValueStore) {
+  const faults: Fault[] = [];
+  const store = new Proxy(kv, {
+    get(target, property) {
+      const member = target[property as keyof KeyValueStore];
+      if (typeof member !== "function") return member;
+      return async (...args: unknown[]) => {
+        const key = String(Array.isArray(args[0]) ? args[0][0] : args[0]);
+        const fault = faults.find((f) => f.command === property && f.key.test(key) && f.times > 0);
+        if (!fault) return (member as (...a: unknown[]) => unknown).apply(target, args);
+        fault.times--;
+        if (fault.mode === "lose-reply") await (member as (...a: unknown[]) => Promise<unknown>).apply(target, args);
+        throw new KvError(`redis ${String(property).toUpperCase()}: Connection closed`);
+      };
+    },
+  });
+  return { store, fail: (fault: Fault) => faults.push(fault), heal: () => (faults.length = 0) };
+}
+
+describe("a chat turn when the key-value store fails at the worst moment", () => {
+  let db: Database;
+  let memory: KeyValueStore;
+  let flaky: ReturnType<typeof flakyStore>;
+  let h: ChatHarness;
+
+  beforeAll(async () => {
+    db = await createPgliteDatabase();
+    await migrate(db);
+    memory = createMemoryKeyValueStore();
+    flaky = flakyStore(memory);
+    h = await startChatHarness({ db, kv: flaky.store });
+  }, 60_000);
+  afterAll(async () => {
+    await h?.stop();
+    await memory?.close();
+    await db?.close();
+  });
+  beforeEach(() => {
+    flaky.heal();
+    h.gateway.reset();
+    scriptGateway(h.gateway);
+  });
+
+  async function turn(session: string, message: string) {
+    const { events } = await readSse(await h.chat(session, message));
+    await h.app.settle();
+    return events.at(-1);
+  }
+
+  test("a lock whose release failed is released once the store answers again, not left to lapse in 30 s", async () => {
+    const session = await h.newSession();
+    flaky.fail({ command: "deleteIfEquals", key: /^chat:lock:/, mode: "refuse", times: 2 });
+    expect(await turn(session, "Are you there?")).toMatchObject({ done: true });
+    expect(await memory.get(`chat:lock:${session}`)).toBeNull();
+    expect(await turn(session, "And now?")).toMatchObject({ done: true });
+  });
+});
