@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { Database } from "./db/index.ts";
-import { getBook, getCharacter, getRecentMessages, getSession } from "./db/repositories.ts";
+import { getBook, getCharacter, getSessionWithRecentMessages } from "./db/repositories.ts";
 import type { KeyValueStore } from "./kv/index.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
@@ -121,9 +121,8 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   }
 
   async function sessionFromDb(id: string): Promise<ChatSessionState | null> {
-    const row = await getSession(db, id);
+    const row = await getSessionWithRecentMessages(db, id, windowMessages);
     if (!row) return null;
-    const messages = await getRecentMessages(db, id, windowMessages);
     return {
       id: row.id,
       userId: row.userId,
@@ -131,7 +130,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       bookId: row.bookId,
       messageCount: row.messageCount,
       summary: row.summary,
-      messages: messages.map(({ role, content }) => ({ role, content })),
+      messages: row.recentMessages,
     };
   }
 

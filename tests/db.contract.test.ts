@@ -3,7 +3,7 @@ import { copyFile, mkdtemp, readdir, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDatabase } from "../common/db/create.ts";
-import { type Database, DatabaseError, type DatabaseErrorCode, type Row } from "../common/db/index.ts";
+import { type Database, DatabaseError, type DatabaseErrorCode } from "../common/db/index.ts";
 import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from "../common/db/migrate.ts";
 import { createNeonDatabase } from "../common/db/neon.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
@@ -38,29 +38,6 @@ async function expectDatabaseError(promise: Promise<unknown>, code: DatabaseErro
 }
 
 /** A Database whose transactions fail at their nth statement, as a connection dropped mid-way would. */
-function failingAtStatement(db: Database, n: number): Database {
-  return {
-    ...db,
-    transaction: (fn) =>
-      db.transaction((tx) => {
-        let statements = 0;
-        const step = () => {
-          if (++statements === n) throw new DatabaseError("connection lost (injected)", "connection");
-        };
-        return fn({
-          query: <R extends Row = Row>(text: string, params?: readonly unknown[]) => {
-            step();
-            return tx.query<R>(text, params);
-          },
-          exec: (sql: string) => {
-            step();
-            return tx.exec(sql);
-          },
-        });
-      }),
-  };
-}
-
 /** A migrations folder holding the real migrations plus the named fixture files (or given contents). */
 async function migrationsWith(extra: Record<string, string | null>): Promise<string> {
   const dir = await mkdtemp(join(tmpdir(), "migrations-"));
@@ -414,16 +391,43 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(await repo.getRecentMessages(db, session.id, 10)).toHaveLength(4);
       });
 
+      test("a session is read with its last messages, oldest first, in one statement", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, recentMessages: [] });
+
+        await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        const saved = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({
+          ...saved!,
+          recentMessages: [
+            { role: "assistant", content: "I hardly know, sir." },
+            { role: "user", content: "Where are you going?" },
+            { role: "assistant", content: "Down the rabbit hole!" },
+          ],
+        });
+        expect(await repo.getSessionWithRecentMessages(db, crypto.randomUUID(), 3)).toBeNull();
+        expect(await repo.getSessionWithRecentMessages(db, "not-a-session", 3)).toBeNull();
+      });
+
       test("an exchange that fails part-way writes nothing", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
         await repo.appendExchange(db, session.id, "Hello", "Curiouser and curiouser!", "Curiouser");
 
-        for (const failingStatement of [1, 2]) {
-          await expectDatabaseError(
-            repo.appendExchange(failingAtStatement(db, failingStatement), session.id, "Lost?", "Never written", "Never"),
-            "connection",
-          );
+        // The reply's row is refused after the reader's row and the session's count were written.
+        await db.exec(`
+          CREATE FUNCTION refuse_reply() RETURNS trigger LANGUAGE plpgsql AS $$
+          BEGIN
+            IF NEW.content = 'Never written' THEN RAISE EXCEPTION 'reply refused (injected)'; END IF;
+            RETURN NEW;
+          END $$;
+          CREATE TRIGGER refuse_reply BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION refuse_reply();
+        `);
+        try {
+          await expectDatabaseError(repo.appendExchange(db, session.id, "Lost?", "Never written", "Never"), "other");
+        } finally {
+          await db.exec("DROP TRIGGER refuse_reply ON messages; DROP FUNCTION refuse_reply();");
         }
 
         expect(await repo.getSession(db, session.id)).toMatchObject({ messageCount: 1, preview: "Curiouser" });

@@ -271,28 +271,54 @@ export function getSession(db: Queryable, id: string): Promise<ChatSession | nul
  * Records one exchange: the user's message, the reply, and the session's count, preview and
  * updated_at, all or nothing. Returns the updated session, or null (and writes nothing) when the
  * session does not exist.
+ *
+ * One statement, so atomic without a transaction: on the embedded database every statement is a
+ * round trip through the one connection that all chat turns share, and BEGIN, UPDATE, INSERT,
+ * COMMIT took four of them.
  */
-export function appendExchange(
-  db: Database,
+export async function appendExchange(
+  db: Queryable,
   sessionId: string,
   userMessage: string,
   assistantMessage: string,
   preview: string,
 ): Promise<ChatSession | null> {
-  if (!UUID.test(sessionId)) return Promise.resolve(null);
-  return db.transaction(async (tx) => {
-    const [session] = await tx.query<ChatSessionRow>(
-      "UPDATE chat_sessions SET message_count = message_count + 1, preview = $2, updated_at = now() WHERE id = $1 RETURNING *",
-      [sessionId, preview],
-    );
-    if (!session) return null;
-    await tx.query("INSERT INTO messages (session_id, role, content) VALUES ($1, 'user', $2), ($1, 'assistant', $3)", [
-      sessionId,
-      userMessage,
-      assistantMessage,
-    ]);
-    return camelize(session);
-  });
+  if (!UUID.test(sessionId)) return null;
+  const [session] = await db.query<ChatSessionRow>(
+    `WITH session AS (
+       UPDATE chat_sessions SET message_count = message_count + 1, preview = $2, updated_at = now() WHERE id = $1 RETURNING *
+     ), saved AS (
+       INSERT INTO messages (session_id, role, content)
+       SELECT session.id, m.role, m.content FROM session, (VALUES (1, 'user', $3::text), (2, 'assistant', $4::text)) AS m (n, role, content)
+       ORDER BY m.n
+     )
+     SELECT * FROM session`,
+    [sessionId, preview, userMessage, assistantMessage],
+  );
+  return session ? camelize(session) : null;
+}
+
+export interface RecentMessage {
+  role: Message["role"];
+  content: string;
+}
+
+/** The session with its last `limit` messages (oldest first), in one statement. */
+export async function getSessionWithRecentMessages(
+  db: Queryable,
+  sessionId: string,
+  limit: number,
+): Promise<(ChatSession & { recentMessages: RecentMessage[] }) | null> {
+  if (!UUID.test(sessionId)) return null;
+  const [row] = await db.query<ChatSessionRow & { recent_messages: RecentMessage[] }>(
+    `SELECT s.*, COALESCE(
+       (SELECT jsonb_agg(jsonb_build_object('role', m.role, 'content', m.content) ORDER BY m.seq)
+          FROM (SELECT role, content, seq FROM messages WHERE session_id = s.id ORDER BY seq DESC LIMIT $2) m),
+       '[]'::jsonb) AS recent_messages
+     FROM chat_sessions s WHERE s.id = $1`,
+    [sessionId, limit],
+  );
+  return row ? camelize(row) : null;
 }
 
 /** The session's last `limit` messages, oldest first. */
