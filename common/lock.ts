@@ -1,4 +1,4 @@
-import type { KeyValueStore } from "./kv/index.ts";
+import { KvError, type KeyValueStore } from "./kv/index.ts";
 
 /**
  * A lease on a key-value key: set only if absent, with a random token and an expiry, so that a
@@ -24,10 +24,34 @@ function randomToken(): string {
   return Buffer.from(crypto.getRandomValues(new Uint8Array(TOKEN_BYTES))).toString("hex");
 }
 
-/** The lock, or null when someone else holds it. A store failure rejects with KvError. */
+/**
+ * The store failed while the lock was being taken. The set may still have landed (a connection that
+ * dropped after the command reached the server), so `attempted` can undo it: its release deletes the
+ * key only if it holds this attempt's token.
+ */
+export class LockUnavailableError extends KvError {
+  constructor(
+    readonly attempted: Lock,
+    options: { cause: unknown },
+  ) {
+    super(`lock ${attempted.key} unavailable: ${options.cause instanceof Error ? options.cause.message : String(options.cause)}`, options);
+    this.name = "LockUnavailableError";
+  }
+}
+
+/** The lock, or null when someone else holds it. A store failure rejects with LockUnavailableError. */
 export async function tryAcquireLock(kv: KeyValueStore, key: string, ttlSeconds: number = DEFAULT_LOCK_TTL_SECONDS): Promise<Lock | null> {
-  const token = randomToken();
-  if (!(await kv.set(key, token, { nx: true, ex: ttlSeconds }))) return null;
+  const lock = lockOn(kv, key, randomToken());
+  let acquired: boolean;
+  try {
+    acquired = await kv.set(key, lock.token, { nx: true, ex: ttlSeconds });
+  } catch (error) {
+    throw new LockUnavailableError(lock, { cause: error });
+  }
+  return acquired ? lock : null;
+}
+
+function lockOn(kv: KeyValueStore, key: string, token: string): Lock {
   let released: Promise<boolean> | undefined;
   return {
     key,

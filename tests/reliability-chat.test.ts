@@ -81,4 +81,21 @@ describe("a chat turn when the key-value store fails at the worst moment", () =>
     expect(await memory.get(`chat:lock:${session}`)).toBeNull();
     expect(await turn(session, "And now?")).toMatchObject({ done: true });
   });
+
+  test("a lock set whose reply was lost is undone at the end of the turn, not orphaned for 30 s", async () => {
+    const session = await h.newSession();
+    flaky.fail({ command: "set", key: /^chat:lock:/, mode: "lose-reply", times: 1 });
+    expect(await turn(session, "Hello?")).toMatchObject({ done: true });
+    expect(await memory.get(`chat:lock:${session}`)).toBeNull();
+    expect(await turn(session, "Still there?")).toMatchObject({ done: true });
+  });
+
+  test("a fold key set whose reply was lost is undone after the fold, so the next message does not wait for a fold that is over", async () => {
+    const session = await h.newSession();
+    for (let i = 0; i < 5; i++) await turn(session, `Warm-up ${i}`);
+    // The sixth exchange pushes the first out of the ten-message window: its fold takes the fold key.
+    flaky.fail({ command: "set", key: /^chat:fold:/, mode: "lose-reply", times: 1 });
+    expect(await turn(session, "The sixth")).toMatchObject({ done: true });
+    expect(await memory.get(`chat:fold:${session}`)).toBeNull();
+  });
 });

@@ -10,7 +10,7 @@ import type { Database } from "../../common/db/index.ts";
 import { appendExchange, getPreferences, setSessionSummary } from "../../common/db/repositories.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
-import { tryAcquireLock, type Lock } from "../../common/lock.ts";
+import { LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
 import type { Logger } from "../../common/log.ts";
 import type { ChatOutcome, Metrics } from "../../common/metrics.ts";
 import {
@@ -300,7 +300,8 @@ export function createChatService(deps: ChatDeps): ChatService {
   async function handOver(sessionId: string, lock: Lock | null, fold: (foldLock: Lock | null) => Promise<void>) {
     const foldLock = await tryAcquireLock(deps.kv, foldKey(sessionId)).catch((error: unknown) => {
       log.warn("fold key unavailable, folding without it", { session_id: sessionId, error });
-      return null;
+      // The set may have landed all the same: released after the fold like a key we hold.
+      return error instanceof LockUnavailableError ? error.attempted : null;
     });
     await release(lock);
     track(fold(foldLock));
@@ -334,6 +335,8 @@ export function createChatService(deps: ChatDeps): ChatService {
       } catch (error) {
         deps.metrics.chat.lockUnavailable.inc();
         log.warn("session lock unavailable, replying without it", { session_id: turn.session.id, error });
+        // The set may have landed all the same: released at the end of the turn like a lock we hold.
+        if (error instanceof LockUnavailableError) lock = error.attempted;
       }
 
       const preferences = request.preferences === undefined ? preferencesFor(request) : Promise.resolve(null);
