@@ -272,9 +272,9 @@ export function getSession(db: Queryable, id: string): Promise<ChatSession | nul
  * updated_at, all or nothing. Returns the updated session, or null (and writes nothing) when the
  * session does not exist.
  *
- * One statement, so atomic without a transaction: on the embedded database every statement is a
- * round trip through the one connection that all chat turns share, and BEGIN, UPDATE, INSERT,
- * COMMIT took four of them.
+ * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip
+ * to the database (over the network on Postgres and Neon) where BEGIN, UPDATE, INSERT, COMMIT took
+ * four.
  */
 export async function appendExchange(
   db: Queryable,
