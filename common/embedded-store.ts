@@ -24,7 +24,7 @@ export class InvalidBookIdError extends Error {
   }
 }
 
-export function assertSafeBookId(bookId: string): void {
+function assertSafeBookId(bookId: string): void {
   if (!SAFE_BOOK_ID.test(bookId)) throw new InvalidBookIdError(bookId);
 }
 

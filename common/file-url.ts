@@ -39,7 +39,7 @@ export class FileUrlError extends Error {
 
 export type ResolveHost = (hostname: string) => Promise<string[]>;
 
-export const resolveWithDns: ResolveHost = async (hostname) =>
+const resolveWithDns: ResolveHost = async (hostname) =>
   (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
 
 export interface FileUrlPolicy {

@@ -68,7 +68,7 @@ export function dedupeHits(vectorHits: readonly ChunkHit[], textHits: readonly C
 }
 
 /** RRF score of a candidate: each list that found it contributes 1 / (k + rank). */
-export function rrfScore(candidate: Candidate, k: number = RRF_K): number {
+function rrfScore(candidate: Candidate, k: number = RRF_K): number {
   let score = 0;
   if (candidate.vectorRank !== undefined) score += 1 / (k + candidate.vectorRank);
   if (candidate.textRank !== undefined) score += 1 / (k + candidate.textRank);

@@ -35,7 +35,7 @@ const V6_FORBIDDEN: readonly [string, number][] = [
   ["ff00::", 8], // multicast
 ];
 
-export function parseIpv4(text: string): bigint | null {
+function parseIpv4(text: string): bigint | null {
   const parts = text.split(".");
   if (parts.length !== 4) return null;
   let value = 0n;

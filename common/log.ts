@@ -29,7 +29,7 @@ export const REDACTED = "[redacted]";
 const MIN_SECRET_CHARS = 4;
 
 /** Replaces each secret, as written raw, JSON-escaped or percent-encoded, with REDACTED. */
-export function createRedactor(secrets: readonly string[]): (text: string) => string {
+function createRedactor(secrets: readonly string[]): (text: string) => string {
   const forms = [
     ...new Set(secrets.filter((s) => s.length >= MIN_SECRET_CHARS).flatMap((s) => [s, JSON.stringify(s).slice(1, -1), encodeURIComponent(s)])),
   ].sort((a, b) => b.length - a.length);

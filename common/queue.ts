@@ -50,7 +50,7 @@ export async function enqueueJob(kv: KeyValueStore, job: NewJob, options: Enqueu
 }
 
 /** Parses a queued entry; null for anything that is not a job record (it is dead-lettered by the worker). */
-export function parseJob(raw: string): JobRecord | null {
+function parseJob(raw: string): JobRecord | null {
   try {
     const parsed = JobRecord.safeParse(JSON.parse(raw));
     return parsed.success ? parsed.data : null;

@@ -112,7 +112,7 @@ export interface TokenColumns {
 }
 
 /** Columns from .tokens rows, each row at its token id. */
-export function tokenColumns(parsed: ParsedBookNlp): TokenColumns {
+function tokenColumns(parsed: ParsedBookNlp): TokenColumns {
   const size = parsed.tokens.reduce((max, t) => Math.max(max, t.token + 1), 0);
   const columns = {
     paragraph: new Int32Array(size).fill(-1),

@@ -29,7 +29,7 @@ async function readIfPresent(path: string): Promise<string | undefined> {
   }
 }
 
-export async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
+async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
   const text = await readFile(task.textPath, "utf8");
   if (task.kind === "native") {
     // The engine's token arrays stand in for its .tokens file: parsing that back would cost more

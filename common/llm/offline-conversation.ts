@@ -125,7 +125,7 @@ export function personaQuotes(persona: string): string[] {
 }
 
 /** Persona quotes and fenced passages of a system prompt built by buildChatSystemPrompt. */
-export function readChatMaterial(system: string): ChatMaterial {
+function readChatMaterial(system: string): ChatMaterial {
   const personaEnd = [PREFERENCES_HEADING, PASSAGES_HEADING]
     .map((heading) => system.indexOf(`\n\n${heading}\n`))
     .filter((i) => i !== -1);

@@ -66,7 +66,7 @@ const SHORT_TITLES = new Set(["mr", "mrs", "ms", "miss", "m", "mme", "mlle", "dr
 
 const add = (m: Map<string, number>, k: string, n = 1) => m.set(k, (m.get(k) ?? 0) + n);
 
-export function isCapitalised(word: string): boolean {
+function isCapitalised(word: string): boolean {
   return UPPER_START.test(word) && (word.length === 1 || HAS_LOWER.test(word) || INITIAL.test(word));
 }
 
@@ -88,7 +88,7 @@ function wordShapes(vocab: string[], vocabLower: string[]): Uint8Array {
 }
 
 /** A token opens a sentence (or a quoted sentence), where capitals say little about names. */
-export function isSentenceInitial(tok: Tokenized, i: number, inQuote: Uint8Array): boolean {
+function isSentenceInitial(tok: Tokenized, i: number, inQuote: Uint8Array): boolean {
   const { text, sentence, inSentence } = tok;
   if (inSentence[i] === 0) return true;
   let j = i - 1;

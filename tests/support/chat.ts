@@ -96,7 +96,7 @@ export type CallKind = "rewrite" | "chat" | "summary";
 type Scripted = ChatBehaviour | ((request: ChatCompletionRequest) => ChatBehaviour | Promise<ChatBehaviour>);
 
 /** Which of the chat's three model calls a gateway request is: JSON mode is the rewrite, a stream the reply. */
-export function callKind(request: Pick<ChatCompletionRequest, "stream" | "response_format">): CallKind {
+function callKind(request: Pick<ChatCompletionRequest, "stream" | "response_format">): CallKind {
   if (request.response_format?.type === "json_object") return "rewrite";
   return request.stream ? "chat" : "summary";
 }

@@ -243,7 +243,7 @@ export async function failureResponse(reply: FailureReply, signal: AbortSignal):
 }
 
 /** Waits, but no longer than until the client hangs up (so a cancelled stream stops promptly). */
-export function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
+function sleepUnlessAborted(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     const timer = setTimeout(done, ms);
     function done() {
@@ -261,7 +261,7 @@ export function words(text: string): string[] {
 }
 
 /** Deterministic permutation of 0..n-1 that differs from the identity whenever n > 1. */
-export function scrambledOrder(n: number): number[] {
+function scrambledOrder(n: number): number[] {
   const order = Array.from({ length: n }, (_, i) => i);
   let seed = n;
   for (let i = n - 1; i > 0; i--) {
@@ -292,7 +292,7 @@ export function fakeEmbedding(text: string, dimension = DEFAULT_FAKE_EMBEDDING_D
 }
 
 /** Little-endian float32 bytes in base64, as OpenAI sends them. */
-export function encodeFloat32Base64(vector: readonly number[]): string {
+function encodeFloat32Base64(vector: readonly number[]): string {
   const bytes = Buffer.alloc(vector.length * 4);
   vector.forEach((x, i) => bytes.writeFloatLE(x, i * 4));
   return bytes.toString("base64");

@@ -53,7 +53,7 @@ export interface FakeReranker extends LoopbackServer {
 }
 
 /** Share of the query's distinct words found in each document, best first, top_n of them. */
-export function overlapScores(request: RerankRequest): RerankScore[] {
+function overlapScores(request: RerankRequest): RerankScore[] {
   const queryWords = new Set(words(request.query));
   const scored = request.documents.map((doc, index) => {
     const docWords = new Set(words(doc));
