@@ -1,5 +1,5 @@
 import { mkdir, open, readFile, rename, rm, truncate } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { dirname } from "node:path";
 
 /**
  * What the embedded vector and BM25 indexes share: files per book under a folder, loaded lazily,

@@ -1,5 +1,4 @@
 import { createApp, type AppDeps } from "../../api/app.ts";
-import type { Database } from "../../common/db/index.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
