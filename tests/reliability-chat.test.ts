@@ -98,4 +98,20 @@ describe("a chat turn when the key-value store fails at the worst moment", () =>
     expect(await turn(session, "The sixth")).toMatchObject({ done: true });
     expect(await memory.get(`chat:fold:${session}`)).toBeNull();
   });
+
+  test("a session cache entry that could be neither replaced nor dropped is dropped once the store answers, so the next turn sees the whole history", async () => {
+    const session = await h.newSession();
+    await turn(session, "First");
+    await turn(session, "Second");
+    flaky.fail({ command: "set", key: /^chat:sess:/, mode: "refuse", times: 1 });
+    flaky.fail({ command: "del", key: /^chat:sess:/, mode: "refuse", times: 1 });
+    expect(await turn(session, "Third")).toMatchObject({ done: true });
+    expect(await memory.get(sessionCacheKey(session))).toBeNull();
+
+    h.gateway.reset();
+    scriptGateway(h.gateway);
+    await turn(session, "Fourth");
+    const [chat] = requestsOfKind(h.gateway, "chat");
+    expect(chat!.messages.filter((m) => m.role === "user").map((m) => m.content)).toEqual(["First", "Second", "Third", "Fourth"]);
+  });
 });

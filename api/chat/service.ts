@@ -70,10 +70,10 @@ export const SUMMARY_TIMEOUT_MS = 10_000;
 /** Longest a turn waits for the previous turn's summary fold; longer than the fold may take, so waiters outlast it. */
 export const FOLD_WAIT_MS = SUMMARY_TIMEOUT_MS + 2_000;
 const FOLD_POLL_MS = 25;
-/** How long, and how often, a lock the store failed to release is tried again (it lapses at 30 s regardless). */
-export const RELEASE_RETRY_WINDOW_MS = 10_000;
-const RELEASE_RETRY_FIRST_MS = 200;
-const RELEASE_RETRY_MAX_MS = 2_000;
+/** How long, and how often, a lock release or a cache drop the store failed is tried again. */
+export const STORE_RETRY_WINDOW_MS = 10_000;
+const STORE_RETRY_FIRST_MS = 200;
+const STORE_RETRY_MAX_MS = 2_000;
 /** Characters of the reply kept as the session's preview, before the closing "…". */
 export const PREVIEW_CHARS = 100;
 
@@ -225,28 +225,27 @@ export function createChatService(deps: ChatDeps): ChatService {
     try {
       await lock.release();
     } catch (error) {
+      // Otherwise a store that was down as the turn ended (a Redis restart) would leave the session
+      // refusing every message with 429 until the lock's 30 s expiry.
       log.warn("session lock release failed; trying again in the background", { key: lock.key, error });
-      track(retryRelease(lock));
+      track(retryUntilStoreAnswers(lock.key, () => lock.release()));
     }
   }
 
-  /**
-   * A store that was down when a turn ended (a Redis restart) would otherwise leave the session
-   * refusing every message with 429 until the lock's 30 s expiry; once the store is back, this frees it.
-   */
-  async function retryRelease(lock: Lock) {
-    const deadline = performance.now() + RELEASE_RETRY_WINDOW_MS;
-    for (let wait = RELEASE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, RELEASE_RETRY_MAX_MS)) {
+  /** Tries a write the store failed again, with back-off, until it succeeds or STORE_RETRY_WINDOW_MS has passed. */
+  async function retryUntilStoreAnswers(key: string, write: () => Promise<unknown>) {
+    const deadline = performance.now() + STORE_RETRY_WINDOW_MS;
+    for (let wait = STORE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, STORE_RETRY_MAX_MS)) {
       await Bun.sleep(wait);
       try {
-        await lock.release();
-        log.info("session lock released after the store came back", { key: lock.key });
+        await write();
+        log.info("key-value write done after the store came back", { key });
         return;
       } catch {
         // still unavailable
       }
     }
-    log.warn("session lock not released; it lapses at its expiry", { key: lock.key });
+    log.error("key-value write given up; the key lapses at its expiry", { key });
   }
 
   /**
@@ -314,7 +313,11 @@ export function createChatService(deps: ChatDeps): ChatService {
       await cache.storeSession(state);
     } catch (error) {
       log.warn("session cache write failed, dropping the entry", { session_id: state.id, error });
-      await cache.forgetSession(state.id).catch((err: unknown) => log.error("stale session cache entry left behind", { session_id: state.id, error: err }));
+      await cache.forgetSession(state.id).catch((err: unknown) => {
+        // Left in place, the entry would feed the next turns a history without this exchange for an hour.
+        log.warn("stale session cache entry left behind; dropping it again in the background", { session_id: state.id, error: err });
+        track(retryUntilStoreAnswers(sessionCacheKey(state.id), () => cache.forgetSession(state.id)));
+      });
     }
   }
 
