@@ -85,6 +85,14 @@ const isDone = (e: ChatEvent): e is ChatDoneEvent => "done" in e;
 const tokensOf = (events: ChatEvent[]) => events.flatMap((e) => ("token" in e ? [e.token] : []));
 const lockKey = (sessionId: string) => `chat:lock:${sessionId}`;
 
+/** Scripts the summary fold to wait until `release()`; `started` resolves once the fold has begun. */
+function holdSummaryFold(h: ChatHarness, content: string): { started: Promise<void>; release: () => void } {
+  const started = Promise.withResolvers<void>();
+  const held = Promise.withResolvers<void>();
+  scriptGateway(h.gateway, { summary: async () => (started.resolve(), await held.promise, { content }) });
+  return { started: started.promise, release: () => held.resolve() };
+}
+
 async function sessionRow(h: ChatHarness, sessionId: string) {
   const [row] = await h.deps.db.query<{ message_count: number; preview: string | null; summary: string | null }>(
     "SELECT message_count, preview, summary FROM chat_sessions WHERE id = $1",
@@ -528,17 +536,13 @@ for (const variant of variants) {
       test("the fold never delays the stream: the reply ends while the summary is still being written", async () => {
         const session = await h.newSession();
         for (let i = 1; i <= 5; i++) await exchange(h, session, `Turn ${i}`);
-        let release!: () => void;
-        const held = new Promise<void>((resolve) => (release = resolve));
-        let folding!: () => void;
-        const foldStarted = new Promise<void>((resolve) => (folding = resolve));
-        scriptGateway(h.gateway, { summary: async () => (folding(), await held, { content: "Held summary." }) });
+        const fold = holdSummaryFold(h, "Held summary.");
 
         const { events } = await readSse(await h.chat(session, "Turn 6"));
         expect(isDone(events.at(-1)!)).toBe(true);
-        await foldStarted;
+        await fold.started;
         expect((await sessionRow(h, session)).summary).toBeNull();
-        release();
+        fold.release();
         await h.app.settle();
         expect((await sessionRow(h, session)).summary).toBe("Held summary.");
       });
@@ -546,13 +550,9 @@ for (const variant of variants) {
       test("a message sent while the summary is being folded waits for the fold, then builds on the new summary", async () => {
         const session = await h.newSession();
         for (let i = 1; i <= 5; i++) await exchange(h, session, `Step ${i}`);
-        let release!: () => void;
-        const held = new Promise<void>((resolve) => (release = resolve));
-        let folding!: () => void;
-        const foldStarted = new Promise<void>((resolve) => (folding = resolve));
-        scriptGateway(h.gateway, { summary: async () => (folding(), await held, { content: "Folded: steps one and two." }) });
+        const fold = holdSummaryFold(h, "Folded: steps one and two.");
         await readSse(await h.chat(session, "Step 6"));
-        await foldStarted;
+        await fold.started;
 
         const lockSets = () => h.kv.sets.filter((s) => s.key === lockKey(session)).length;
         const before = lockSets();
@@ -560,7 +560,7 @@ for (const variant of variants) {
         while (lockSets() === before) await Bun.sleep(5);
         // Step 7 holds the session lock and waits: it has not even asked for its query rewrite.
         expect(requestsOfKind(h.gateway, "rewrite").some((r) => lastUserContent(r).includes("Step 7"))).toBe(false);
-        release();
+        fold.release();
         const { events } = await next;
         await h.app.settle();
         expect(isDone(events.at(-1)!)).toBe(true);
