@@ -1,7 +1,7 @@
 /**
  * 32-bit FNV-1a over UTF-16 code units: small, fast and identical on every runtime and machine,
  * which Math.random and Bun.hash seeds are not guaranteed to be. Used wherever a stable choice must
- * follow from a text alone (a character's color, an offline reply, a fake embedding).
+ * follow from a text alone (a character's color, the offline model's replies and embeddings).
  */
 export function fnv1a(text: string): number {
   let hash = 0x811c9dc5;
