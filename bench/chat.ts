@@ -21,7 +21,7 @@ import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { PASSAGES, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { startService } from "../tests/support/process.ts";
-import { formatSummary, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { cpuNanoseconds, formatSummary, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
@@ -127,6 +127,7 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
       let started = 0;
       let firstError = "";
       const start = performance.now();
+      const cpuBefore = await cpuNanoseconds(api.proc.pid);
       // c clients, each sending its next message as soon as the previous reply has ended.
       await Promise.all(
         Array.from({ length: c }, async (_, client) => {
@@ -143,6 +144,8 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
         }),
       );
       const seconds = (performance.now() - start) / 1000;
+      const cpuAfter = await cpuNanoseconds(api.proc.pid);
+      const cpuMs = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / 1e6 / total : undefined;
       if (firstError) ctx.progress(`chat: ${errors} errors at ${c} sessions, first: ${firstError}`);
       rows.push([
         String(c),
@@ -150,6 +153,7 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
         samples.length ? percentile(samples, 50).toFixed(1) : "–",
         samples.length ? percentile(samples, 99).toFixed(1) : "–",
         (samples.length / seconds).toFixed(0),
+        cpuMs === undefined ? "–" : cpuMs.toFixed(2),
         String(errors),
       ]);
     }
@@ -175,9 +179,10 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
           `(${REPLY_TOKENS}-token replies), so the times are the backend's own work plus loopback hops. Every request is the first turn of a fresh session: ` +
           "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search, streamed reply, exchange saved. " +
           `${WARMUP} warm-up requests; then c clients each send a request as soon as their previous reply ended. ` +
-          "TTFT is request sent → first token event received.",
+          "TTFT is request sent → first token event received. The API server's CPU time per exchange (from /proc, Linux only) is " +
+          "what the rate and latency are made of, less whatever else the machine runs; the gateway and this client take their own.",
         "",
-        markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "errors"], rows),
+        markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "API CPU ms per exchange", "errors"], rows),
         "",
         `Streaming ${STREAM_TOKENS.toLocaleString("en")} tokens, median (min–max) of ${streamRuns} runs, ms:`,
         "",

@@ -3,22 +3,13 @@
  * malformed JSON) on the API server process, beside a bare Bun.serve route in its own process,
  * measured with wrk on loopback in the same run, turn by turn.
  */
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startService, type ServiceProcess } from "../tests/support/process.ts";
-import { formatSummary, freshDataDir, markdownTable, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { cpuNanoseconds, formatSummary, freshDataDir, markdownTable, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const CONNECTIONS = 32;
-
-/** Nanoseconds the process has spent on a CPU (Linux), or undefined elsewhere. */
-async function cpuNanoseconds(pid: number): Promise<number | undefined> {
-  try {
-    return Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]);
-  } catch {
-    return undefined;
-  }
-}
 
 interface Load {
   rate: number;

@@ -1,6 +1,6 @@
 import { cpus, totalmem, tmpdir } from "node:os";
 import { existsSync } from "node:fs";
-import { cp, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
@@ -73,6 +73,18 @@ export async function timeRuns<T>(runs: number, fn: () => T | Promise<T>, warmup
     ms.push(performance.now() - start);
   }
   return { ms, result: result as T };
+}
+
+/**
+ * Nanoseconds a process has spent on a CPU (Linux), or undefined elsewhere. On a shared machine a
+ * server's CPU time per request moves far less than its rate or its latency.
+ */
+export async function cpuNanoseconds(pid: number): Promise<number | undefined> {
+  try {
+    return Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]);
+  } catch {
+    return undefined;
+  }
 }
 
 // Books -------------------------------------------------------------------------------------------
