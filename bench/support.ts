@@ -1,6 +1,6 @@
 import { cpus, totalmem, tmpdir } from "node:os";
 import { existsSync } from "node:fs";
-import { cp, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
@@ -76,12 +76,15 @@ export async function timeRuns<T>(runs: number, fn: () => T | Promise<T>, warmup
 }
 
 /**
- * Nanoseconds a process has spent on a CPU (Linux), or undefined elsewhere. On a shared machine a
- * server's CPU time per request moves far less than its rate or its latency.
+ * Nanoseconds a process's threads have spent on a CPU (Linux), or undefined elsewhere: threads that
+ * have exited are not counted. On a shared machine a server's CPU time per request moves far less
+ * than its rate or its latency.
  */
 export async function cpuNanoseconds(pid: number): Promise<number | undefined> {
   try {
-    return Number((await readFile(`/proc/${pid}/schedstat`, "utf8")).split(" ")[0]);
+    const tasks = await readdir(`/proc/${pid}/task`);
+    const times = await Promise.all(tasks.map(async (task) => Number((await readFile(`/proc/${pid}/task/${task}/schedstat`, "utf8")).split(" ")[0])));
+    return times.reduce((a, b) => a + b, 0);
   } catch {
     return undefined;
   }
