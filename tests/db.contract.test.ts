@@ -6,7 +6,7 @@ import { createDatabase } from "../common/db/create.ts";
 import { type Database, DatabaseError, type DatabaseErrorCode } from "../common/db/index.ts";
 import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from "../common/db/migrate.ts";
 import { createNeonDatabase } from "../common/db/neon.ts";
-import { createPgliteDatabase } from "../common/db/pglite.ts";
+import { createPgliteDatabase, type PgliteDatabaseOptions } from "../common/db/pglite.ts";
 import { createPostgresDatabase } from "../common/db/postgres.ts";
 import * as repo from "../common/db/repositories.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "./support/postgres.ts";
@@ -519,16 +519,21 @@ function serverTarget(
   };
 }
 
-databaseContract("PGlite (in memory)", () => {
-  let db: Database | undefined;
-  return {
-    driver: "pglite",
-    open: async () => (db = await createPgliteDatabase()),
-    // One process, one connection: the second "connection" is the same database, closed by dispose.
-    connectAgain: async (same) => ({ ...same, close: async () => {} }),
-    dispose: async () => db?.close(),
+function pgliteTarget(options: PgliteDatabaseOptions): () => AdapterUnderTest {
+  return () => {
+    let db: Database | undefined;
+    return {
+      driver: "pglite",
+      open: async () => (db = await createPgliteDatabase(options)),
+      // One process, one connection: the second "connection" is the same database, closed by dispose.
+      connectAgain: async (same) => ({ ...same, close: async () => {} }),
+      dispose: async () => db?.close(),
+    };
   };
-});
+}
+
+databaseContract("PGlite (in memory)", pgliteTarget({}));
+databaseContract("PGlite in a worker thread", pgliteTarget({ thread: true }));
 
 const postgres = await probePostgres();
 if (!postgres.reachable) console.warn(`db contract: skipping the Postgres and Neon variants: ${postgres.reason}`);

@@ -10,7 +10,7 @@ export async function createDatabase(config: DatabaseConfig, options: { logger?:
   switch (config.driver) {
     case "pglite": {
       const { createPgliteDatabase } = await import("./pglite.ts");
-      return createPgliteDatabase({ dataDir: config.dataDir });
+      return createPgliteDatabase({ dataDir: config.dataDir, thread: true });
     }
     case "postgres": {
       const { createPostgresDatabase } = await import("./postgres.ts");
