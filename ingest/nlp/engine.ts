@@ -1,4 +1,3 @@
-import { noFTL } from "bun:jsc";
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
 import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.ts";
@@ -9,12 +8,6 @@ import { capitalStats, findEpithets, findNames, type NameMention, type PlaceMent
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
 import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, Tags, type BookNlpFiles } from "./writer.ts";
-
-// Each of these runs one long loop over every token of a book, once. Bun's top JIT tier (FTL) spends
-// more CPU compiling them than it saves on that single pass: a fresh `bun run nlp` on War and Peace
-// used 2.8 s of CPU with it and 1.9 s without, at the same steady-state speed. The DFG tier still
-// optimizes them.
-for (const f of [tokenize, findNames, renderTokenPieces]) noFTL(f);
 
 /** Share of narration words that must be I/me/my/… for the book to count as told in the first person. */
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;

@@ -55,6 +55,11 @@ count() { grep -oE "[0-9]+ $1" <<<"$summary" | head -n 1 | cut -d' ' -f1; }
 passed=$(count passed)
 failed=$(count failed)
 ignored=$(count ignored)
+# Deno can report its tests and still fail afterwards, e.g. on a module it could not load: that counts as a failure.
+if [ "$status" -ne 0 ] && [ "${failed:-0}" -eq 0 ]; then
+  echo "deno test exited with $status after its summary (a suite failed to load?)" >&2
+  failed=1
+fi
 echo
 echo "deno: ${ignored:-0} skipped"
 echo "$passed passed, $failed failed"
