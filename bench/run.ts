@@ -9,6 +9,7 @@
  */
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { bookNlpSection } from "./book-nlp.ts";
 import { chatSection } from "./chat.ts";
@@ -37,6 +38,8 @@ if (unknown.length > 0) {
 
 const started = performance.now();
 const elapsed = () => `${((performance.now() - started) / 1000).toFixed(0)} s`;
+/** Other work on the machine moves every figure; the load average says how much there was. */
+const load = () => loadavg().map((x) => x.toFixed(1)).join(", ");
 const { books, cleanup } = await loadBooks();
 const ctx: BenchContext = { quick: values.quick, books, progress: (message) => console.error(`[${elapsed()}] ${message}`) };
 
@@ -44,7 +47,7 @@ const date = new Date().toISOString().slice(0, 10);
 const header = [
   `# Benchmarks${values.quick ? " (quick smoke run: one repetition, small loads)" : ""}`,
   "",
-  machineHeader(),
+  `${machineHeader()} · load average at start ${load()}`,
   "",
   "Figures are medians with (min–max) over the runs each section states; ratios are measured in the same run.",
 ].join("\n");
@@ -62,7 +65,7 @@ try {
   await removeDataDirTemplate();
   await cleanup();
 }
-const footer = `Whole run: ${elapsed()}.`;
+const footer = `Whole run: ${elapsed()}; load average at the end ${load()}.`;
 out.push(footer);
 console.log(footer);
 
