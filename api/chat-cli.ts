@@ -6,7 +6,7 @@
 // http://localhost:$PORT; with neither running, it builds the API in this process.
 
 import { parseArgs } from "node:util";
-import { loadConfigOrExit, type Config } from "../common/config.ts";
+import { loadConfigOrExit, secretsOf, type Config } from "../common/config.ts";
 import { buildDeps } from "../common/deps.ts";
 import { downloadBook } from "../common/file-url.ts";
 import { createLogger } from "../common/log.ts";
@@ -61,7 +61,7 @@ async function connect(config: Config): Promise<ChatTarget> {
         "can be used by one process only. Start the service with `npm start`, or stop that API to chat without it.",
     );
   }
-  const deps = await buildDeps(config, { logger: createLogger({ level: config.logLevel === "debug" ? "debug" : "warn" }) });
+  const deps = await buildDeps(config, { logger: createLogger({ level: config.logLevel === "debug" ? "debug" : "warn", secrets: secretsOf(config) }) });
   const openChat = (choice: LocalChoice) => openLocalChat(deps.db, choice);
   if (apiRunning) return { description: `the API at ${apiUrl}`, apiUrl, fetch: (request) => fetch(request), openChat, close: deps.close };
   const { fetch: handle, settle } = createApp({
