@@ -11,6 +11,7 @@ import { chunkTextToArray } from "../common/chunking.ts";
 import type { IndexedChunk } from "../common/search.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
+import { seededRandom } from "../tests/support/seeded-random.ts";
 import { markdownTable, percentile, reps, type BenchContext, type BenchSection } from "./support.ts";
 
 const DIMENSION = 1536;
@@ -20,18 +21,8 @@ const LIMIT = 20;
 const WARMUP_QUERIES = 20;
 const BOOK_ID = "3f2504e0-4f89-41d3-9a0c-0305e82c3301";
 
-/** Deterministic, so runs compare. */
-function random(seed: number): () => number {
-  let state = seed >>> 0;
-  return () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-const rand = random(2600);
+// Deterministic, so runs compare.
+const rand = seededRandom(2600);
 const randomVector = () => Array.from({ length: DIMENSION }, () => rand() - 0.5);
 const pick = <T>(items: readonly T[]): T => items[Math.floor(rand() * items.length)]!;
 
