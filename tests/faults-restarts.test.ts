@@ -60,7 +60,7 @@ const SESSIONS = 8;
 const TURNS_PER_SESSION = 12;
 
 describe.skipIf(redisSkip !== undefined)("Redis restarted during chats", () => {
-  let testDb: TestDatabase;
+  let stores: RestartStores;
   let db: Database;
   let redis: PrivateRedis;
   let kv: KeyValueStore;
@@ -68,19 +68,13 @@ describe.skipIf(redisSkip !== undefined)("Redis restarted during chats", () => {
 
   beforeAll(async () => {
     if (!postgres.reachable) return;
-    testDb = await createTestDatabase(postgres.url);
-    db = await createDatabase({ driver: "postgres", url: testDb.url });
-    await migrate(db);
-    redis = await startPrivateRedis();
-    kv = createRedisKeyValueStore({ url: redis.url, connectTimeoutMs: 500, commandTimeoutMs: 2_000 });
+    stores = await openRestartStores(postgres.url);
+    ({ db, redis, kv } = stores);
     h = await startChatHarness({ db, kv });
   }, 120_000);
   afterAll(async () => {
     await h?.stop();
-    await kv?.close();
-    await redis?.stop();
-    await db?.close();
-    await testDb?.drop();
+    await stores?.close();
   });
 
   test(`${SESSIONS} readers chatting through three Redis crashes: every turn ends in done or an error event, and the counts match`, async () => {
@@ -157,7 +151,7 @@ describe.skipIf(redisSkip !== undefined)("Redis restarted during chats", () => {
 });
 
 describe.skipIf(redisSkip !== undefined)("Redis restarted during ingestion", () => {
-  let testDb: TestDatabase;
+  let stores: RestartStores;
   let db: Database;
   let redis: PrivateRedis;
   let kv: KeyValueStore;
@@ -167,11 +161,8 @@ describe.skipIf(redisSkip !== undefined)("Redis restarted during ingestion", () 
 
   beforeAll(async () => {
     if (!postgres.reachable) return;
-    testDb = await createTestDatabase(postgres.url);
-    db = await createDatabase({ driver: "postgres", url: testDb.url });
-    await migrate(db);
-    redis = await startPrivateRedis();
-    kv = createRedisKeyValueStore({ url: redis.url, connectTimeoutMs: 500, commandTimeoutMs: 2_000 });
+    stores = await openRestartStores(postgres.url);
+    ({ db, redis, kv } = stores);
     books = startBookServer();
     gateway = startScriptedGateway();
     gateway.override.extract = async () => void (await Bun.sleep(60));
@@ -181,10 +172,7 @@ describe.skipIf(redisSkip !== undefined)("Redis restarted during ingestion", () 
     gateway?.stop();
     books?.stop();
     await env?.close();
-    await kv?.close();
-    await redis?.stop();
-    await db?.close();
-    await testDb?.drop();
+    await stores?.close();
   });
 
   test("three queued books complete once each although Redis crashes twice while they are processed", async () => {
@@ -257,6 +245,33 @@ describe.skipIf(postgresServerMissing !== undefined)("Postgres restarted during 
 });
 
 // Shared by the ingestion cases --------------------------------------------------------------------
+
+interface RestartStores {
+  db: Database;
+  redis: PrivateRedis;
+  kv: KeyValueStore;
+  close(): Promise<void>;
+}
+
+/** A throwaway database on the shared Postgres and a private Redis that the test may crash. */
+async function openRestartStores(postgresUrl: string): Promise<RestartStores> {
+  const testDb: TestDatabase = await createTestDatabase(postgresUrl);
+  const db = await createDatabase({ driver: "postgres", url: testDb.url });
+  await migrate(db);
+  const redis = await startPrivateRedis();
+  const kv = createRedisKeyValueStore({ url: redis.url, connectTimeoutMs: 500, commandTimeoutMs: 2_000 });
+  return {
+    db,
+    redis,
+    kv,
+    async close() {
+      await kv.close();
+      await redis.stop();
+      await db.close();
+      await testDb.drop();
+    },
+  };
+}
 
 async function enqueueBooks(db: Database, kv: KeyValueStore, keys: QueueKeys, books: BookServer, count: number, title: string): Promise<string[]> {
   const ids: string[] = [];
