@@ -1,28 +1,29 @@
 /**
- * The native book-NLP engine on the PDNC dev novels in ../shared/eval, scored with the reference
- * scorer (python3 score_pdnc.py), plus War and Peace from ../shared/books for speed and memory on a
- * long book. Prints markdown tables.
+ * The native book-NLP engine on the twelve PDNC dev novels in ../shared/eval, scored with the
+ * reference scorer (python3 score_pdnc.py) next to real BookNLP where its output is at hand, with
+ * the error classes of bench/nlp-eval.ts; then its speed on the dev novels and on every book of
+ * ../shared/books. Prints markdown tables.
  *
- *   bun bench/nlp.ts [--reps 5] [--out <dir>]
+ *   bun bench/nlp.ts [--reps 5] [--out <dir>] [--accuracy-only]
  *
  * "warm" is the median of --reps in-process runs after one untimed pass over every novel (analysis
  * and all five files written to disk); "cold" is the median wall time of a fresh `bun ingest/nlp/cli.ts`
  * process, start-up, JIT warm-up and file writes included, as a reader running `bun run nlp` sees it.
- * CPU seconds are shown next to wall seconds: on a shared machine the wall clock includes other
- * people's work, CPU time much less so.
+ * For the books, "engine" is the time the CLI reports for analysis and files (start-up left out) and
+ * "process" the whole run. CPU seconds are shown next to wall seconds: on a shared machine the wall
+ * clock includes other people's work, CPU time much less so.
  */
-import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { analyze, writeBookNlp } from "../ingest/nlp/engine.ts";
+import { measuredSpawn } from "./measured-spawn.ts";
+import { ERROR_CLASSES, EVAL_DIR, evaluateAll, GOLD_DIR, ratio, type NovelEval } from "./nlp-eval.ts";
 import { machineHeader, markdownTable, SHARED_BOOKS_DIR, summarise } from "./support.ts";
 
-const EVAL_DIR = resolve(import.meta.dir, "..", "..", "shared", "eval");
-const GOLD_DIR = join(EVAL_DIR, "pdnc-dev");
 /** Real BookNLP 1.0.7 ('big' model) output for the same novels, scored with the same scorer. */
 const BOOKNLP_DIR = join(EVAL_DIR, "booknlp-pdnc-dev");
 const SCORER = join(EVAL_DIR, "score_pdnc.py");
-const LONG_BOOK = join(SHARED_BOOKS_DIR, "pg2600_war_and_peace.txt");
 const CLI = resolve(import.meta.dir, "..", "ingest", "nlp", "cli.ts");
 const DEFAULT_REPS = 5;
 const COLD_REPS = 5;
@@ -90,7 +91,77 @@ function cold(file: string, dir: string): Timing & { rssMb: number } {
   return { wall: summarise(walls).median, cpu: summarise(cpus).median, rssMb: rss };
 }
 
-function main(): void {
+/** "0.909 (0.671)": this engine, then real BookNLP in brackets when its output is at hand. */
+function versus(s: Score, b: Score | undefined): string[] {
+  return b ? [`${s.speaker} (${b.speaker})`, `${s.recall} (${b.recall})`, `${s.precision} (${b.precision})`] : [s.speaker, s.recall, s.precision];
+}
+
+function accuracy(outRoot: string, novels: string[]): void {
+  for (const novel of novels) writeBookNlp(analyze(readFileSync(join(GOLD_DIR, novel, "novel_text.txt"), "utf8")), join(outRoot, novel), novel);
+  const scores = runScorer(outRoot);
+  const booknlp = runScorer(BOOKNLP_DIR);
+  const dash = { speaker: "–", recall: "–", precision: "–" };
+  const rows = [...novels, "TOTAL"].map((n) => [
+    n === "TOTAL" ? `**all ${novels.length}**` : n,
+    ...versus(scores.get(n) ?? dash, n === "TOTAL" ? undefined : booknlp.get(n)),
+  ]);
+  console.log(`\nScores on the PDNC dev novels (${SCORER}); in brackets real BookNLP 1.0.7 (big model) from ${BOOKNLP_DIR}, same scorer.\n`);
+  console.log(markdownTable(["novel", "speaker acc", "char recall", "char precision"], rows));
+  const b = booknlp.get("TOTAL");
+  if (b) console.log(`\nBookNLP over the ${[...booknlp.keys()].length - 1} novels it has output for: speaker ${b.speaker}, recall ${b.recall}, precision ${b.precision}.`);
+
+  const classes = (e: NovelEval) => ERROR_CLASSES.map((c) => String(e.errors[c]));
+  const mine = evaluateAll(outRoot, novels);
+  const theirs = evaluateAll(BOOKNLP_DIR, novels);
+  console.log("\nError classes (bench/nlp-eval.ts): every gold quote that is not right is one of these.\n");
+  console.log(
+    markdownTable(
+      ["novel", "quotes", "right", ...ERROR_CLASSES, "characters missed", "top clusters that are nobody"],
+      [...mine.novels, mine.total].map((e) => [
+        e.novel,
+        String(e.quotes),
+        ratio(e.correct, e.quotes),
+        ...classes(e),
+        e.missed.join(", ") || "–",
+        e.spurious.join(", ") || "–",
+      ]),
+    ),
+  );
+  if (theirs.novels.length > 0) {
+    console.log(`\nThe same for BookNLP (${theirs.novels.length} novels):\n`);
+    console.log(markdownTable(["novel", "quotes", "right", ...ERROR_CLASSES], [...theirs.novels, theirs.total].map((e) => [e.novel, String(e.quotes), ratio(e.correct, e.quotes), ...classes(e)])));
+  }
+}
+
+/** Every book of ../shared/books through fresh CLI processes: the engine's own time and the whole process's. */
+async function books(outRoot: string, reps: number): Promise<void> {
+  if (!existsSync(SHARED_BOOKS_DIR)) return;
+  const rows: string[][] = [];
+  for (const file of readdirSync(SHARED_BOOKS_DIR).filter((f) => f.endsWith(".txt")).sort()) {
+    const path = join(SHARED_BOOKS_DIR, file);
+    const mb = statSync(path).size / 1e6;
+    const engine: number[] = [];
+    const wall: number[] = [];
+    const cpu: number[] = [];
+    let rss = 0;
+    for (let r = 0; r < reps; r++) {
+      const run = await measuredSpawn([process.execPath, CLI, path, join(outRoot, "books")]);
+      const seconds = / in ([\d.]+) s /.exec(run.stdout);
+      if (run.exitCode !== 0 || !seconds) throw new Error(`cli failed on ${file}: ${run.stderr || run.stdout}`);
+      engine.push(Number(seconds[1]));
+      wall.push(run.wallSeconds);
+      cpu.push(run.cpuSeconds);
+      rss = Math.max(rss, run.rssMb);
+    }
+    const e = summarise(engine).median;
+    const w = summarise(wall).median;
+    rows.push([file, mb.toFixed(2), e.toFixed(2), (mb / e).toFixed(2), w.toFixed(2), summarise(cpu).median.toFixed(2), rss.toFixed(0)]);
+  }
+  console.log(`\nEvery book of ${SHARED_BOOKS_DIR} (median of ${reps} fresh \`bun run nlp\` processes)\n`);
+  console.log(markdownTable(["book", "size MB", "engine s", "engine MB/s", "process wall s", "process CPU s", "peak RSS MB"], rows));
+}
+
+async function main(): Promise<void> {
   if (!existsSync(GOLD_DIR)) {
     console.log(`No evaluation data at ${GOLD_DIR} (../shared/eval is absent in this clone); nothing to measure.`);
     return;
@@ -98,10 +169,13 @@ function main(): void {
   const reps = Number(option("--reps") ?? DEFAULT_REPS);
   const outRoot = option("--out") ?? join(tmpdir(), `nlp-bench-${process.pid}`);
   const novels = readdirSync(GOLD_DIR).filter((n) => existsSync(join(GOLD_DIR, n, "novel_text.txt"))).sort();
+  console.log(machineHeader());
+  accuracy(join(outRoot, "scored"), novels);
+  if (process.argv.includes("--accuracy-only")) return;
+
   // One untimed pass over every novel compiles the hot code, which each fresh process pays for again
   // (the cold column).
   for (const novel of novels) writeBookNlp(analyze(readFileSync(join(GOLD_DIR, novel, "novel_text.txt"), "utf8")), join(outRoot, "warm-up"), novel);
-
   const rows: { novel: string; mb: number; warm: Timing; cold: Timing }[] = [];
   for (const novel of novels) {
     const file = join(GOLD_DIR, novel, "novel_text.txt");
@@ -113,65 +187,18 @@ function main(): void {
       cold: cold(file, join(outRoot, "cold", novel)),
     });
   }
-  const scores = runScorer(outRoot);
-  const booknlp = runScorer(BOOKNLP_DIR);
-  const dash = { speaker: "–", recall: "–", precision: "–" };
   const f2 = (x: number) => x.toFixed(2);
-  // "0.909 (0.671)": this engine, then real BookNLP in brackets when its output is at hand.
-  const versus = (s: Score, b: Score | undefined): string[] =>
-    b ? [`${s.speaker} (${b.speaker})`, `${s.recall} (${b.recall})`, `${s.precision} (${b.precision})`] : [s.speaker, s.recall, s.precision];
-  const table = rows.map((r) => [
-    r.novel,
-    f2(r.mb),
-    f2(r.warm.wall),
-    f2(r.warm.cpu),
-    f2(r.mb / r.warm.wall),
-    f2(r.cold.wall),
-    f2(r.mb / r.cold.wall),
-    ...versus(scores.get(r.novel) ?? dash, booknlp.get(r.novel)),
-  ]);
+  const table = rows.map((r) => [r.novel, f2(r.mb), f2(r.warm.wall), f2(r.warm.cpu), f2(r.mb / r.warm.wall), f2(r.cold.wall), f2(r.mb / r.cold.wall)]);
   const sum = (f: (r: (typeof rows)[number]) => number) => rows.reduce((a, r) => a + f(r), 0);
   const mb = sum((r) => r.mb);
-  const t = scores.get("TOTAL") ?? dash;
-  table.push([
-    "**all six**",
-    f2(mb),
-    f2(sum((r) => r.warm.wall)),
-    f2(sum((r) => r.warm.cpu)),
-    f2(mb / sum((r) => r.warm.wall)),
-    f2(sum((r) => r.cold.wall)),
-    f2(mb / sum((r) => r.cold.wall)),
-    ...versus(t, booknlp.get("TOTAL")),
-  ]);
-
-  console.log(machineHeader());
-  console.log(`\nPDNC dev novels (warm: median of ${reps} runs; cold: median of ${COLD_REPS} fresh processes). Output in ${outRoot}`);
-  if (booknlp.size > 0) console.log("Scores in brackets: real BookNLP 1.0.7 (big model) output from ../shared/eval/booknlp-pdnc-dev, same scorer; BookNLP was not timed here.");
-  console.log("");
-  console.log(
-    markdownTable(
-      ["novel", "size MB", "warm s", "warm CPU s", "warm MB/s", "cold s", "cold MB/s", "speaker acc", "char recall", "char precision"],
-      table,
-    ),
-  );
-
-  if (existsSync(LONG_BOOK)) {
-    const text = readFileSync(LONG_BOOK, "utf8");
-    const size = Buffer.byteLength(text) / 1e6;
-    const w = warm(text, Math.min(reps, 3), join(outRoot, "war-and-peace"), "war-and-peace");
-    const c = cold(LONG_BOOK, join(outRoot, "cold", "war-and-peace"));
-    console.log("\nWar and Peace (no gold annotations, so no scores)\n");
-    console.log(
-      markdownTable(
-        ["book", "size MB", "warm s", "warm CPU s", "warm MB/s", "cold s", "cold CPU s", "cold MB/s", "cold peak RSS MB"],
-        [["War and Peace", f2(size), f2(w.wall), f2(w.cpu), f2(size / w.wall), f2(c.wall), f2(c.cpu), f2(size / c.wall), c.rssMb.toFixed(0)]],
-      ),
-    );
-  }
+  table.push([`**all ${rows.length}**`, f2(mb), f2(sum((r) => r.warm.wall)), f2(sum((r) => r.warm.cpu)), f2(mb / sum((r) => r.warm.wall)), f2(sum((r) => r.cold.wall)), f2(mb / sum((r) => r.cold.wall))]);
+  console.log(`\nSpeed on the PDNC dev novels (warm: median of ${reps} runs; cold: median of ${COLD_REPS} fresh processes). Output in ${outRoot}\n`);
+  console.log(markdownTable(["novel", "size MB", "warm s", "warm CPU s", "warm MB/s", "cold s", "cold MB/s"], table));
+  await books(outRoot, COLD_REPS);
   console.log(
     "\nBookNLP's published reference, NOT measured here: 3.6 CPU-minutes for a 99K-token novel with its small model " +
       "(BookNLP README); for comparison, Persuasion has 98.5K tokens in this engine.",
   );
 }
 
-main();
+await main();

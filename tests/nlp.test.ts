@@ -81,6 +81,102 @@ describe("name clustering", () => {
     expect(characters.map((c) => c.aliases.concat(c.name)).flat().sort()).toEqual(["Tobias", "Tobias Fenwick"]);
   });
 
+  test("an exclamation used as a name in dialogue tags is a name", () => {
+    const t = '"Oh, bother," said Bah. Bah sat down on the log. "Bother," said Bah again, and Bah sighed. "Hullo, Bah," said Tobias. Bah looked up.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).toContain("Bah");
+  });
+
+  test("a hyphenated name with lower-case words inside is one name", () => {
+    const t = 'Later Tobias-the-Brave came home, and he sat down. "Home at last," said Tobias-the-Brave. At dawn Brave woke up, and so Brave ate his supper.';
+    const { characters } = read(t);
+    expect(character(characters, "Tobias-the-Brave").id).toBe(character(characters, "Brave").id);
+  });
+
+  test("an exclamation that never tags a quote stays an exclamation", () => {
+    const t = '"Bah!" said Tobias. Tobias frowned. "Bah, I say. Bah!" he said. Clara laughed at Tobias.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).not.toContain("Bah");
+  });
+
+  test("a bare name far more common than the fuller names it fits takes them all in", () => {
+    const t = [
+      "Wren walked to the mill. Wren was small, and he hurried. Wren looked back twice. Wren whistled.",
+      "The miller called him Brave Wren, as Wren came in. Wren sat down, and Wren ate.",
+      "The others called him Clever Wren. Wren did not mind, and Wren laughed. Wren went home.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Brave Wren").id).toBe(character(characters, "Wren").id);
+    expect(character(characters, "Clever Wren").id).toBe(character(characters, "Wren").id);
+  });
+
+  test.each([
+    [
+      "a description written as a proper name is a character, even with a gendered head",
+      'The invisible ink had faded, and the invisible thread was gone. "Who is there?" said the Invisible Man. Walter Ashdown turned. "Only me," said Walter. "Stay where you are," said the Invisible Man. "I cannot see you," said Walter. "Nobody can," said the Invisible Man, and the Invisible Man laughed.',
+      [["the Invisible Man"], ["Walter Ashdown"]],
+    ],
+    [
+      "'Lady' before a surname is not the untitled daughter who shares it",
+      'Lady Ashdown came down to dinner, and Maria Ashdown followed her mother. Lady Ashdown sat at the head of the table. "The soup is cold," said Lady Ashdown. "It is always cold," said Maria. Maria laughed, and Maria ate it anyway.',
+      [["Lady Ashdown"], ["Maria Ashdown"]],
+    ],
+    [
+      "'the Major' is the one major the book has named",
+      'Major Pell rode in at noon, and Major Pell was tired. "Water," said Major Pell. Clara brought him a cup. The Major drank it, and the Major thanked her. "Another," said the Major.',
+      [["Major Pell", "the Major"], ["Clara"]],
+    ],
+    [
+      "a surname used bare far more often than with any title is one person under every title",
+      'Dr. Kemp was at his desk. Kemp looked up when Mr. Kemp was announced by the maid, for Kemp had no visitors. Kemp sighed. Kemp rose. Kemp opened the door, and Kemp saw nobody. Kemp sat down again, and Kemp wrote. "Strange," said Kemp.',
+      [["Kemp", "Dr. Kemp", "Mr. Kemp"]],
+    ],
+  ])("%s", (_label, t, groups) => {
+    const { characters } = read(t);
+    const ids = groups.map((names) => new Set(names.map((n) => character(characters, n).id)));
+    for (const g of ids) expect(g.size).toBe(1);
+    expect(new Set(ids.map((g) => [...g][0])).size).toBe(groups.length);
+  });
+
+  test("a pronoun two sentences on votes for whoever that sentence is about, not for an earlier name", () => {
+    const t = [
+      'Clara followed the White Rabbit down the hall. It was dark, and she was afraid. Clara called to the White Rabbit across the hall. Nobody answered, and she waited.',
+      'The White Rabbit ran, and he vanished. "Oh dear," said the White Rabbit.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "the White Rabbit").gender).toBe("male");
+  });
+
+  test("'M.' after an initial is an initial, not Monsieur", () => {
+    const t = 'A Winter Tale, by E. M. Forster\n\n"Good morning," said Tobias. Tobias smiled, and he sat down. "Good morning," said Clara, and she laughed.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name).sort()).toEqual(["Clara", "Tobias"]);
+  });
+
+  test("a name that begins with a compass point, or a place word alone after 'the', is a place", () => {
+    const t = [
+      'Tobias sailed for the North Pole in May, and Tobias never came back from the North Pole. "Cold," said Tobias. Tobias wrote home from the North Pole, and he said the North Pole was white.',
+      'The College had sent him, and the College paid. The East called him, said the College. Tobias loved the East, and the East was kind to him.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).toEqual(["Tobias"]);
+  });
+
+  test("a fuller name whose given name is another person's stops a bare name from taking in its fuller names", () => {
+    const t = [
+      'The miller called him Clever Wren. Wren walked to the mill. Wren was small, and he hurried. Wren looked back twice. "Hello," said Wren. Wren sat down, and Wren ate. Wren slept. Wren woke, and Wren went out.',
+      "Kate laughed. Kate sang, and Kate danced, and she was happy. At last Kate Wren went home.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Kate").id).not.toBe(character(characters, "Wren").id);
+  });
+
+  test("a nationality in the plural is a group, not a character; a surname that is a plural word is still a name", () => {
+    const t = 'The Englishmen came at noon, and the Indians waited. Tobias watched the Englishmen. The Indians spoke to Tobias, and he answered them. "Welcome," said Tobias to the Indians. "Well, well," said Mr. Wells.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name).sort()).toEqual(["Mr. Wells", "Tobias"]);
+  });
+
   test("a capitalised word that is usually lower case is not a name", () => {
     const t = "Tobias went to the market. Yesterday he bought bread, and yesterday the baker smiled. Yesterday was cold. Tobias said nothing.";
     const { characters } = read(t);
@@ -172,6 +268,92 @@ describe("speaker attribution", () => {
     const text = intro + ['"Tobias, will you fetch the lamp?"', '"At once," said Tobias.'].join("\n\n");
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a he/she tag goes to the person of that gender the paragraph is about, not the last one it named", () => {
+    const text = [
+      intro,
+      "Tobias Fenwick stood by the window, and his eyes followed Clara and Walter Ashdown down the lane. Recovering himself, he turned and said,",
+      '"We should follow them."',
+    ].join("");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("turn-taking does not carry across a narration paragraph", () => {
+    const text =
+      intro +
+      [
+        '"Where have you been?" asked Clara.',
+        '"At the mill," said Tobias.',
+        "Walter Ashdown came through the gate with his dog, and Walter whistled to it.",
+        '"Good evening to you both."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Walter Ashdown"));
+  });
+
+  test("a he/she tag does not go to someone the quote talks about", () => {
+    const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Walter always wins at cards," he said.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("a speaker who says who they are is that person, even untagged", () => {
+    const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Good evening. I am Tobias Fenwick, and this is my gate."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("a turn right after someone's one-line action answers them, and they reply next", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown sat by the fire, and he smoked.",
+        '"Where have you been?" asked Clara.',
+        '"At the mill," said Tobias.',
+        "He shook his head.",
+        '"What is the matter?"',
+        '"Nothing at all."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a he/she tag right after a turn that named its listener goes to that listener", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.",
+        '"Are you staying, Tobias?" asked Walter.',
+        '"Only for an hour," he said.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick"));
+  });
+
+  test("an untagged turn belongs to whoever the reply to it names", () => {
+    const text =
+      intro +
+      ["Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.", '"It is cold tonight."', '"Then sit closer, Walter," said Tobias.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick"));
+  });
+
+  test.each([
+    ["turning to someone", 'Clara turned to Walter, and Mr. Pell watched them. "You are late."'],
+    ["a tag that says to whom", '"You are late," said she to Walter, and Mr. Pell watched them.'],
+  ])("a turn the narration says was spoken to someone is answered by them: %s", (_label, line) => {
+    const text = intro + ["Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.", line, '"The road was long."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Walter Ashdown"));
+  });
+
+  test("a reply to 'sir' is a man's, even when turn order points at a woman", () => {
+    const text =
+      intro + ["Mrs. Ashdown came to the gate.", '"Shall we go in?" said Mrs. Ashdown.', '"Is the gate locked, sir?" asked Clara.', '"It is."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Ashdown", "Clara Whitcombe", "Tobias Fenwick"));
   });
 
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {

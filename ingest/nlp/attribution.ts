@@ -46,8 +46,12 @@ const SKIPPABLE = new Set([",", "!", "?", "\u2014", "--", "-", ";", ":", "_", ".
 const ADVERBS = new Set(["then", "again", "now", "at", "once", "still", "presently", "suddenly", "simply", "only", "quietly", "softly", "gravely", "calmly", "coldly", "eagerly", "warmly", "sharply", "slowly"]);
 const MAX_TAG_DISTANCE = 14;
 // A narration gap longer than this (in tokens) between two quoted paragraphs ends a conversation.
-const CONVERSATION_GAP_TOKENS = 60;
+// Any narration paragraph at all: on the PDNC dev novels, turn-taking carried across one does more
+// harm (the narration brings in, moves or addresses someone) than good.
+const CONVERSATION_GAP_TOKENS = 0;
 const SALIENCE_WINDOW = 40;
+// The longest paragraph of narration read as an action beat between two turns.
+const BEAT_TOKENS = 12;
 
 function isAdverb(w: string): boolean {
   return ADVERBS.has(w) || (w.length > 4 && w.endsWith("ly"));
@@ -155,23 +159,70 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     return undefined;
   };
 
+  /**
+   * A one-line paragraph of action between two turns ("He shook his head laughing."): who acts in
+   * it, when it opens on a name or on he/she for one of the last two speakers; -1 otherwise.
+   */
+  const beatSubject = (para: number, speakers: number[]): number => {
+    const lo = tok.paragraphStarts[para]!;
+    const hi = tok.paragraphStarts[para + 1]! - 1;
+    if (hi - lo + 1 > BEAT_TOKENS) return -1;
+    for (let i = lo; i <= hi; i++) if (inQuote[i]) return -1;
+    const k = nameAt[lo]!;
+    if (k >= 0) return names[k]!.char;
+    const g = pronounGender(lower[lo]!);
+    if (g === undefined || g === "i") return -1;
+    return speakers.find((c) => c >= 0 && genderOf(c) === g) ?? -1;
+  };
+
+  // "turning to Jane", "said he to Elizabeth": the narration names who is spoken to.
+  // "Yes, sir." / "Indeed, madam!": the listener is a man, or a woman, even unnamed.
+  const listenerGender = (qs: number[]): Gender | undefined => {
+    for (const qk of qs) {
+      const q = quotes[qk]!;
+      for (let i = q.start + 1; i < q.end; i++) {
+        const g = ADDRESS_GENDER.get(lower[i]!);
+        if (g && isVocative(tok, { start: i, end: i, inQuote: true })) return g;
+      }
+    }
+    return undefined;
+  };
+
+  const turnedTo = (lo: number, hi: number): number => {
+    for (let i = lo + 2; i <= hi; i++) {
+      if (inQuote[i] || lower[i - 1] !== "to") continue;
+      const k = nameAt[i]!;
+      // "said he to Elizabeth": the verb may stand before the speaker.
+      const verb = pronounGender(lower[i - 2]!) !== undefined ? (lower[i - 3] ?? "") : lower[i - 2]!;
+      if (k >= 0 && (verb === "turned" || verb === "turning" || SPEECH_VERBS.has(verb))) return names[k]!.char;
+    }
+    return -1;
+  };
+
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
   const recent: number[] = [];
   const remember = (c: number) => {
     if (c < 0) return;
     recent.push(c);
   };
+  // People named inside the quotes of the turn being read: a speaker seldom names themselves.
+  let quoted: Set<number> = new Set();
+  // Whom the turn right before addressed by name: "he said" in the reply is most likely them.
+  let repliedTo = -1;
   const resolvePronoun = (g: Gender | "i", avoid: number, paraMentions: number[]): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
-    for (let k = paraMentions.length - 1; k >= 0; k--) {
+    // The first person of that gender the paragraph names is the one it is about ("Darcy … his
+    // eyes … towards Bingley … he turned and said").
+    for (let k = 0; k < paraMentions.length; k++) {
       const c = paraMentions[k]!;
-      if (genderOf(c) === g) return c;
+      if (genderOf(c) === g && !quoted.has(c)) return c;
     }
+    if (repliedTo >= 0 && repliedTo !== avoid && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
     let fallback = -1;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
       if (genderOf(c) !== g || !isPerson(c)) continue;
-      if (c !== avoid) return c;
+      if (c !== avoid && !quoted.has(c)) return c;
       if (fallback < 0) fallback = c;
     }
     return fallback;
@@ -193,7 +244,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   quotes.forEach((q, k) => {
     const last = units[units.length - 1];
     if (last && last.para === q.paragraph) last.qs.push(k);
-    else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0 });
+    else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
   });
 
   const mentionsIn = (lo: number, hi: number, out: number[]) => {
@@ -208,6 +259,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let nextPara = 0;
   let prevUnitSpeaker = -1;
   let prevUnitPara = -2;
+  let turnBefore = -1;
+  let prevUnitAddressee = -1;
   for (const u of units) {
     // Narration paragraphs between units feed salience.
     const paraStart = tok.paragraphStarts[u.para]!;
@@ -218,10 +271,23 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       for (const c of tmp) remember(c);
     }
     nextPara = u.para + 1;
-    const avoid = u.para - prevUnitPara <= 2 ? prevUnitSpeaker : -1;
+    // A new paragraph of dialogue is a new speaker; after a narration paragraph anyone may go on.
+    const avoid = u.para - prevUnitPara === 1 ? prevUnitSpeaker : -1;
+    repliedTo = u.para - prevUnitPara === 1 ? prevUnitAddressee : -1;
+    const beat = u.para - prevUnitPara === 2 ? beatSubject(u.para - 1, [prevUnitSpeaker, turnBefore]) : -1;
     const paraMentions: number[] = [];
     let cursor = paraStart;
     let lead: Tag | undefined;
+    quoted = new Set();
+    let introduced = -1;
+    for (const qk of u.qs) {
+      const found = quotedNames(tok, names, quotes[qk]!);
+      for (const m of found.vocatives) if (isPerson(m)) addressee[qk] = m;
+      for (const m of found.all) if (isPerson(m)) quoted.add(m);
+      if (introduced < 0 && isPerson(found.self)) introduced = found.self;
+    }
+    u.named = quoted;
+    u.listenerGender = listenerGender(u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
@@ -243,7 +309,6 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
           }
         }
       }
-      for (const m of vocativesIn(tok, names, q)) if (isPerson(m)) addressee[qk] = m;
       cursor = q.end + 1;
     }
     // Quotes of one paragraph share a speaker unless tagged otherwise.
@@ -252,12 +317,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       unitSpeaker = speaker[qk]!;
       break;
     }
+    if (unitSpeaker < 0 && introduced >= 0) unitSpeaker = introduced;
     if (unitSpeaker < 0 && lead) {
       unitSpeaker = resolveTag(lead, avoid, []);
     }
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
     for (const qk of u.qs) if (addressee[qk]! >= 0) u.addressee = addressee[qk]!;
+    if (u.addressee < 0) u.addressee = turnedTo(paraStart, paraEnd);
+    // A turn right after someone's action answers them ("He shook his head laughing." / "Have I
+    // said anything funny?"): it is said to them, so by someone else, and they reply next.
+    if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;
     if (u.speaker >= 0 && u.speaker === u.addressee) u.speaker = -1;
     const tail: number[] = [];
     mentionsIn(cursor, paraEnd, tail);
@@ -265,6 +335,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (u.speaker >= 0) remember(u.speaker);
     for (const c of tail) remember(c);
     u.recentAt = recent.length;
+    turnBefore = prevUnitSpeaker;
+    prevUnitAddressee = u.addressee;
     prevUnitSpeaker = u.speaker;
     prevUnitPara = u.para;
   }
@@ -280,7 +352,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let from = 0;
   for (let k = 1; k <= units.length; k++) {
     if (k < units.length && gapBefore(k) <= CONVERSATION_GAP_TOKENS) continue;
-    fillConversation(units.slice(from, k), recent, isPerson);
+    fillConversation(units.slice(from, k), recent, isPerson, genderOf);
     from = k;
   }
 
@@ -303,13 +375,17 @@ interface Unit {
   continuation: boolean;
   /** Length of the salience list when this turn was read: who had been mentioned so far. */
   recentAt: number;
+  /** People named inside this turn's quotes, vocatives included. */
+  named: Set<number>;
+  /** Gender of a listener addressed only as "sir" or "madam" in this turn. */
+  listenerGender: Gender | undefined;
 }
 
 /**
- * Turn-taking: in a two-party exchange speakers alternate, a vocative names the next speaker, and
- * an untagged paragraph goes to the person two turns back.
+ * Turn-taking: in a two-party exchange speakers alternate, a vocative names the next speaker (and
+ * the one before a reply that names them), and an untagged paragraph goes to the person two turns back.
  */
-function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) => boolean): void {
+function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) => boolean, genderOf: (c: number) => Gender | undefined): void {
   let changed = true;
   while (changed) {
     changed = false;
@@ -326,9 +402,12 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
         if (p1.speaker < 0) continue;
         pick = p1.speaker;
       } else if (p1 && p1.addressee >= 0 && p1.addressee !== p1.speaker) pick = p1.addressee;
+      // The reply names its listener: that is who spoke this turn.
+      else if (n1 && !n1.continuation && n1.addressee >= 0 && n1.addressee !== n1.speaker) pick = n1.addressee;
       else if (p1 && p2 && p1.speaker >= 0 && p2.speaker >= 0 && p1.speaker !== p2.speaker) pick = p2.speaker;
       else if (n1 && n2 && n1.speaker >= 0 && n2.speaker >= 0 && n1.speaker !== n2.speaker && !n1.continuation) pick = n2.speaker;
-      if (pick >= 0 && pick !== u.addressee) {
+      const g = p1 && !u.continuation && p1.addressee < 0 ? p1.listenerGender : undefined;
+      if (pick >= 0 && pick !== u.addressee && !u.named.has(pick) && (!g || genderOf(pick) !== (g === "m" ? "f" : "m"))) {
         u.speaker = pick;
         changed = true;
       }
@@ -342,10 +421,11 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
       u.speaker = prev;
       continue;
     }
+    const g = conv[k - 1] && conv[k - 1]!.addressee < 0 ? conv[k - 1]!.listenerGender : undefined;
     const end = u.recentAt;
     for (let i = end - 1, seen = 0; i >= 0 && seen < SALIENCE_WINDOW; i--, seen++) {
       const c = recent[i]!;
-      if (c !== prev && c !== u.addressee && isPerson(c)) {
+      if (c !== prev && c !== u.addressee && !u.named.has(c) && isPerson(c) && (!g || genderOf(c) !== (g === "m" ? "f" : "m"))) {
         u.speaker = c;
         break;
       }
@@ -353,8 +433,23 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
   }
 }
 
-/** Characters addressed by name inside the quote; names are sorted by position. */
-function vocativesIn(tok: Tokenized, names: NameMention[], q: Quote): number[] {
+const SELF_INTRODUCTION = new Set(["am", "'m", "\u2019m"]);
+const ADDRESS_GENDER = new Map<string, Gender>([["sir", "m"], ["madam", "f"], ["ma'am", "f"], ["ma\u2019am", "f"], ["mum", "f"]]);
+
+/** "I am Josiah Bounderby", "I'm only Ralph Moore", "my name is Alice": the speaker says who they are. */
+function introducesSelf(tok: Tokenized, m: NameMention): boolean {
+  const lower = tok.lower;
+  let k = m.start - 1;
+  if (lower[k] === "only" || lower[k] === "just") k--;
+  if (SELF_INTRODUCTION.has(lower[k]!)) return lower[k - 1] === "i";
+  return lower[k] === "is" && lower[k - 1] === "name" && lower[k - 2] === "my";
+}
+
+/**
+ * Characters named inside the quote, those of them addressed by name, and the one the speaker
+ * introduces as themselves (-1 if none); names are sorted by position.
+ */
+function quotedNames(tok: Tokenized, names: NameMention[], q: Quote): { all: number[]; vocatives: number[]; self: number } {
   let lo = 0;
   let hi = names.length;
   while (lo < hi) {
@@ -362,10 +457,18 @@ function vocativesIn(tok: Tokenized, names: NameMention[], q: Quote): number[] {
     if (names[mid]!.start < q.start) lo = mid + 1;
     else hi = mid;
   }
-  const out: number[] = [];
+  const all: number[] = [];
+  const vocatives: number[] = [];
+  let self = -1;
   for (let k = lo; k < names.length && names[k]!.end <= q.end; k++) {
     const m = names[k]!;
-    if (m.char >= 0 && isVocative(tok, m)) out.push(m.char);
+    if (m.char < 0) continue;
+    if (introducesSelf(tok, m)) {
+      self = m.char;
+      continue;
+    }
+    all.push(m.char);
+    if (isVocative(tok, m)) vocatives.push(m.char);
   }
-  return out;
+  return { all, vocatives, self };
 }

@@ -8,7 +8,7 @@ import {
   NICKNAMES,
   type Gender,
 } from "./lexicon.ts";
-import { isTagSubject, type NameMention } from "./names.ts";
+import { isTagSubject, titleOf, type NameMention } from "./names.ts";
 import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
 export interface Character {
@@ -42,13 +42,18 @@ const SKIP = 1;
 const MALE = 2;
 const FEMALE = 3;
 
+// How many times more often a bare name must occur than all the fuller names it fits together
+// before those fuller names are taken for elaborations of it.
+const ELABORATION_RATIO = 4;
+// Bare uses that make a given name a name in its own right.
+const OWN_NAME_MIN = 3;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
 const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
 const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
 
 /** "Oh, Jane," / "my dear Mr. Bennet!": the name addresses someone inside a quote. */
-export function isVocative(tok: Tokenized, m: NameMention): boolean {
+export function isVocative(tok: Tokenized, m: { start: number; end: number; inQuote: boolean }): boolean {
   if (!m.inQuote) return false;
   const before = tok.lower[m.start - 1] ?? "";
   const after = tok.text[m.end + 1] ?? "";
@@ -76,6 +81,8 @@ function compatible(c: Character, f: Form): boolean {
   if (g && c.gender && g !== c.gender) return false;
   // A married title names a different person from the same surname's "Miss" or first name.
   if (f.title === "mrs" && !c.titles.has("mrs")) return false;
+  // So does "Lady" before a surname: Lady Bertram is not the untitled Maria Bertram, her daughter.
+  if (f.title === "lady" && f.words.length === 1 && !c.titles.has("lady") && c.lasts.has(f.words[0]!) && !c.firsts.has(f.words[0]!)) return false;
   // Different titles before one surname are different people (Major Sholto, Mr. Sholto).
   if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title)) return false;
   const words = f.words;
@@ -179,6 +186,12 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     // A bare word mostly seen after "in"/"at" is a place that once sat next to a name ("in London Lydia").
     const placeLike = f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.filter((m) => m.placeContext).length >= PLACE_SHARE * f.mentions.length;
     const cands = placeLike ? [] : [...near].filter((c) => compatible(c, f));
+    // "The Major" is the book's one major, met by name before ("Major Callendar").
+    const rank = f.definite && f.words.length === 1 ? titleOf(f.parts[0]!) : undefined;
+    if (cands.length === 0 && rank !== undefined) {
+      const holder = dominant(chars.filter((c) => c.titles.has(rank)));
+      if (holder) cands.push(holder);
+    }
     // A familiar form nobody else answers to joins the one character with the full given name.
     if (cands.length === 0 && f.words.length === 1 && !f.definite) {
       const full = (NICKNAMES.get(f.words[0]!) ?? []).flatMap((n) => {
@@ -197,7 +210,16 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
       if (f.parts.length > 1) target = dominant(cands) ?? cands.sort((a, b) => b.mentionCount - a.mentionCount)[0];
       else if (f.title === undefined) {
         const male = cands.filter((c) => c.lasts.has(w) && !c.firsts.has(w) && c.titles.has("mr"));
-        if (male.length === 1 && !cands.some((c) => c.firsts.has(w))) target = male[0];
+        // A fuller name whose given name is a name in its own right ("Natásha Pierre", "Nicholas
+        // Rostóv") is someone else, not an elaboration.
+        const someoneElse = (c: Character) => [...c.firsts].some((g) => g !== w && (forms.get(g)?.mentions.length ?? 0) >= OWN_NAME_MIN);
+        if (!cands.some(someoneElse) && f.mentions.length >= ELABORATION_RATIO * cands.reduce((n, c) => n + c.mentionCount, 0)) {
+          // A bare name used far more than every fuller name it fits is one character's own name, and
+          // the fuller ones are occasional elaborations ("Piglet" and "Foolish Piglet", "Pooh" and
+          // "Winnie-the-Pooh" and "Pooh Bear"): they are all that character.
+          target = cands.reduce((a, b) => (b.mentionCount > a.mentionCount ? b : a));
+          for (const other of cands) if (other !== target) mergeInto(target, other, names, byWord);
+        } else if (male.length === 1 && !cands.some((c) => c.firsts.has(w))) target = male[0];
         else {
           // A bare name shared by several characters ("Charles"): settled mention by mention below.
           deferred.set(f, cands);
@@ -220,6 +242,27 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
   }
   resolveByRecency(tok, names, deferred, chars);
   return chars;
+}
+
+/** Moves every name and mention of `from` to `into`; `from` is left empty, no longer a candidate for anything. */
+function mergeInto(into: Character, from: Character, names: NameMention[], byWord: Map<string, Character[]>): void {
+  for (const t of from.titles) into.titles.add(t);
+  for (const w of from.firsts) into.firsts.add(w);
+  for (const w of from.lasts) into.lasts.add(w);
+  for (const w of from.heads) into.heads.add(w);
+  for (const [form, n] of from.forms) into.forms.set(form, (into.forms.get(form) ?? 0) + n);
+  into.mentionCount += from.mentionCount;
+  if (!into.gender) into.gender = from.gender;
+  for (const m of names) if (m.char === from.id) m.char = into.id;
+  for (const [w, list] of byWord) {
+    if (!list.includes(from)) continue;
+    byWord.set(w, list.includes(into) ? list.filter((c) => c !== from) : list.map((c) => (c === from ? into : c)));
+  }
+  from.forms = new Map();
+  from.mentionCount = 0;
+  from.firsts = new Set();
+  from.lasts = new Set();
+  from.heads = new Set();
 }
 
 /** Each mention of an ambiguous bare name goes to the candidate mentioned most recently before it. */
@@ -271,6 +314,9 @@ export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Cha
     const para = tok.paragraph[m.start]!;
     for (let k = m.end + 1; k < tok.count && k <= m.end + 25; k++) {
       if (tok.paragraph[k] !== para || nameStarts[k]) break;
+      // Past the mention's own sentence only the next sentence's first word still refers back to
+      // it ("… said the Rabbit. He …"); later pronouns belong to whoever that sentence is about.
+      if (tok.sentence[k] !== tok.sentence[m.end] && tok.inSentence[k]! > 0) break;
       if (inQuote[k]) continue;
       const kind = pronoun[tok.word[k]!];
       if (kind === MALE) {

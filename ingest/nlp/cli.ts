@@ -3,6 +3,7 @@
 import { fstatSync, readFileSync, writeSync } from "node:fs";
 import { basename, extname } from "node:path";
 import { analyze, writeBookNlp, type Stage } from "./engine.ts";
+import { usage } from "../../common/commands.ts";
 
 const STAGES: Stage[] = ["tokens", "quotes", "names", "speakers", "coreference", "files"];
 const BAR_WIDTH = 24;
@@ -26,10 +27,16 @@ function progressBar(enabled: boolean): { stage: (s: Stage) => void; done: () =>
   };
 }
 
+const USAGE = usage("nlp", "<book.txt> <outdir>");
+
 export function main(argv: string[]): number {
+  if (argv.includes("--help")) {
+    writeSync(STDOUT, `${USAGE}\n\nWrites the five BookNLP files (.tokens, .entities, .quotes, .supersense, .book) of a text file to <outdir>.\n`);
+    return 0;
+  }
   const [file, outdir] = argv;
   if (!file || !outdir) {
-    writeSync(STDERR, "usage: bun run nlp <book.txt> <outdir>\n");
+    writeSync(STDERR, `${USAGE}\n`);
     return 2;
   }
   const id = basename(file, extname(file));

@@ -40,16 +40,31 @@ export const NOT_NAMES = words(`
   monday tuesday wednesday thursday friday saturday sunday
   january february march april may june july august september october november december
   christmas easter michaelmas whitsuntide lent
-  english french italian german american swiss roman scotch scottish irish indian european
-  christian catholic protestant jewish dutch spanish russian chinese japanese greek turkish
-  british welsh portuguese austrian prussian african asiatic hindoo hindu negro
   chapter volume book part letter preface introduction contents appendix finis end
-  indeed upon pray thank thanks hush alas hurrah hullo hello goodbye bye adieu farewell
+  indeed upon pray thank thanks
   perhaps nothing something everything anything nobody everybody somebody anybody
   mister madame monsieur mademoiselle signor signora herr frau
   esq esquire other latter former same rest whole
-  tis twas ay eh hey ha haha hm hmm humph pshaw bah pooh
 `);
+
+/** Nations, peoples and faiths: words for groups, never a character's name, in the plural neither. */
+export const DEMONYMS = words(`
+  english french italian german american swiss roman scotch scottish irish indian european
+  christian catholic protestant jewish dutch spanish russian chinese japanese greek turkish
+  british welsh portuguese austrian prussian african asiatic hindoo hindu negro anglo moslem muslim
+  islam mohammedan englishman englishwoman frenchman frenchwoman scotchman scotsman irishman dutchman
+`);
+for (const w of DEMONYMS) NOT_NAMES.add(w);
+
+/**
+ * Exclamations, never names in themselves; but a book may name a character with one ("Pooh"), and
+ * then the word is the subject of dialogue tags ("said Pooh"), which no exclamation ever is.
+ */
+export const INTERJECTIONS = words(`
+  hush alas hurrah hullo hello goodbye bye adieu farewell tis twas ay eh hey ha haha hm hmm humph
+  pshaw bah pooh tut fie lo hurray huzza ahoy
+`);
+for (const w of INTERJECTIONS) NOT_NAMES.add(w);
 
 /** Words after a capitalised word that make it a place, not a person ("Netherfield Park"). */
 export const PLACE_HEADS = words(`
@@ -58,7 +73,11 @@ export const PLACE_HEADS = words(`
   island isle bay sea ocean city town village county shire college school hospital hotel inn
   chapel cathedral palace tower gate gates common heath downs fields field farm mill
   avenue crescent green wharf dock docks quay harbour harbor cross buildings rooms office
+  parsonage vicarage rectory workhouse prison gaol jail club bungalow mosque temple museum
 `);
+
+/** Compass points: a name they begin ("the North Pole", "South Africa") is a place. */
+export const COMPASS_POINTS = words("north south east west northern southern eastern western");
 
 /** Prepositions after which a capitalised word is more likely a place than a person. */
 export const PLACE_PREPOSITIONS = words("in at into near through across via within beyond");

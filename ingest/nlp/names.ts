@@ -1,7 +1,10 @@
 import {
+  COMPASS_POINTS,
+  DEMONYMS,
   GENDERED_NOUNS,
   GIVEN_NAMES,
   HONORIFICS,
+  INTERJECTIONS,
   NAME_PARTICLES,
   NOT_NAMES,
   PLACE_HEADS,
@@ -40,6 +43,8 @@ export interface CapitalStats {
   lower: Map<string, number>;
   /** Capitalised occurrences right after "in", "at", "near"…, by lower-cased word. */
   afterPlacePreposition: Map<string, number>;
+  /** Capitalised occurrences right before or after a speech verb ("said Pooh"), by lower-cased word. */
+  besideSpeechVerb: Map<string, number>;
   /** SHAPE_* bits of each vocabulary word (Tokenized.vocab), so no token needs a regex. */
   shape: Uint8Array;
 }
@@ -61,6 +66,8 @@ const OPENERS = new Set(['"', "'", "\u201c", "\u2018", "(", "[", "_", "\u2014", 
 
 // Share of a word's capitalised uses after "in"/"at"/… that makes it a place.
 const PLACE_WORD_SHARE = 0.3;
+// Dialogue tags that make an exclamation a character's name ("said Pooh").
+const TAGGED_INTERJECTION_MIN = 3;
 // Titles that never stand alone as a name.
 const SHORT_TITLES = new Set(["mr", "mrs", "ms", "miss", "m", "mme", "mlle", "dr", "st", "rev", "capt", "col", "gen", "lieut", "lt", "sgt", "prof"]);
 
@@ -108,12 +115,16 @@ export function capitalStats(tok: Tokenized, inQuote: Uint8Array): CapitalStats 
   const lowerCount = new Int32Array(vocab.length);
   const midCount = new Int32Array(vocab.length);
   const placeCount = new Int32Array(vocab.length);
+  const speechCount = new Int32Array(vocab.length);
+  const speech = classifyWords(tok, (lc) => (SPEECH_VERBS.has(lc) ? 1 : 0));
   for (let i = 0; i < count; i++) {
     const id = word[i]!;
     const s = shape[id]!;
     if (!(s & SHAPE_WORD)) continue;
     if (s & SHAPE_LOWER) lowerCount[id]!++;
-    else if (s & SHAPE_CAPITALISED && !isSentenceInitial(tok, i, inQuote)) {
+    else if (s & SHAPE_CAPITALISED) {
+      if ((i > 0 && speech[word[i - 1]!]) || (i + 1 < count && speech[word[i + 1]!])) speechCount[id]!++;
+      if (isSentenceInitial(tok, i, inQuote)) continue;
       midCount[id]!++;
       if (i > 0 && PLACE_PREPOSITIONS.has(tok.lower[i - 1]!)) placeCount[id]!++;
     }
@@ -121,13 +132,15 @@ export function capitalStats(tok: Tokenized, inQuote: Uint8Array): CapitalStats 
   const capMid = new Map<string, number>();
   const lower = new Map<string, number>();
   const afterPlacePreposition = new Map<string, number>();
+  const besideSpeechVerb = new Map<string, number>();
   for (let id = 0; id < vocab.length; id++) {
     const lc = vocabLower[id]!;
     if (lowerCount[id]) add(lower, lc, lowerCount[id]);
     if (midCount[id]) add(capMid, lc, midCount[id]);
     if (placeCount[id]) add(afterPlacePreposition, lc, placeCount[id]);
+    if (speechCount[id]) add(besideSpeechVerb, lc, speechCount[id]);
   }
-  return { capMid, lower, afterPlacePreposition, shape };
+  return { capMid, lower, afterPlacePreposition, besideSpeechVerb, shape };
 }
 
 
@@ -137,7 +150,8 @@ const TITLE_SYNONYMS: Record<string, string> = {
   sgt: "sergeant", prof: "professor", rev: "reverend", mme: "madame", mlle: "mademoiselle", madam: "madame",
 };
 
-function titleOf(word: string): string | undefined {
+/** The title a word is, spelling folded ("Doctor" and "Dr." are "dr"), or undefined. */
+export function titleOf(word: string): string | undefined {
   if (!isCapitalised(word)) return undefined;
   const key = word.toLowerCase().replace(/\.$/, "");
   return HONORIFICS.has(key) ? (TITLE_SYNONYMS[key] ?? key) : undefined;
@@ -154,8 +168,10 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
 } {
   const { text, count, paragraph, word, vocab } = tok;
   const lowers = tok.lower;
-  const { capMid, lower, afterPlacePreposition, shape } = stats;
+  const { capMid, lower, afterPlacePreposition, besideSpeechVerb, shape } = stats;
   const is = (k: number, bit: number): boolean => (shape[word[k]!]! & bit) !== 0;
+  const notName = (lc: string): boolean =>
+    (NOT_NAMES.has(lc) && !(INTERJECTIONS.has(lc) && (besideSpeechVerb.get(lc) ?? 0) >= TAGGED_INTERJECTION_MIN)) || isPeopleWord(lc);
   // A word seen after "in"/"at" often enough is a place: it never joins a person's name ("in London Lydia").
   const isPlaceWord = (lc: string): boolean => (afterPlacePreposition.get(lc) ?? 0) >= PLACE_WORD_SHARE * (capMid.get(lc) ?? 0) && afterPlacePreposition.has(lc);
   // Whether a word is a name and which title it is depend only on the word: decided once per word.
@@ -168,7 +184,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       const yes =
         is(k, SHAPE_CAPITALISED) &&
         !is(k, SHAPE_INITIAL) &&
-        !NOT_NAMES.has(lc) &&
+        !notName(lc) &&
         !HONORIFICS.has(lc.replace(/\.$/, "")) &&
         mid >= 1 &&
         (lower.get(lc) ?? 0) <= mid * 0.15;
@@ -180,14 +196,28 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
   const titleAt = (k: number): string | undefined => {
     const id = word[k]!;
     if (!titles.has(id)) titles.set(id, titleOf(text[k]!));
+    // "E. M. Forster": after an initial, "M." is another initial, not Monsieur.
+    if (is(k, SHAPE_INITIAL) && k > 0 && is(k - 1, SHAPE_INITIAL)) return undefined;
     return titles.get(id);
   };
   // At a sentence start a capital proves little; a word never seen in lower case still counts when
   // something vouches for it: a known given name, a surname right after it, or a speech verb.
   const vouched = (j: number): boolean => {
     const lc = lowers[j]!;
-    if (!is(j, SHAPE_CAPITALISED) || is(j, SHAPE_INITIAL) || lower.has(lc) || NOT_NAMES.has(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
+    if (!is(j, SHAPE_CAPITALISED) || is(j, SHAPE_INITIAL) || lower.has(lc) || notName(lc) || HONORIFICS.has(lc.replace(/\.$/, ""))) return false;
     return GIVEN_NAMES.has(lc) || (j + 1 < count && tok.start[j + 1]! - tok.end[j]! <= 1 && isNameWord(j + 1)) || SPEECH_VERBS.has(lowers[j + 1] ?? "");
+  };
+  const touching = (k: number): boolean => k < count && tok.start[k] === tok.end[k - 1] && paragraph[k] === paragraph[k - 1];
+  // "Winnie-the-Pooh", "Wedge-Tomkins": hyphens, with lower-case words between, join capitalised
+  // words into one name. Returns the last token of the name, or -1.
+  const hyphenatedTail = (end: number): number => {
+    let k = end + 1;
+    while (text[k] === "-" && touching(k) && touching(k + 1)) {
+      if (is(k + 1, SHAPE_CAPITALISED)) return notName(lowers[k + 1]!) ? -1 : k + 1;
+      if (!is(k + 1, SHAPE_LOWER) || !is(k + 1, SHAPE_WORD)) return -1;
+      k += 2;
+    }
+    return -1;
   };
   const names: NameMention[] = [];
   const places: PlaceMention[] = [];
@@ -224,10 +254,15 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     for (;;) {
       const n = end + 1;
       if (n >= count || paragraph[n] !== para || tok.start[n]! - tok.end[end]! > 1) break;
+      const tail = hyphenatedTail(end);
+      if (tail > 0) {
+        end = tail;
+        continue;
+      }
       const nLower = lowers[n]!;
       if (isPlaceWord(nLower) || isPlaceWord(lowers[end]!)) break;
       // After a name word, any capitalised word mid-sentence continues the name ("Jonathan Small").
-      if (isNameWord(n) || is(n, SHAPE_INITIAL) || (is(n, SHAPE_CAPITALISED) && !NOT_NAMES.has(nLower) && titleAt(n) === undefined)) {
+      if (isNameWord(n) || is(n, SHAPE_INITIAL) || (is(n, SHAPE_CAPITALISED) && !notName(nLower) && titleAt(n) === undefined)) {
         end++;
         continue;
       }
@@ -244,7 +279,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       while (
         start > 0 &&
         is(start - 1, SHAPE_CAPITALISED) &&
-        !NOT_NAMES.has(lowers[start - 1]!) &&
+        !notName(lowers[start - 1]!) &&
         !isPlaceWord(lowers[start - 1]!) &&
         (lower.get(lowers[start - 1]!) ?? 0) <= (capMid.get(lowers[start - 1]!) ?? 0) &&
         !isSentenceInitial(tok, start - 1, inQuote) &&
@@ -255,7 +290,10 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     }
     const lastLc = lowers[end]!;
     const nextIsHead = end + 1 < count && is(end + 1, SHAPE_CAPITALISED) && PLACE_HEADS.has(lowers[end + 1]!) && title === undefined;
-    if (nextIsHead || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
+    const compass = title === undefined && end > start && COMPASS_POINTS.has(lowers[start]!);
+    // "the College", "the Parsonage", "the East": a place word standing alone after "the" is that place.
+    const placeByItself = title === undefined && end === start && lowers[start - 1] === "the" && (PLACE_HEADS.has(lastLc) || COMPASS_POINTS.has(lastLc));
+    if (nextIsHead || compass || placeByItself || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
       places.push({ start, end: nextIsHead ? end + 1 : end });
       i = nextIsHead ? end + 1 : end;
       continue;
@@ -278,6 +316,12 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     i = end;
   }
   return { names, places };
+}
+
+/** Plural of a nationality or the like ("Indians", "Englishmen"): a group, never one character. */
+function isPeopleWord(lc: string): boolean {
+  if (lc.endsWith("men")) return DEMONYMS.has(lc.slice(0, -3) + "man");
+  return lc.endsWith("s") && DEMONYMS.has(lc.slice(0, -1));
 }
 
 /** True when a speech verb sits right next to the mention ("said Jane", "Jane replied"). */
@@ -307,10 +351,21 @@ function nounPhraseAfter(tok: Tokenized, i: number): string[] | undefined {
   return words;
 }
 
-function acceptableHead(words: string[]): boolean {
+/**
+ * A description fit to name someone: not a bare gender ("the man"), unless the book writes it as a
+ * proper name, every word capitalised ("the Invisible Man").
+ */
+function acceptableHead(words: string[], capitalised: boolean): boolean {
   const head = words[words.length - 1]!;
-  return !NOT_NAMES.has(head) && !GENDERED_NOUNS.has(head) && !SPEECH_VERBS.has(head) && !head.endsWith("ly") && words.every((w) => !HONORIFICS.has(w) || words.length > 1);
+  const gendered = GENDERED_NOUNS.has(head) && !(capitalised && words.length > 1);
+  return !NOT_NAMES.has(head) && !gendered && !SPEECH_VERBS.has(head) && !head.endsWith("ly") && words.every((w) => !HONORIFICS.has(w) || words.length > 1);
 }
+
+const CAPITAL = /^\p{Lu}/u;
+const allCapitalised = (tok: Tokenized, from: number, to: number): boolean => {
+  for (let k = from; k <= to; k++) if (!CAPITAL.test(tok.text[k]!)) return false;
+  return true;
+};
 
 /**
  * Unnamed characters known by a description used in dialogue tags ("said the mariner", "the Cat
@@ -324,11 +379,11 @@ export function findEpithets(tok: Tokenized, inQuote: Uint8Array, names: NameMen
   for (let v = 1; v < count; v++) {
     if (inQuote[v] || !speech[tok.word[v]!]) continue;
     const after = nounPhraseAfter(tok, v + 1);
-    if (after && acceptableHead(after)) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
+    if (after && acceptableHead(after, allCapitalised(tok, v + 2, v + 1 + after.length))) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
     for (let t = v - 2; t >= Math.max(0, v - 1 - MAX_EPITHET_WORDS); t--) {
       if (lowers[t] !== "the") continue;
       const words = lowers.slice(t + 1, v);
-      if (words.every((w) => WORD.test(w)) && acceptableHead(words)) counts.set(words.join(" "), (counts.get(words.join(" ")) ?? 0) + 1);
+      if (words.every((w) => WORD.test(w)) && acceptableHead(words, allCapitalised(tok, t + 1, v - 1))) counts.set(words.join(" "), (counts.get(words.join(" ")) ?? 0) + 1);
       break;
     }
   }
