@@ -8,7 +8,9 @@ import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from "../comm
 import { createNeonDatabase } from "../common/db/neon.ts";
 import { createPgliteDatabase, type PgliteDatabaseOptions } from "../common/db/pglite.ts";
 import { createPostgresDatabase } from "../common/db/postgres.ts";
+import * as fr from "../common/db/frontend-rows.ts";
 import * as repo from "../common/db/repositories.ts";
+import { insertFrontendRows } from "./support/frontend-schema.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "./support/postgres.ts";
 import { closedPort } from "./support/redis.ts";
 import { type WsTcpBridge, startWsTcpBridge } from "./support/ws-tcp-bridge.ts";
@@ -76,8 +78,8 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
     }
 
     async function bookWithCharacters(names: string[]) {
-      const book = await repo.insertBook(db, { title: "Pride and Prejudice", author: "Jane Austen" });
-      const characters = await repo.replaceCharacters(
+      const book = await fr.insertBook(db, { title: "Pride and Prejudice", author: "Jane Austen" });
+      const { characters } = await repo.saveCharacters(
         db,
         book.id,
         names.map((n, i) => ({ name: n, importance: names.length - i })),
@@ -93,7 +95,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       test("two connections migrating an empty database at once apply every file exactly once, in order", async () => {
         const files = (await readMigrations()).map((m) => m.name);
         expect(firstRuns.flat().sort()).toEqual(files);
-        const recorded = await db.query<{ name: string }>("SELECT name FROM schema_migrations ORDER BY version");
+        const recorded = await db.query<{ name: string }>("SELECT name FROM backend_schema_migrations ORDER BY version");
         expect(recorded.map((r) => r.name).filter((n) => files.includes(n))).toEqual(files);
       });
 
@@ -117,7 +119,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect((error as Error).message).toContain("0901_fixture_broken.sql");
         expect(await db.query("SELECT id FROM fixture_widgets")).toEqual([{ id: 1 }]);
         expect(await db.query("SELECT to_regclass('fixture_gadgets') AS t")).toEqual([{ t: null }]);
-        expect(await db.query("SELECT 1 FROM schema_migrations WHERE version = '0901'")).toEqual([]);
+        expect(await db.query("SELECT 1 FROM backend_schema_migrations WHERE version = '0901'")).toEqual([]);
       });
 
       test("a migration file edited after it was applied is refused", async () => {
@@ -183,11 +185,13 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
 
     describe("transactions", () => {
       test("a transaction that resolves is committed and returns fn's result", async () => {
+        const key = `committed ${crypto.randomUUID()}`;
         const result = await db.transaction(async (tx) => {
-          const [book] = await tx.query<{ id: string }>("INSERT INTO books (title) VALUES ('Emma') RETURNING id");
-          return book!.id;
+          const [row] = await tx.query<{ key: string }>("INSERT INTO settings (key, value) VALUES ($1, '1'::jsonb) RETURNING key", [key]);
+          return row!.key;
         });
-        expect(await repo.getBook(db, result)).toMatchObject({ id: result, title: "Emma" });
+        expect(result).toBe(key);
+        expect(await db.query("SELECT value FROM settings WHERE key = $1", [key])).toEqual([{ value: 1 }]);
       });
 
       test("a transaction whose fn throws is rolled back and the same error is rethrown", async () => {
@@ -195,31 +199,31 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         const thrown = new Error("changed my mind");
         const caught = await db
           .transaction(async (tx) => {
-            await tx.query("INSERT INTO books (title) VALUES ($1)", [title]);
+            await tx.query("INSERT INTO settings (key, value) VALUES ($1, '1'::jsonb)", [title]);
             throw thrown;
           })
           .catch((e: unknown) => e);
         expect(caught).toBe(thrown);
-        expect(await db.query("SELECT id FROM books WHERE title = $1", [title])).toEqual([]);
+        expect(await db.query("SELECT key FROM settings WHERE key = $1", [title])).toEqual([]);
       });
 
       test("a failing statement inside a transaction rolls back the earlier ones and surfaces as a DatabaseError", async () => {
         const title = `half done ${crypto.randomUUID()}`;
         await expectDatabaseError(
           db.transaction(async (tx) => {
-            await tx.query("INSERT INTO books (title) VALUES ($1)", [title]);
+            await tx.query("INSERT INTO settings (key, value) VALUES ($1, '1'::jsonb)", [title]);
             await tx.query("INSERT INTO books (title) VALUES (NULL)");
           }),
           "not_null_violation",
         );
-        expect(await db.query("SELECT id FROM books WHERE title = $1", [title])).toEqual([]);
+        expect(await db.query("SELECT key FROM settings WHERE key = $1", [title])).toEqual([]);
       });
     });
 
     describe("errors", () => {
       test("a duplicate key is a unique_violation", async () => {
-        const book = await repo.insertBook(db, { title: "Emma" });
-        const error = await expectDatabaseError(repo.insertBook(db, { id: book.id, title: "Emma again" }), "unique_violation");
+        const book = await fr.insertBook(db, { title: "Emma" });
+        const error = await expectDatabaseError(fr.insertBook(db, { id: book.id, title: "Emma again" }), "unique_violation");
         expect(error.sqlState).toBe("23505");
       });
 
@@ -231,8 +235,8 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       });
 
       test("a value a CHECK constraint refuses is a check_violation", async () => {
-        await expectDatabaseError(repo.insertBook(db, { title: "" }), "check_violation");
-        const book = await repo.insertBook(db, { title: "Emma" });
+        await expectDatabaseError(fr.insertBook(db, { title: "" }), "check_violation");
+        const book = await fr.insertBook(db, { title: "Emma" });
         await expectDatabaseError(
           repo.setProcessingStatus(db, book.id, "finished" as repo.ProcessingStatus),
           "check_violation",
@@ -248,19 +252,54 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       });
     });
 
-    describe("books and library", () => {
-      test("a new book gets the schema's defaults and can be read back", async () => {
-        const book = await repo.insertBook(db, { title: "Alice's Adventures in Wonderland", author: "Lewis Carroll" });
-        expect(book).toMatchObject({
+    describe("the spec's tables", () => {
+      test("every frontend-shaped insert of SPEC.md's resources succeeds on the schema the backend creates", async () => {
+        await insertFrontendRows(db);
+      });
+
+      test("a book inserted as the frontend uploads it gets the spec's defaults", async () => {
+        const id = crypto.randomUUID();
+        await db.query(
+          "INSERT INTO books (id, title, slug, author, description, language, page_count, file_path) VALUES ($1, 'Emma', $2, 'Jane Austen', 'A matchmaker in Highbury.', 'English', 474, $3)",
+          [id, `emma-${id}`, `books/${id}/emma.txt`],
+        );
+        const [row] = await db.query("SELECT status, processing_status, is_public, is_free FROM books WHERE id = $1", [id]);
+        expect(row).toEqual({ status: "approved", processing_status: "pending", is_public: true, is_free: true });
+        const userId = crypto.randomUUID();
+        await fr.addToLibrary(db, userId, id);
+        expect(await db.query("SELECT reading_status, current_page FROM user_library WHERE user_id = $1", [userId])).toEqual([
+          { reading_status: "unread", current_page: 0 },
+        ]);
+      });
+
+      test("the spec's constraints refuse what the frontend's forms refuse", async () => {
+        const insert = (fields: { title?: string; author?: string; description?: string; language?: string }) =>
+          db.query("INSERT INTO books (title, slug, author, description, language) VALUES ($1, $2, $3, $4, $5)", [
+            fields.title ?? "Emma",
+            crypto.randomUUID(),
+            fields.author ?? "Jane Austen",
+            fields.description ?? "A matchmaker in Highbury.",
+            fields.language ?? "English",
+          ]);
+        await expectDatabaseError(insert({ author: "" }), "check_violation");
+        await expectDatabaseError(insert({ description: "Too short" }), "check_violation");
+        await expectDatabaseError(insert({ language: "French" }), "check_violation");
+        for (const language of repo.LANGUAGES) await insert({ language });
+      });
+    });
+
+    describe("books and ingestion", () => {
+      test("a book can be read back with what ingestion needs", async () => {
+        const book = await fr.insertBook(db, { title: "Alice's Adventures in Wonderland", author: "Lewis Carroll" });
+        expect(book).toEqual({
+          id: book.id,
           title: "Alice's Adventures in Wonderland",
           author: "Lewis Carroll",
+          description: "Alice's Adventures in Wonderland, added as a text file.",
           language: "English",
-          priceCents: 0,
+          filePath: null,
           processingStatus: "pending",
-          processingError: null,
         });
-        expect(book.createdAt).toBeInstanceOf(Date);
-        expect(await repo.getBook(db, book.id)).toEqual(book);
       });
 
       test("an unknown or malformed book id finds nothing", async () => {
@@ -268,30 +307,49 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(await repo.getBook(db, "42")).toBeNull();
       });
 
-      test("processing status moves through ingestion and keeps the error only while failed", async () => {
-        const book = await repo.insertBook(db, { title: "War and Peace" });
-        expect(await repo.setProcessingStatus(db, book.id, "processing")).toMatchObject({ processingStatus: "processing" });
-        const failed = await repo.setProcessingStatus(db, book.id, "failed", "download timed out");
-        expect(failed).toMatchObject({ processingStatus: "failed", processingError: "download timed out" });
-        expect(failed!.updatedAt.getTime()).toBeGreaterThanOrEqual(book.updatedAt.getTime());
-        const done = await repo.setProcessingStatus(db, book.id, "completed");
-        expect(done).toMatchObject({ processingStatus: "completed", processingError: null });
-        expect(await repo.setProcessingStatus(db, crypto.randomUUID(), "completed")).toBeNull();
+      test("processing status moves through ingestion; attempts, the error and the chunk count are kept in our own table", async () => {
+        const book = await fr.insertBook(db, { title: "War and Peace" });
+        const [before] = await db.query<{ updated_at: Date }>("SELECT updated_at FROM books WHERE id = $1", [book.id]);
+        expect(await repo.getIngestion(db, book.id)).toBeNull();
+        expect(await repo.setProcessingStatus(db, book.id, "processing")).toBe(true);
+        expect(await repo.setProcessingStatus(db, book.id, "failed", { error: "download timed out" })).toBe(true);
+        expect(await repo.getBook(db, book.id)).toMatchObject({ processingStatus: "failed" });
+        expect(await repo.getIngestion(db, book.id)).toMatchObject({ attempts: 1, lastError: "download timed out", chunkCount: null });
+        await repo.setProcessingStatus(db, book.id, "processing");
+        await repo.setProcessingStatus(db, book.id, "completed", { chunkCount: 42 });
+        expect(await repo.getBook(db, book.id)).toMatchObject({ processingStatus: "completed" });
+        const record = await repo.getIngestion(db, book.id);
+        expect(record).toMatchObject({ attempts: 2, lastError: null, chunkCount: 42 });
+        expect(record!.finishedAt).toBeInstanceOf(Date);
+        // Only processing_status of the frontend's row is written.
+        expect(await db.query("SELECT updated_at FROM books WHERE id = $1", [book.id])).toEqual([before!]);
+        expect(await repo.setProcessingStatus(db, crypto.randomUUID(), "completed")).toBe(false);
+      });
+
+      test("a completed book stays completed while it is re-ingested and when that fails; the failure is recorded in our table", async () => {
+        const book = await fr.insertBook(db, { title: "Middlemarch" });
+        await repo.setProcessingStatus(db, book.id, "processing");
+        await repo.setProcessingStatus(db, book.id, "completed", { chunkCount: 7 });
+        expect(await repo.setProcessingStatus(db, book.id, "processing")).toBe(true);
+        expect((await repo.getBook(db, book.id))?.processingStatus).toBe("completed");
+        await repo.setProcessingStatus(db, book.id, "failed", { error: "download failed: file_url answered HTTP 404" });
+        expect((await repo.getBook(db, book.id))?.processingStatus).toBe("completed");
+        expect(await repo.getIngestion(db, book.id)).toMatchObject({ attempts: 2, lastError: "download failed: file_url answered HTTP 404", chunkCount: 7 });
       });
 
       test("adding a book to a library twice keeps one entry", async () => {
-        const book = await repo.insertBook(db, { title: "Emma" });
+        const book = await fr.insertBook(db, { title: "Emma" });
         const userId = crypto.randomUUID();
-        await repo.addToLibrary(db, userId, book.id);
-        await repo.addToLibrary(db, userId, book.id);
+        await fr.addToLibrary(db, userId, book.id);
+        await fr.addToLibrary(db, userId, book.id);
         expect(await db.query("SELECT count(*) AS n FROM user_library WHERE user_id = $1", [userId])).toEqual([{ n: 1 }]);
       });
     });
 
     describe("characters", () => {
-      test("replacing characters stores them with their profile and returns them in the given order", async () => {
-        const book = await repo.insertBook(db, { title: "Pride and Prejudice" });
-        const saved = await repo.replaceCharacters(db, book.id, [
+      test("saving characters stores them with their profile and returns them in the given order", async () => {
+        const book = await fr.insertBook(db, { title: "Pride and Prejudice" });
+        const { characters: saved } = await repo.saveCharacters(db, book.id, [
           { name: "Mr. Darcy", aliases: ["Darcy", "Fitzwilliam"], importance: 5, profileJson: { traits: ["proud"] } },
           { name: "Elizabeth Bennet", aliases: ["Lizzy"], importance: 9, color: "#aa3366", emoji: "📚", systemPrompt: "I am Elizabeth." },
         ]);
@@ -301,39 +359,62 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
           aliases: ["Lizzy"],
           color: "#aa3366",
           emoji: "📚",
+          avatarUrl: null,
           systemPrompt: "I am Elizabeth.",
           importance: 9,
           profileJson: null,
+          retiredAt: null,
         });
         expect((await repo.getCharacter(db, saved[0]!.id))!.profileJson).toEqual({ traits: ["proud"] });
         expect((await repo.listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Elizabeth Bennet", "Mr. Darcy"]);
       });
 
-      test("re-ingesting keeps the ids of characters still present, so their chat sessions survive", async () => {
-        const { book, characters } = await bookWithCharacters(["Elizabeth Bennet", "Mr. Darcy", "Mr. Collins"]);
-        const [lizzy, , collins] = characters;
+      test("re-ingesting keeps the ids of characters still present, and every character a reader used", async () => {
+        const { book, characters } = await bookWithCharacters(["Elizabeth Bennet", "Mr. Darcy", "Mr. Collins", "Mrs. Bennet", "Lydia"]);
+        const [lizzy, , collins, mrsBennet, lydia] = characters;
         const userId = crypto.randomUUID();
-        const kept = await repo.createSession(db, { userId, characterId: lizzy!.id });
-        const dropped = await repo.createSession(db, { userId, characterId: collins!.id });
+        const kept = await fr.createSession(db, { userId, characterId: lizzy!.id });
+        const withCollins = await fr.createSession(db, { userId, characterId: collins!.id });
+        await repo.appendExchange(db, withCollins.id, "Will you dance?", "I am not in the habit of dancing.", "I am not…");
+        await fr.upsertPreferences(db, { userId, characterId: mrsBennet!.id, relationshipMode: "parent" });
 
-        const again = await repo.replaceCharacters(db, book.id, [
+        const again = await repo.saveCharacters(db, book.id, [
           { name: "Elizabeth Bennet", description: "Second of five sisters", importance: 10 },
           { name: "Mr. Darcy" },
           { name: "Jane Bennet" },
         ]);
 
-        expect(again[0]).toMatchObject({ id: lizzy!.id, description: "Second of five sisters", importance: 10 });
-        expect(again[1]!.id).toBe(characters[1]!.id);
+        expect(again.characters[0]).toMatchObject({ id: lizzy!.id, description: "Second of five sisters", importance: 10 });
+        expect(again.characters[1]!.id).toBe(characters[1]!.id);
+        expect(again).toMatchObject({ retired: 2, removed: 1 });
         expect((await repo.listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Elizabeth Bennet", "Jane Bennet", "Mr. Darcy"]);
         expect(await repo.getSession(db, kept.id)).not.toBeNull();
-        expect(await repo.getSession(db, dropped.id)).toBeNull();
-        expect(await repo.getCharacter(db, collins!.id)).toBeNull();
+        // The session with a character no longer found, its messages and the preferences all stay.
+        expect(await repo.getSession(db, withCollins.id)).toMatchObject({ characterId: collins!.id, messageCount: 1 });
+        expect(await repo.getRecentMessages(db, withCollins.id, 10)).toHaveLength(2);
+        expect(await repo.getCharacter(db, collins!.id)).toMatchObject({ name: "Mr. Collins", retiredAt: expect.any(Date) });
+        expect(await repo.getPreferences(db, userId, mrsBennet!.id)).toMatchObject({ relationshipMode: "parent" });
+        // Nobody had used Lydia: she is gone.
+        expect(await repo.getCharacter(db, lydia!.id)).toBeNull();
+
+        // Found again in a later run: no longer retired, same id.
+        const third = await repo.saveCharacters(db, book.id, [{ name: "Mr. Collins" }]);
+        expect(third.characters[0]).toMatchObject({ id: collins!.id, retiredAt: null });
       });
 
-      test("replacing with an empty list removes every character of that book only", async () => {
+      test("a character found but not written this time keeps what the previous run wrote", async () => {
+        const book = await fr.insertBook(db, { title: "Persuasion" });
+        const { characters } = await repo.saveCharacters(db, book.id, [{ name: "Anne Elliot", systemPrompt: "I am Anne." }, { name: "Captain Wentworth" }]);
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        await repo.saveCharacters(db, book.id, [{ name: "Captain Wentworth" }], { alsoFound: ["Anne Elliot", "Captain Wentworth"] });
+        expect(await repo.getCharacter(db, characters[0]!.id)).toMatchObject({ systemPrompt: "I am Anne.", retiredAt: null });
+        expect(await repo.getSession(db, session.id)).not.toBeNull();
+      });
+
+      test("saving an empty list removes every unused character of that book only", async () => {
         const { book } = await bookWithCharacters(["Emma Woodhouse"]);
         const { book: other } = await bookWithCharacters(["Mr. Knightley"]);
-        expect(await repo.replaceCharacters(db, book.id, [])).toEqual([]);
+        expect(await repo.saveCharacters(db, book.id, [])).toEqual({ characters: [], retired: 0, removed: 1 });
         expect(await repo.listCharacters(db, book.id)).toEqual([]);
         expect(await repo.listCharacters(db, other.id)).toHaveLength(1);
       });
@@ -341,39 +422,32 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       test("a character list naming someone twice is refused and changes nothing", async () => {
         const { book } = await bookWithCharacters(["Emma Woodhouse"]);
         await expectDatabaseError(
-          repo.replaceCharacters(db, book.id, [{ name: "Harriet Smith" }, { name: "Harriet Smith" }]),
+          repo.saveCharacters(db, book.id, [{ name: "Harriet Smith" }, { name: "Harriet Smith" }]),
           "unique_violation",
         );
         expect((await repo.listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Emma Woodhouse"]);
       });
 
-      test("a failed replacement leaves the previous characters in place", async () => {
+      test("a failed save leaves the previous characters in place", async () => {
         const { book } = await bookWithCharacters(["Emma Woodhouse", "Mr. Knightley"]);
-        await expectDatabaseError(repo.replaceCharacters(db, book.id, [{ name: "Emma Woodhouse", color: "red" }]), "check_violation");
+        await expectDatabaseError(repo.saveCharacters(db, book.id, [{ name: "Emma Woodhouse", color: "red" }]), "check_violation");
         expect((await repo.listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Emma Woodhouse", "Mr. Knightley"]);
       });
     });
 
-    describe("chat sessions", () => {
+    describe("chat sessions and messages", () => {
       test("a session belongs to its character's book", async () => {
         const { book, characters } = await bookWithCharacters(["Sherlock Holmes"]);
         const userId = crypto.randomUUID();
-        const session = await repo.createSession(db, { userId, characterId: characters[0]!.id, title: "The game is afoot" });
-        expect(session).toMatchObject({ userId, bookId: book.id, characterId: characters[0]!.id, messageCount: 0, summary: null });
+        const session = await fr.createSession(db, { userId, characterId: characters[0]!.id });
+        expect(session).toMatchObject({ userId, bookId: book.id, characterId: characters[0]!.id, messageCount: 0, preview: null });
         expect(await repo.getSession(db, session.id)).toEqual(session);
         expect(await repo.getSession(db, "not-a-session")).toBeNull();
       });
 
-      test("a session for a character that does not exist is a foreign_key_violation", async () => {
-        await expectDatabaseError(
-          repo.createSession(db, { userId: crypto.randomUUID(), characterId: crypto.randomUUID() }),
-          "foreign_key_violation",
-        );
-      });
-
-      test("each exchange adds both messages and counts one exchange", async () => {
+      test("each exchange adds both messages, the question ordered before its reply by created_at, and counts one exchange", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
-        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
 
         const first = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         const second = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
@@ -387,19 +461,42 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
           ["user", "Where are you going?"],
           ["assistant", "Down the rabbit hole!"],
         ]);
-        expect(recent.every((m) => typeof m.seq === "number" && m.createdAt instanceof Date)).toBe(true);
-        expect(await repo.getRecentMessages(db, session.id, 10)).toHaveLength(4);
+        // The frontend's own query: created_at alone gives the conversation's order, with no ties.
+        const shown = await db.query<{ content: string; same_time: boolean }>(
+          `SELECT content, count(*) OVER (PARTITION BY created_at) > 1 AS same_time
+             FROM messages WHERE session_id = $1 ORDER BY created_at`,
+          [session.id],
+        );
+        expect(shown).toEqual(
+          ["Who are you?", "I hardly know, sir.", "Where are you going?", "Down the rabbit hole!"].map((content) => ({ content, same_time: false })),
+        );
       });
 
-      test("a session is read with its last messages, oldest first, in one statement", async () => {
+      test("a message the frontend inserts directly (session_id, role, content) is part of the history", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
-        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, recentMessages: [] });
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        // A reader's next message comes later than the reply; the embedded database's clock ticks in milliseconds.
+        await Bun.sleep(2);
+        await db.query("INSERT INTO messages (session_id, role, content) VALUES ($1, 'user', 'Are you still there?')", [session.id]);
+        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual([
+          "Who are you?",
+          "I hardly know, sir.",
+          "Are you still there?",
+        ]);
+      });
+
+      test("a session is read with its last messages, oldest first, and its summary, in one statement", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, summary: null, recentMessages: [] });
 
         await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         const saved = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+        await repo.setSessionSummary(db, session.id, "Alice met a reader.");
         expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({
           ...saved!,
+          summary: "Alice met a reader.",
           recentMessages: [
             { role: "assistant", content: "I hardly know, sir." },
             { role: "user", content: "Where are you going?" },
@@ -412,7 +509,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
 
       test("an exchange that fails part-way writes nothing", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
-        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
         await repo.appendExchange(db, session.id, "Hello", "Curiouser and curiouser!", "Curiouser");
 
         // The reply's row is refused after the reader's row and the session's count were written.
@@ -440,11 +537,13 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(await db.query("SELECT count(*) AS n FROM messages WHERE session_id = $1", [missing])).toEqual([{ n: 0 }]);
       });
 
-      test("storing a summary keeps the session's place in the reader's list", async () => {
+      test("storing a summary leaves the frontend's session row alone", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
-        const session = await repo.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
         expect(await repo.setSessionSummary(db, session.id, "Alice met a white rabbit.")).toBe(true);
-        expect(await repo.getSession(db, session.id)).toMatchObject({ summary: "Alice met a white rabbit.", updatedAt: session.updatedAt });
+        expect(await repo.setSessionSummary(db, session.id, "Alice met a white rabbit and a hatter.")).toBe(true);
+        expect(await repo.getSession(db, session.id)).toEqual(session);
+        expect((await repo.getSessionWithRecentMessages(db, session.id, 1))?.summary).toBe("Alice met a white rabbit and a hatter.");
         expect(await repo.setSessionSummary(db, crypto.randomUUID(), "nobody")).toBe(false);
       });
     });
@@ -455,31 +554,29 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(await repo.getPreferences(db, crypto.randomUUID(), characters[0]!.id)).toBeNull();
       });
 
-      test("preferences start from the defaults and later updates change only the fields given", async () => {
+      test("preferences are read as the frontend stored them, every relationship mode allowed", async () => {
         const { characters } = await bookWithCharacters(["Mr. Darcy"]);
-        const key = { userId: crypto.randomUUID(), characterId: characters[0]!.id };
-
-        const created = await repo.upsertPreferences(db, { ...key, speechModifiers: ["formal", "terse"] });
-        expect(created).toMatchObject({ relationshipMode: "neutral", speechModifiers: ["formal", "terse"], behavioralModifiers: [] });
-
-        await repo.upsertPreferences(db, { ...key, relationshipMode: "rival", preferenceSummary: "Spar with me." });
-        expect(await repo.getPreferences(db, key.userId, key.characterId)).toMatchObject({
-          relationshipMode: "rival",
-          speechModifiers: ["formal", "terse"],
-          preferenceSummary: "Spar with me.",
-        });
-      });
-
-      test("an unknown relationship mode is a check_violation", async () => {
-        const { characters } = await bookWithCharacters(["Mr. Darcy"]);
-        await expectDatabaseError(
-          repo.upsertPreferences(db, {
+        for (const mode of ["stranger", "friend", "sibling", "parent", "child", "partner", "custom"]) {
+          const stored = {
             userId: crypto.randomUUID(),
             characterId: characters[0]!.id,
-            relationshipMode: "nemesis" as repo.RelationshipMode,
-          }),
-          "check_violation",
-        );
+            relationshipMode: mode,
+            customRelationship: mode === "custom" ? "my fencing master" : null,
+            speechModifiers: ["be_formal", "talk_less"],
+            behavioralModifiers: ["be_cold"],
+            preferenceSummary: "Spar with me.",
+          };
+          await fr.upsertPreferences(db, stored);
+          expect(await repo.getPreferences(db, stored.userId, stored.characterId)).toEqual(stored);
+        }
+      });
+
+      test("a relationship mode or modifier the spec does not list is a check_violation", async () => {
+        const { characters } = await bookWithCharacters(["Mr. Darcy"]);
+        const key = { userId: crypto.randomUUID(), characterId: characters[0]!.id };
+        await expectDatabaseError(fr.upsertPreferences(db, { ...key, relationshipMode: "nemesis" }), "check_violation");
+        await expectDatabaseError(fr.upsertPreferences(db, { ...key, speechModifiers: ["shout"] }), "check_violation");
+        await expectDatabaseError(fr.upsertPreferences(db, { ...key, behavioralModifiers: ["be_sly"] }), "check_violation");
       });
     });
   });
@@ -603,7 +700,7 @@ describe("PGlite on disk", () => {
     const first = await createDatabase(config);
     expect(first.driver).toBe("pglite");
     expect(await migrate(first)).toEqual([]);
-    const book = await repo.insertBook(first, { title: "Sense and Sensibility" });
+    const book = await fr.insertBook(first, { title: "Sense and Sensibility" });
     await first.close();
 
     const reopened = await createDatabase(config);

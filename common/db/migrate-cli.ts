@@ -2,6 +2,12 @@ import { loadConfigOrExit, secretsOf } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { createDatabase } from "./create.ts";
 import { migrate } from "./migrate.ts";
+import { usage } from "../commands.ts";
+
+if (process.argv.includes("--help")) {
+  console.log(`${usage("migrate", "")}\n\nApplies pending migrations (common/db/migrations) to the configured database: DATABASE_URL, or the embedded one under DATA_DIR.`);
+  process.exit(0);
+}
 
 const config = loadConfigOrExit();
 const db = await createDatabase(config.database, { logger: createLogger({ level: config.logLevel, secrets: secretsOf(config) }) });

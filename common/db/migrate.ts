@@ -3,6 +3,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Database, Queryable } from "./index.ts";
+import { checkSharedSchema } from "./schema.ts";
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
 
@@ -12,9 +13,9 @@ const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
  * Every process that migrates takes this transaction-scoped advisory lock first, so when the API and
  * workers start together one applies a migration and the others wait, then see it recorded.
  */
-const LOCK = "SELECT pg_advisory_xact_lock(hashtext('schema_migrations'))";
+const LOCK = "SELECT pg_advisory_xact_lock(hashtext('backend_schema_migrations'))";
 
-const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS schema_migrations (
+const CREATE_TABLE = `CREATE TABLE IF NOT EXISTS backend_schema_migrations (
   version    text PRIMARY KEY,
   name       text NOT NULL,
   checksum   text NOT NULL,
@@ -54,15 +55,16 @@ export async function readMigrations(directory: string = MIGRATIONS_DIR): Promis
 async function appliedChecksums(tx: Queryable): Promise<Map<string, string>> {
   await tx.query(LOCK);
   await tx.exec(CREATE_TABLE);
-  const rows = await tx.query<{ version: string; checksum: string }>("SELECT version, checksum FROM schema_migrations");
+  const rows = await tx.query<{ version: string; checksum: string }>("SELECT version, checksum FROM backend_schema_migrations");
   return new Map(rows.map((r) => [r.version, r.checksum]));
 }
 
 /**
- * Applies the migrations not yet recorded in schema_migrations, in version order, each in its own
+ * Applies the migrations not yet recorded in backend_schema_migrations, in version order, each in its own
  * transaction together with its record. Returns the names of the files it applied (empty when the
  * schema is current). A recorded migration whose file has changed since is an error: the database
- * no longer matches the code.
+ * no longer matches the code. Then checks the frontend's tables for the columns the backend needs
+ * (SchemaError, one line, when one is missing).
  */
 export async function migrate(db: Database, options: { directory?: string } = {}): Promise<string[]> {
   const migrations = await readMigrations(options.directory);
@@ -83,7 +85,7 @@ export async function migrate(db: Database, options: { directory?: string } = {}
       } catch (err) {
         throw new MigrationError(`migration ${migration.name} failed: ${(err as Error).message}`, { cause: err });
       }
-      await tx.query("INSERT INTO schema_migrations (version, name, checksum) VALUES ($1, $2, $3)", [
+      await tx.query("INSERT INTO backend_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)", [
         migration.version,
         migration.name,
         migration.checksum,
@@ -92,5 +94,6 @@ export async function migrate(db: Database, options: { directory?: string } = {}
     });
     if (ran) applied.push(migration.name);
   }
+  await checkSharedSchema(db);
   return applied;
 }

@@ -11,70 +11,83 @@ export const PROCESSING_STATUSES = ["pending", "processing", "completed", "faile
 export type ProcessingStatus = (typeof PROCESSING_STATUSES)[number];
 export const LANGUAGES = ["English", "Urdu", "both"] as const;
 export type Language = (typeof LANGUAGES)[number];
-export const RELATIONSHIP_MODES = ["neutral", "friend", "mentor", "confidant", "rival", "romantic"] as const;
-export type RelationshipMode = (typeof RELATIONSHIP_MODES)[number];
 export type MessageRole = "user" | "assistant";
 
+/** What the backend reads of a books row (the frontend's table; SPEC: Resources, books). */
 type BookRow = {
   id: string;
   title: string;
   author: string | null;
   description: string | null;
-  cover_image_url: string | null;
   language: Language;
   file_path: string | null;
-  price_cents: number;
   processing_status: ProcessingStatus;
-  processing_error: string | null;
-  created_at: Date;
-  updated_at: Date;
 };
+const BOOK_COLUMNS = "id, title, author, description, language, file_path, processing_status";
 
 type CharacterRow = {
   id: string;
   book_id: string;
   name: string;
-  aliases: string[];
   description: string | null;
-  profile_json: Record<string, unknown> | null;
   system_prompt: string | null;
+  profile_json: Record<string, unknown> | null;
+  avatar_url: string | null;
   color: string | null;
   emoji: string | null;
+  /** Ours: other names the book uses for the character. */
+  aliases: string[];
+  /** Ours: rank among the book's characters (mentions and quotes). */
   importance: number;
+  /** Ours: when a re-ingestion last stopped finding the character, kept for a reader's sake; null while found. */
+  retired_at: Date | null;
   created_at: Date;
   updated_at: Date;
 };
+const CHARACTER_COLUMNS =
+  "id, book_id, name, description, system_prompt, profile_json, avatar_url, color, emoji, aliases, importance, retired_at, created_at, updated_at";
 
+/** What the backend reads of a chat_sessions row (the frontend's table). */
 type ChatSessionRow = {
   id: string;
   user_id: string;
   character_id: string;
   book_id: string;
-  title: string | null;
   /** Exchanges (a user message and its reply), not single messages. */
   message_count: number;
   preview: string | null;
-  summary: string | null;
-  created_at: Date;
   updated_at: Date;
 };
+const SESSION_COLUMNS = "id, user_id, character_id, book_id, message_count, preview, updated_at";
 
 type MessageRow = {
   id: string;
-  seq: number;
   session_id: string;
   role: MessageRole;
   content: string;
   created_at: Date;
 };
 
+/** What the backend reads of a user_preferences row (the frontend's table), the lists as JSON arrays whatever their column type. */
 type UserPreferencesRow = {
   user_id: string;
   character_id: string;
-  relationship_mode: RelationshipMode;
+  relationship_mode: string;
+  custom_relationship: string | null;
   speech_modifiers: string[];
   behavioral_modifiers: string[];
   preference_summary: string | null;
+};
+
+type BookIngestionRow = {
+  book_id: string;
+  attempts: number;
+  last_error: string | null;
+  chunk_count: number | null;
+  /** The queue's job_id of the run that last completed the book. */
+  completed_job_id: string | null;
+  started_at: Date | null;
+  finished_at: Date | null;
   updated_at: Date;
 };
 
@@ -86,6 +99,7 @@ export type Character = Camelize<CharacterRow>;
 export type ChatSession = Camelize<ChatSessionRow>;
 export type Message = Camelize<MessageRow>;
 export type UserPreferences = Camelize<UserPreferencesRow>;
+export type BookIngestion = Camelize<BookIngestionRow>;
 
 function camelize<T extends Row>(row: T): Camelize<T> {
   const out: Row = {};
@@ -93,83 +107,106 @@ function camelize<T extends Row>(row: T): Camelize<T> {
   return out as Camelize<T>;
 }
 
-function snakeCase(key: string): string {
-  return key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-}
-
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A malformed id names no row; answering "not found" spares callers a database error for user input. */
-async function findById<T extends Row>(db: Queryable, table: string, id: string): Promise<Camelize<T> | null> {
-  if (!UUID.test(id)) return null;
-  const [row] = await db.query<T>(`SELECT * FROM ${table} WHERE id = $1`, [id]);
+export function isUuid(id: string): boolean {
+  return UUID.test(id);
+}
+
+async function findById<T extends Row>(db: Queryable, table: string, columns: string, id: string): Promise<Camelize<T> | null> {
+  if (!isUuid(id)) return null;
+  const [row] = await db.query<T>(`SELECT ${columns} FROM ${table} WHERE id = $1`, [id]);
   return row ? camelize(row) : null;
 }
 
-/**
- * INSERT of the given camelCase fields (undefined ones are left to the column defaults), returning
- * the row. With `upsertOn`, a conflicting row gets the given fields instead, and a fresh updated_at.
- * Table and field names come from this module, never from input.
- */
-async function insertRow<T extends Row>(
-  db: Queryable,
-  table: string,
-  fields: Record<string, unknown>,
-  upsertOn?: readonly string[],
-): Promise<T> {
-  const entries = Object.entries(fields).filter(([, v]) => v !== undefined);
-  const columns = entries.map(([k]) => snakeCase(k));
-  let sql = `INSERT INTO ${table} (${columns.join(", ")}) VALUES (${columns.map((_, i) => `$${i + 1}`).join(", ")})`;
-  if (upsertOn) {
-    const updates = columns.filter((c) => !upsertOn.includes(c)).map((c) => `${c} = EXCLUDED.${c}`);
-    sql += ` ON CONFLICT (${upsertOn.join(", ")}) DO UPDATE SET ${[...updates, "updated_at = now()"].join(", ")}`;
-  }
-  const [row] = await db.query<T>(`${sql} RETURNING *`, entries.map(([, v]) => v));
-  return row!;
-}
-
-// Books ----------------------------------------------------------------------------------------
-
-export interface NewBook {
-  id?: string;
-  title: string;
-  author?: string | null;
-  description?: string | null;
-  coverImageUrl?: string | null;
-  language?: Language;
-  filePath?: string | null;
-  priceCents?: number;
-  processingStatus?: ProcessingStatus;
-}
-
-export async function insertBook(db: Queryable, book: NewBook): Promise<Book> {
-  return camelize(await insertRow<BookRow>(db, "books", { ...book }));
-}
+// Books (the frontend's table: the backend writes processing_status only) -------------------------
 
 export function getBook(db: Queryable, id: string): Promise<Book | null> {
-  return findById<BookRow>(db, "books", id);
+  return findById<BookRow>(db, "books", BOOK_COLUMNS, id);
 }
 
-/** Moves a book through ingestion; the error is kept only with it (cleared on any other change). Null when there is no such book. */
+export interface IngestionOutcome {
+  /** Why ingestion failed, in our own words; kept in book_ingestions, never in the books row. */
+  error?: string;
+  chunkCount?: number;
+  /** The job that completed the book, so that the same job is never run again. */
+  jobId?: string;
+}
+
+/**
+ * Moves a book through ingestion: books.processing_status (the only column of books the backend
+ * writes), and our own record of it in book_ingestions (attempts, last error, chunk count, times).
+ * A completed book stays completed until a new ingestion completes: while it is re-ingested, and
+ * when that fails, readers keep chatting with what it has, and the failure is only recorded here.
+ * False when there is no such book.
+ */
 export async function setProcessingStatus(
   db: Queryable,
   bookId: string,
   status: ProcessingStatus,
-  error?: string,
-): Promise<Book | null> {
-  if (!UUID.test(bookId)) return null;
+  outcome: IngestionOutcome = {},
+): Promise<boolean> {
+  if (!isUuid(bookId)) return false;
+  // The status is bound twice: once for the frontend's column, whose type may be an enum of its own,
+  // and once as text for our table.
+  const rows = await db.query(
+    `WITH target AS (
+       SELECT id, processing_status::text = 'completed' AS completed FROM books WHERE id = $1
+     ), book AS (
+       UPDATE books b SET processing_status = $2 FROM target
+       WHERE b.id = target.id AND (NOT target.completed OR $3::text = 'completed')
+       RETURNING b.id
+     ), record AS (
+       INSERT INTO book_ingestions (book_id, attempts, last_error, chunk_count, completed_job_id, started_at, finished_at)
+       SELECT id, CASE WHEN $3::text = 'processing' THEN 1 ELSE 0 END, $4::text, $5::integer, $6::text,
+              CASE WHEN $3::text = 'processing' THEN now() END,
+              CASE WHEN $3::text IN ('completed', 'failed') THEN now() END
+       FROM target
+       ON CONFLICT (book_id) DO UPDATE SET
+         attempts = book_ingestions.attempts + EXCLUDED.attempts,
+         last_error = EXCLUDED.last_error,
+         chunk_count = COALESCE(EXCLUDED.chunk_count, book_ingestions.chunk_count),
+         completed_job_id = COALESCE(EXCLUDED.completed_job_id, book_ingestions.completed_job_id),
+         started_at = COALESCE(EXCLUDED.started_at, book_ingestions.started_at),
+         finished_at = EXCLUDED.finished_at,
+         updated_at = now()
+     )
+     SELECT id FROM target`,
+    [bookId, status, status, outcome.error ?? null, outcome.chunkCount ?? null, outcome.jobId ?? null],
+  );
+  return rows.length > 0;
+}
+
+/** Our record of a book's ingestion, or null before its first run. */
+export async function getIngestion(db: Queryable, bookId: string): Promise<BookIngestion | null> {
+  if (!isUuid(bookId)) return null;
+  const [row] = await db.query<BookIngestionRow>("SELECT * FROM book_ingestions WHERE book_id = $1", [bookId]);
+  return row ? camelize(row) : null;
+}
+
+// Book sources (ours) ----------------------------------------------------------------------------
+
+/** Records the SHA-256 of the file a book was ingested from (book_sources), so the same file finds it again. */
+export async function recordBookSource(db: Queryable, bookId: string, contentHash: string): Promise<void> {
+  await db.query(
+    `INSERT INTO book_sources (book_id, content_hash) VALUES ($1, $2)
+     ON CONFLICT (book_id) DO UPDATE SET content_hash = EXCLUDED.content_hash`,
+    [bookId, contentHash],
+  );
+}
+
+/** The newest book ingested from a file with this SHA-256, or null. */
+export async function findBookBySource(db: Queryable, contentHash: string): Promise<Book | null> {
   const [row] = await db.query<BookRow>(
-    "UPDATE books SET processing_status = $2, processing_error = $3, updated_at = now() WHERE id = $1 RETURNING *",
-    [bookId, status, error ?? null],
+    `SELECT ${BOOK_COLUMNS.split(", ").map((c) => `b.${c}`).join(", ")}
+     FROM book_sources s JOIN books b ON b.id = s.book_id WHERE s.content_hash = $1 ORDER BY s.created_at DESC LIMIT 1`,
+    [contentHash],
   );
   return row ? camelize(row) : null;
 }
 
-export async function addToLibrary(db: Queryable, userId: string, bookId: string): Promise<void> {
-  await db.query("INSERT INTO user_library (user_id, book_id) VALUES ($1, $2) ON CONFLICT DO NOTHING", [userId, bookId]);
-}
-
-// Characters -----------------------------------------------------------------------------------
+// Characters (ours) ------------------------------------------------------------------------------
 
 export interface CharacterInput {
   name: string;
@@ -183,98 +220,145 @@ export interface CharacterInput {
 }
 
 export function getCharacter(db: Queryable, id: string): Promise<Character | null> {
-  return findById<CharacterRow>(db, "characters", id);
+  return findById<CharacterRow>(db, "characters", CHARACTER_COLUMNS, id);
 }
 
-/** A book's characters, most important first. */
+/** A book's characters that its latest ingestion found, most important first. */
 export async function listCharacters(db: Queryable, bookId: string): Promise<Character[]> {
-  if (!UUID.test(bookId)) return [];
+  if (!isUuid(bookId)) return [];
   const rows = await db.query<CharacterRow>(
-    "SELECT * FROM characters WHERE book_id = $1 ORDER BY importance DESC, name",
+    `SELECT ${CHARACTER_COLUMNS} FROM characters WHERE book_id = $1 AND retired_at IS NULL ORDER BY importance DESC, name`,
     [bookId],
   );
   return rows.map(camelize);
 }
 
+export interface SaveCharactersOptions {
+  /**
+   * Names this run found but could not write (a profile or persona pass failed for them): such a
+   * character keeps what the previous run wrote, untouched.
+   */
+  alsoFound?: readonly string[];
+}
+
+export interface SavedCharacters {
+  /** The written characters, in the order given. */
+  characters: Character[];
+  /** Characters no longer found that a reader has a session or preferences with: kept, marked retired. */
+  retired: number;
+  /** Characters no longer found that nobody has used: deleted. */
+  removed: number;
+}
+
 /**
- * Makes the book's character list exactly `characters`, in one transaction, and returns them in the
- * order given. Characters are matched by name and updated in place rather than deleted and
- * re-inserted: a character keeps its id across re-ingestion, so the chat sessions and preferences
- * that reference it survive. Only characters whose names are no longer in the list are deleted, and
- * their sessions and preferences with them (the schema cascades), since nothing could answer them.
+ * Writes one ingestion run's characters in one transaction. A character is matched by name and
+ * updated in place, so it keeps its id and every session and preference pointing at it. A character
+ * the run did not find is deleted only when no reader has a session or preferences with it;
+ * otherwise it stays, with its last persona, marked retired. Nothing a reader made is ever deleted,
+ * even where the frontend's foreign keys cascade: the book's character rows are locked first, so a
+ * session being created for one of them either commits before the check that keeps it, or waits and
+ * then fails on its foreign key instead of being cascaded away.
  */
-export async function replaceCharacters(db: Database, bookId: string, characters: readonly CharacterInput[]): Promise<Character[]> {
+export async function saveCharacters(
+  db: Database,
+  bookId: string,
+  characters: readonly CharacterInput[],
+  options: SaveCharactersOptions = {},
+): Promise<SavedCharacters> {
   const names = characters.map((c) => c.name);
   const duplicate = names.find((n, i) => names.indexOf(n) !== i);
   if (duplicate !== undefined) {
     throw new DatabaseError(`character "${duplicate}" appears twice in one book`, "unique_violation");
   }
-  const records = characters.map((c) => ({
-    name: c.name,
-    aliases: c.aliases ?? [],
-    description: c.description ?? null,
-    profile_json: c.profileJson ?? null,
-    system_prompt: c.systemPrompt ?? null,
-    color: c.color ?? null,
-    emoji: c.emoji ?? null,
-    importance: c.importance ?? 0,
-  }));
+  const found = new Set([...names, ...(options.alsoFound ?? [])]);
   return db.transaction(async (tx) => {
-    await tx.query(
-      "DELETE FROM characters WHERE book_id = $1 AND name NOT IN (SELECT jsonb_array_elements_text($2::jsonb))",
-      [bookId, names],
+    const existing = await tx.query<{ id: string; name: string }>(
+      "SELECT id, name FROM characters WHERE book_id = $1 ORDER BY created_at, id FOR UPDATE",
+      [bookId],
     );
-    // One statement for the whole list: a round trip per character adds up over a WebSocket.
-    const rows = await tx.query<CharacterRow>(
-      `INSERT INTO characters (book_id, name, aliases, description, profile_json, system_prompt, color, emoji, importance)
-       SELECT $1, x.name, x.aliases, x.description, x.profile_json, x.system_prompt, x.color, x.emoji, x.importance
-       FROM jsonb_to_recordset($2::jsonb) AS x(name text, aliases jsonb, description text, profile_json jsonb,
-                                               system_prompt text, color text, emoji text, importance integer)
-       ON CONFLICT (book_id, name) DO UPDATE SET
-         aliases = EXCLUDED.aliases, description = EXCLUDED.description, profile_json = EXCLUDED.profile_json,
-         system_prompt = EXCLUDED.system_prompt, color = EXCLUDED.color, emoji = EXCLUDED.emoji,
-         importance = EXCLUDED.importance, updated_at = now()
-       RETURNING *`,
-      [bookId, records],
-    );
+    const idByName = new Map<string, string>();
+    for (const row of existing) if (!idByName.has(row.name)) idByName.set(row.name, row.id);
+    const records = characters.map((c) => ({
+      id: idByName.get(c.name) ?? null,
+      name: c.name,
+      aliases: c.aliases ?? [],
+      description: c.description ?? null,
+      profile_json: c.profileJson ?? null,
+      system_prompt: c.systemPrompt ?? null,
+      color: c.color ?? null,
+      emoji: c.emoji ?? null,
+      importance: c.importance ?? 0,
+    }));
+
+    const gone = existing.filter((row) => !found.has(row.name)).map((row) => row.id);
+    let removed = 0;
+    let retired = 0;
+    if (gone.length > 0) {
+      const deleted = await tx.query(
+        `DELETE FROM characters c WHERE c.id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid)
+           AND NOT EXISTS (SELECT 1 FROM chat_sessions s WHERE s.character_id = c.id)
+           AND NOT EXISTS (SELECT 1 FROM user_preferences p WHERE p.character_id = c.id)
+         RETURNING c.id`,
+        [gone],
+      );
+      removed = deleted.length;
+      const kept = await tx.query(
+        `UPDATE characters SET retired_at = COALESCE(retired_at, now())
+         WHERE id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid) RETURNING id`,
+        [gone],
+      );
+      retired = kept.length;
+    }
+
+    // One statement for the updates and one for the inserts: a round trip per character adds up over a WebSocket.
+    const recordset = `jsonb_to_recordset($1::jsonb) AS x(id uuid, name text, aliases jsonb, description text, profile_json jsonb,
+                                                     system_prompt text, color text, emoji text, importance integer)`;
+    const updates = records.filter((r) => r.id !== null);
+    const inserts = records.filter((r) => r.id === null);
+    const rows: CharacterRow[] = [];
+    if (updates.length > 0) {
+      rows.push(
+        ...(await tx.query<CharacterRow>(
+          `UPDATE characters c SET aliases = x.aliases, description = x.description, profile_json = x.profile_json,
+             system_prompt = x.system_prompt, color = x.color, emoji = x.emoji, importance = x.importance,
+             retired_at = NULL, updated_at = now()
+           FROM ${recordset} WHERE c.id = x.id
+           RETURNING ${CHARACTER_COLUMNS.split(", ").map((c) => `c.${c}`).join(", ")}`,
+          [updates],
+        )),
+      );
+    }
+    if (inserts.length > 0) {
+      rows.push(
+        ...(await tx.query<CharacterRow>(
+          `INSERT INTO characters (book_id, name, aliases, description, profile_json, system_prompt, color, emoji, importance)
+           SELECT $2, x.name, x.aliases, x.description, x.profile_json, x.system_prompt, x.color, x.emoji, x.importance
+           FROM ${recordset}
+           RETURNING ${CHARACTER_COLUMNS}`,
+          [inserts, bookId],
+        )),
+      );
+    }
     const byName = new Map(rows.map((r) => [r.name, camelize(r)]));
-    return names.map((n) => byName.get(n)!);
+    return { characters: names.map((n) => byName.get(n)!), retired, removed };
   });
 }
 
-// Chat sessions and messages -------------------------------------------------------------------
-
-export interface NewChatSession {
-  id?: string;
-  userId: string;
-  characterId: string;
-  title?: string | null;
-}
-
-/** The session's book is the character's book, so the two can never disagree. */
-export async function createSession(db: Queryable, session: NewChatSession): Promise<ChatSession> {
-  const [row] = await db.query<ChatSessionRow>(
-    `INSERT INTO chat_sessions (id, user_id, character_id, book_id, title)
-     SELECT COALESCE($1::uuid, gen_random_uuid()), $2, c.id, c.book_id, $4 FROM characters c WHERE c.id = $3
-     RETURNING *`,
-    [session.id ?? null, session.userId, session.characterId, session.title ?? null],
-  );
-  if (!row) throw new DatabaseError(`character ${session.characterId} does not exist`, "foreign_key_violation");
-  return camelize(row);
-}
+// Chat sessions (the frontend's table) and messages (ours) ---------------------------------------
 
 export function getSession(db: Queryable, id: string): Promise<ChatSession | null> {
-  return findById<ChatSessionRow>(db, "chat_sessions", id);
+  return findById<ChatSessionRow>(db, "chat_sessions", SESSION_COLUMNS, id);
 }
 
 /**
- * Records one exchange: the user's message, the reply, and the session's count, preview and
- * updated_at, all or nothing. Returns the updated session, or null (and writes nothing) when the
- * session does not exist.
+ * Records one exchange: the user's message, the reply, and the session's message_count, preview and
+ * updated_at (the only columns of chat_sessions the backend writes), all or nothing. Returns the
+ * updated session, or null (and writes nothing) when the session does not exist.
  *
- * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip
- * to the database (over the network on Postgres and Neon) where BEGIN, UPDATE, INSERT, COMMIT took
- * four.
+ * The frontend orders messages by created_at alone, so the question is stamped after every message
+ * already in the session and the reply after the question, never equal: clocks can be coarser than
+ * the time between two statements (the embedded database's ticks in milliseconds).
+ * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip.
  */
 export async function appendExchange(
   db: Queryable,
@@ -283,14 +367,18 @@ export async function appendExchange(
   assistantMessage: string,
   preview: string,
 ): Promise<ChatSession | null> {
-  if (!UUID.test(sessionId)) return null;
+  if (!isUuid(sessionId)) return null;
   const [session] = await db.query<ChatSessionRow>(
     `WITH session AS (
-       UPDATE chat_sessions SET message_count = message_count + 1, preview = $2, updated_at = now() WHERE id = $1 RETURNING *
+       UPDATE chat_sessions SET message_count = message_count + 1, preview = $2, updated_at = now() WHERE id = $1
+       RETURNING ${SESSION_COLUMNS}
+     ), asked AS (
+       SELECT GREATEST(now(), max(created_at) + interval '1 microsecond') AS at FROM messages WHERE session_id = $1
      ), saved AS (
-       INSERT INTO messages (session_id, role, content)
-       SELECT session.id, m.role, m.content FROM session, (VALUES (1, 'user', $3::text), (2, 'assistant', $4::text)) AS m (n, role, content)
-       ORDER BY m.n
+       INSERT INTO messages (session_id, role, content, created_at)
+       SELECT session.id, m.role, m.content,
+              CASE m.role WHEN 'user' THEN asked.at ELSE GREATEST(clock_timestamp(), asked.at + interval '1 microsecond') END
+       FROM session, asked, (VALUES ('user', $3::text), ('assistant', $4::text)) AS m (role, content)
      )
      SELECT * FROM session`,
     [sessionId, preview, userMessage, assistantMessage],
@@ -303,18 +391,25 @@ export interface RecentMessage {
   content: string;
 }
 
-/** The session with its last `limit` messages (oldest first), in one statement. */
+/** Messages in the order the frontend shows them: by created_at, a question before a reply stamped the same. */
+const MESSAGE_ORDER = "created_at, CASE role WHEN 'user' THEN 0 ELSE 1 END, id";
+const MESSAGE_ORDER_DESC = "created_at DESC, CASE role WHEN 'user' THEN 0 ELSE 1 END DESC, id DESC";
+
+/** The session with its last `limit` messages (oldest first) and its rolling summary, in one statement. */
 export async function getSessionWithRecentMessages(
   db: Queryable,
   sessionId: string,
   limit: number,
-): Promise<(ChatSession & { recentMessages: RecentMessage[] }) | null> {
-  if (!UUID.test(sessionId)) return null;
-  const [row] = await db.query<ChatSessionRow & { recent_messages: RecentMessage[] }>(
-    `SELECT s.*, COALESCE(
-       (SELECT jsonb_agg(jsonb_build_object('role', m.role, 'content', m.content) ORDER BY m.seq)
-          FROM (SELECT role, content, seq FROM messages WHERE session_id = s.id ORDER BY seq DESC LIMIT $2) m),
-       '[]'::jsonb) AS recent_messages
+): Promise<(ChatSession & { recentMessages: RecentMessage[]; summary: string | null }) | null> {
+  if (!isUuid(sessionId)) return null;
+  const [row] = await db.query<ChatSessionRow & { recent_messages: RecentMessage[]; summary: string | null }>(
+    `SELECT ${SESSION_COLUMNS.split(", ").map((c) => `s.${c}`).join(", ")},
+       (SELECT summary FROM chat_session_summaries WHERE session_id = s.id) AS summary,
+       COALESCE(
+         (SELECT jsonb_agg(jsonb_build_object('role', m.role, 'content', m.content) ORDER BY m.n DESC)
+            FROM (SELECT role, content, row_number() OVER (ORDER BY ${MESSAGE_ORDER_DESC}) AS n
+                    FROM messages WHERE session_id = s.id ORDER BY ${MESSAGE_ORDER_DESC} LIMIT $2) m),
+         '[]'::jsonb) AS recent_messages
      FROM chat_sessions s WHERE s.id = $1`,
     [sessionId, limit],
   );
@@ -323,45 +418,40 @@ export async function getSessionWithRecentMessages(
 
 /** The session's last `limit` messages, oldest first. */
 export async function getRecentMessages(db: Queryable, sessionId: string, limit: number): Promise<Message[]> {
-  if (!UUID.test(sessionId)) return [];
+  if (!isUuid(sessionId)) return [];
   const rows = await db.query<MessageRow>(
-    "SELECT * FROM (SELECT * FROM messages WHERE session_id = $1 ORDER BY seq DESC LIMIT $2) recent ORDER BY seq",
+    `SELECT id, session_id, role, content, created_at FROM
+       (SELECT * FROM messages WHERE session_id = $1 ORDER BY ${MESSAGE_ORDER_DESC} LIMIT $2) recent
+     ORDER BY ${MESSAGE_ORDER}`,
     [sessionId, limit],
   );
   return rows.map(camelize);
 }
 
-/**
- * Stores the rolling summary. updated_at is left alone: it orders a reader's sessions by their own
- * activity, and the summary is written in the background after a reply.
- */
+/** Stores the rolling summary in our own table; chat_sessions (and its updated_at) is left alone. False when there is no such session. */
 export async function setSessionSummary(db: Queryable, sessionId: string, summary: string): Promise<boolean> {
-  if (!UUID.test(sessionId)) return false;
-  const rows = await db.query("UPDATE chat_sessions SET summary = $2 WHERE id = $1 RETURNING id", [sessionId, summary]);
+  if (!isUuid(sessionId)) return false;
+  const rows = await db.query(
+    `INSERT INTO chat_session_summaries (session_id, summary)
+     SELECT id, $2 FROM chat_sessions WHERE id = $1
+     ON CONFLICT (session_id) DO UPDATE SET summary = EXCLUDED.summary, updated_at = now()
+     RETURNING session_id`,
+    [sessionId, summary],
+  );
   return rows.length > 0;
 }
 
-// Preferences ----------------------------------------------------------------------------------
+// Preferences (the frontend's table, read only) ----------------------------------------------------
 
-export interface PreferencesInput {
-  userId: string;
-  characterId: string;
-  relationshipMode?: RelationshipMode;
-  speechModifiers?: string[];
-  behavioralModifiers?: string[];
-  preferenceSummary?: string | null;
-}
-
+/** The reader's preferences for a character; the modifier lists read the same from text[], jsonb or json columns. */
 export async function getPreferences(db: Queryable, userId: string, characterId: string): Promise<UserPreferences | null> {
-  if (!UUID.test(userId) || !UUID.test(characterId)) return null;
+  if (!isUuid(userId) || !isUuid(characterId)) return null;
   const [row] = await db.query<UserPreferencesRow>(
-    "SELECT * FROM user_preferences WHERE user_id = $1 AND character_id = $2",
+    `SELECT user_id, character_id, relationship_mode::text AS relationship_mode, custom_relationship, preference_summary,
+            COALESCE(to_jsonb(speech_modifiers), '[]'::jsonb) AS speech_modifiers,
+            COALESCE(to_jsonb(behavioral_modifiers), '[]'::jsonb) AS behavioral_modifiers
+       FROM user_preferences WHERE user_id = $1 AND character_id = $2`,
     [userId, characterId],
   );
   return row ? camelize(row) : null;
-}
-
-/** Creates the reader's preferences for a character, or changes only the fields given. */
-export async function upsertPreferences(db: Queryable, preferences: PreferencesInput): Promise<UserPreferences> {
-  return camelize(await insertRow<UserPreferencesRow>(db, "user_preferences", { ...preferences }, ["user_id", "character_id"]));
 }
