@@ -1,14 +1,21 @@
 import { Elysia, ValidationError } from "elysia";
-import { ErrorBody } from "../common/schemas.ts";
+import { ErrorBody, type ChatRequest } from "../common/schemas.ts";
 import { chatRoutes } from "./chat/index.ts";
 import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
-import { docs } from "./docs.ts";
+import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withChatExample } from "./docs.ts";
 import { HttpError } from "./errors.ts";
 import { withHttpMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
+import type { LocalChatOptions } from "./local-sessions.ts";
+import { playgroundRoutes } from "./playground/index.ts";
 
-export interface AppDeps extends ProcessingDeps, ChatDeps {}
+export interface AppDeps extends ProcessingDeps, ChatDeps {
+  /** Serve the chat page (api/playground), with these rules for the local sessions it opens; absent, no page. */
+  playground?: LocalChatOptions;
+  /** A chat request that works here (`npm start`'s sample session), shown as the docs' example once known. */
+  chatExample?: () => ChatRequest | undefined;
+}
 
 const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
 
@@ -29,14 +36,31 @@ function describeValidation(error: Readonly<ValidationError>): string {
 export function createApp(deps: AppDeps) {
   const chat = createChatService(deps);
   const app = buildRoutes(deps, chat);
-  return { app, fetch: withHttpMetrics(app, (request) => app.handle(request), deps.metrics), settle: chat.settle };
+  const handle = async (request: Request) => {
+    const response = await app.handle(request);
+    const example = deps.chatExample?.();
+    return example && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withChatExample(response, example) : response;
+  };
+  return { app, fetch: withHttpMetrics(app, handle, deps.metrics), settle: chat.settle };
+}
+
+type KnownRoute = { method: string; path: string };
+
+/** The methods the app serves at a path (a request's path that matched no route), for 405 and `Allow`. */
+function methodsAt(routes: readonly KnownRoute[], pathname: string): string[] {
+  const methods = routes
+    .filter((r) => new RegExp(`^${r.path.replace(/[.+?^${}()|[\]\\]/g, "\\$&").replace(/:[^/]+/g, "[^/]+").replace(/\*/g, ".*")}$`).test(pathname))
+    .map((r) => r.method.toUpperCase());
+  return [...new Set(methods)].filter((m) => m !== "ALL").sort();
 }
 
 function buildRoutes(deps: AppDeps, chat: ChatService) {
   const log = deps.logger.child({ component: "api" });
+  // Filled in once the routes are built: the error handler below answers 405 from them.
+  let knownRoutes: () => readonly KnownRoute[] = () => [];
   // By default the router assumes a host name of at least four characters and would read the path of
   // http://api/character/chat (a cluster service named `api`) as /chat: every request would be a 404.
-  return new Elysia({ handler: { standardHostname: false } })
+  const app = new Elysia({ handler: { standardHostname: false } })
     .onError({ as: "global" }, ({ code, error, set, request }) => {
       if (error instanceof HttpError) {
         set.status = error.status;
@@ -48,12 +72,20 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
           set.status = 400;
           return { error: describeValidation(error) };
         case "PARSE":
-          set.status = 400;
-          // Our own body parser explains what it refused; the framework wraps whatever a parser throws.
+          // Our own body parser says what it refused and how (400, or 413 for a body over the limit);
+          // the framework wraps whatever a parser throws.
+          set.status = error.cause instanceof HttpError ? error.cause.status : 400;
           return { error: error.cause instanceof HttpError ? error.cause.message : "body is not valid JSON" };
-        case "NOT_FOUND":
+        case "NOT_FOUND": {
+          const allowed = methodsAt(knownRoutes(), new URL(request.url).pathname);
+          if (allowed.length > 0) {
+            set.status = 405;
+            set.headers.allow = allowed.join(", ");
+            return { error: `method not allowed: use ${allowed.join(" or ")}` };
+          }
           set.status = 404;
           return { error: "not found" };
+        }
         case "INVALID_COOKIE_SIGNATURE":
         case "INVALID_FILE_TYPE":
           set.status = 400;
@@ -64,6 +96,8 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
       return { error: "internal error" };
     })
     .use(docs())
+    // The API's front page is its documentation.
+    .get("/", () => new Response(null, { status: 302, headers: { location: DOCS_PATH } }), { detail: { hide: true } })
     .get("/health", () => new Response("ok", { headers: { "content-type": "text/plain; charset=utf-8" } }), {
       detail: {
         tags: ["Operations"],
@@ -85,7 +119,10 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
       },
     )
     .use(processingRoutes(deps))
-    .use(chatRoutes(chat));
+    .use(chatRoutes(chat))
+    .use(deps.playground ? playgroundRoutes(deps.db, deps.playground) : new Elysia({ name: "playground" }));
+  knownRoutes = () => app.routes;
+  return app;
 }
 
 export type App = ReturnType<typeof buildRoutes>;

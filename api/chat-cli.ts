@@ -1,4 +1,4 @@
-// bun run chat [--book <id|title>] [--character <name>]
+// npm run chat -- [--book <id|title>] [--character <name>]   (bun run chat [...] with Bun installed)
 //
 // Chats with a character from the terminal. Finds or creates the local reader's session, sends each
 // line typed to POST /character/chat and prints the reply as its tokens arrive, like any client of
@@ -7,16 +7,35 @@
 
 import { parseArgs } from "node:util";
 import { loadConfigOrExit, secretsOf, type Config } from "../common/config.ts";
-import { buildDeps } from "../common/deps.ts";
+import { buildDepsOrExit } from "../common/deps.ts";
+import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
 import { downloadBook } from "../common/file-url.ts";
-import { createLogger } from "../common/log.ts";
+import { terminalLogger } from "../common/terminal-log.ts";
+import { npmRun, usage } from "../common/commands.ts";
+import { join } from "node:path";
+import { listenAddress } from "../common/listen-address.ts";
 import type { ChatRequest } from "../common/schemas.ts";
 import { createApp } from "./app.ts";
 import { findRunningInstance, requestLocalChat } from "./local-control.ts";
-import { openLocalChat, type LocalChat, type LocalChoice } from "./local-sessions.ts";
+import { openLocalChat, type LocalChat, type LocalChatOptions, type LocalChoice } from "./local-sessions.ts";
 import { readChatEvents } from "./sse-client.ts";
 
-const USAGE = "usage: bun run chat [--book <id|title>] [--character <name>]";
+const USAGE = usage("chat", `[--book <id|title>] [--character <name>] [${FRONTEND_WRITES_FLAG}]`);
+const HELP = `${USAGE}
+
+Chat with a character of an ingested book in the terminal. Finds (or creates) the local reader's
+session and prints each reply as it streams from POST /character/chat. With no option it continues
+the last session used.
+
+  --book <id|title>        the book (case does not matter; a leading "The" may be left out)
+  --character <name>       the character, by name or alias ("queen" finds "The Queen")
+  ${FRONTEND_WRITES_FLAG}  allow a new session to be written to the frontend's tables of a
+                           shared (DATABASE_URL) database
+  --help                   this text
+
+Talks to the \`npm start\` running on DATA_DIR, or to an API at HOST:PORT (127.0.0.1:3000); with neither
+running it serves the chat in this process. Warnings show as one line; details go to $DATA_DIR/chat.log.
+`;
 const HEALTH_TIMEOUT_MS = 2_000;
 const QUIT_COMMANDS = new Set(["/quit", "/exit"]);
 
@@ -42,7 +61,7 @@ async function answers(url: string): Promise<boolean> {
   }
 }
 
-async function connect(config: Config): Promise<ChatTarget> {
+async function connect(config: Config, options: LocalChatOptions): Promise<ChatTarget> {
   const running = await findRunningInstance(config.dataDir);
   if (running) {
     return {
@@ -53,7 +72,7 @@ async function connect(config: Config): Promise<ChatTarget> {
       close: async () => {},
     };
   }
-  const apiUrl = `http://localhost:${config.port}`;
+  const apiUrl = listenAddress(config.host, config.port).url;
   const apiRunning = await answers(`${apiUrl}/health`);
   if (apiRunning && config.database.driver === "pglite") {
     throw new CliError(
@@ -61,8 +80,14 @@ async function connect(config: Config): Promise<ChatTarget> {
         "can be used by one process only. Start the service with `npm start`, or stop that API to chat without it.",
     );
   }
-  const deps = await buildDeps(config, { logger: createLogger({ level: config.logLevel === "debug" ? "debug" : "warn", secrets: secretsOf(config) }) });
-  const openChat = (choice: LocalChoice) => openLocalChat(deps.db, choice);
+  const logger = terminalLogger({
+    file: join(config.dataDir, "chat.log"),
+    level: config.logLevel,
+    secrets: secretsOf(config),
+    print: (line) => process.stderr.write(`${line}\n`),
+  });
+  const deps = await buildDepsOrExit(config, { logger });
+  const openChat = (choice: LocalChoice) => openLocalChat(deps.db, choice, options);
   if (apiRunning) return { description: `the API at ${apiUrl}`, apiUrl, fetch: (request) => fetch(request), openChat, close: deps.close };
   const { fetch: handle, settle } = createApp({
     ...deps,
@@ -132,10 +157,20 @@ async function sendMessage(target: ChatTarget, chat: LocalChat, message: string,
 
 export async function main(argv: string[], terminal: Terminal): Promise<number> {
   let choice: LocalChoice;
+  let writeFrontendTables = false;
   try {
-    const { values, positionals } = parseArgs({ args: argv, allowPositionals: true, options: { book: { type: "string" }, character: { type: "string" } } });
-    if (positionals.length > 0) throw new Error(`unexpected argument: ${positionals[0]}`);
+    const { values, positionals } = parseArgs({
+      args: argv,
+      allowPositionals: true,
+      options: { help: { type: "boolean" }, book: { type: "string" }, character: { type: "string" }, [FRONTEND_WRITES_FLAG.slice(2)]: { type: "boolean" } },
+    });
+    if (values.help) {
+      terminal.write(HELP);
+      return 0;
+    }
+    if (positionals.length > 0) throw new Error(`unexpected argument: ${positionals[0]} (options go after \`--\` with npm: ${npmRun("chat", "--character <name>")})`);
     choice = { book: values.book, character: values.character };
+    writeFrontendTables = values[FRONTEND_WRITES_FLAG.slice(2)] === true;
   } catch (err) {
     terminal.error(`${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
     return 2;
@@ -144,7 +179,7 @@ export async function main(argv: string[], terminal: Terminal): Promise<number> 
   const config = loadConfigOrExit();
   let target: ChatTarget;
   try {
-    target = await connect(config);
+    target = await connect(config, { writeFrontendTables });
   } catch (err) {
     terminal.error(`${err instanceof CliError ? err.message : `could not start: ${err instanceof Error ? err.message : String(err)}`}\n`);
     return 1;
@@ -164,6 +199,11 @@ export async function main(argv: string[], terminal: Terminal): Promise<number> 
       terminal.error(`${err instanceof Error ? err.message : String(err)}\n`);
       return 1;
     }
+    const picked = [
+      choice.book !== undefined && choice.book !== chat.book_title && choice.book !== chat.book_id ? `"${choice.book}" is "${chat.book_title}"` : "",
+      choice.character !== undefined && choice.character !== chat.character_name ? `"${choice.character}" is ${chat.character_name}` : "",
+    ].filter(Boolean);
+    if (picked.length > 0) terminal.write(`${picked.join("; ")}.\n`);
     const earlier = chat.message_count === 1 ? "1 earlier exchange" : `${chat.message_count} earlier exchanges`;
     terminal.write(
       `Chatting with ${chat.character_name} in "${chat.book_title}" (session ${chat.session_id}, ${earlier}) through ${target.description}.\n` +

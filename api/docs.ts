@@ -3,6 +3,7 @@ import { Elysia } from "elysia";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
+import type { ChatRequest } from "../common/schemas.ts";
 
 /**
  * OpenAPI document and Swagger UI. The UI's script and stylesheet are served by the API itself from
@@ -31,6 +32,24 @@ no authentication of its own.`;
 export function toOpenApiSchema(schema: z.ZodType): Record<string, unknown> {
   const { $schema: _, ...rest } = z.toJSONSchema(schema, { unrepresentable: "any", io: "input" });
   return rest;
+}
+
+type MediaType = { schema?: { example?: unknown }; example?: unknown };
+type OpenApiDocument = { paths?: Record<string, Record<string, { requestBody?: { content?: Record<string, MediaType> } }>> };
+
+/**
+ * The OpenAPI document with the example of `POST /character/chat` replaced by a request that works
+ * on this service (`npm start` passes the sample story's real ids), so Swagger UI's "Try it out"
+ * streams a reply instead of answering 404 for made-up ids.
+ */
+export async function withChatExample(response: Response, example: ChatRequest): Promise<Response> {
+  const document = (await response.json()) as OpenApiDocument;
+  const media = document.paths?.["/character/chat"]?.post?.requestBody?.content?.["application/json"];
+  if (media) {
+    media.example = example;
+    if (media.schema) media.schema.example = example;
+  }
+  return Response.json(document, { status: response.status });
 }
 
 export function docs() {

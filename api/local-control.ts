@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { z } from "zod";
 import type { Database } from "../common/db/index.ts";
 import type { Logger } from "../common/log.ts";
-import { LocalChoiceError, openLocalChat, type LocalChat, type LocalChoice } from "./local-sessions.ts";
+import { LocalChoiceError, openLocalChat, type LocalChat, type LocalChatOptions, type LocalChoice } from "./local-sessions.ts";
 
 /**
  * How `bun run chat` reaches the database of a running `npm start`. The embedded database (PGlite)
@@ -41,7 +41,7 @@ export interface LocalControl {
 }
 
 /** Serves session look-ups on 127.0.0.1 (a free port) and announces the server in the data dir. */
-export async function startLocalControl(deps: { db: Database; logger: Logger }, options: { dataDir: string; apiUrl: string }): Promise<LocalControl> {
+export async function startLocalControl(deps: { db: Database; logger: Logger }, options: { dataDir: string; apiUrl: string } & LocalChatOptions): Promise<LocalControl> {
   const log = deps.logger.child({ component: "local-control" });
   const server = Bun.serve({
     port: 0,
@@ -52,7 +52,7 @@ export async function startLocalControl(deps: { db: Database; logger: Logger }, 
       const choice = ChoiceBody.safeParse(await request.json().catch(() => undefined));
       if (!choice.success) return Response.json({ error: "body must be {book?: string, character?: string}" }, { status: 400 });
       try {
-        return Response.json(await openLocalChat(deps.db, choice.data));
+        return Response.json(await openLocalChat(deps.db, choice.data, options));
       } catch (err) {
         if (err instanceof LocalChoiceError) return Response.json({ error: err.message }, { status: 404 });
         log.error("session look-up failed", { error: err });

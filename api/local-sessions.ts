@@ -1,5 +1,7 @@
 import type { Database, Queryable } from "../common/db/index.ts";
-import { addToLibrary, createSession, listCharacters, type Character } from "../common/db/repositories.ts";
+import { listCharacters, type Character } from "../common/db/repositories.ts";
+import { npmRun } from "../common/commands.ts";
+import { addToLibrary, createSession, FRONTEND_WRITES_FLAG, frontendWritesAllowed } from "../common/db/frontend-rows.ts";
 
 /**
  * Chat sessions for the person at the keyboard of a local install (`npm start`, `bun run chat`).
@@ -28,6 +30,11 @@ export interface LocalChat {
 export interface LocalChoice {
   book?: string | undefined;
   character?: string | undefined;
+}
+
+export interface LocalChatOptions {
+  /** Whether a new session (and library entry) may be written on a database shared with the frontend. */
+  writeFrontendTables?: boolean;
 }
 
 /** The choice names no book or character that can be chatted with; the message lists what can. */
@@ -60,33 +67,61 @@ export async function findLocalChat(db: Queryable, only: { characterId?: string;
 
 type BookChoiceRow = { id: string; title: string };
 
+const COMPLETED = "processing_status = 'completed'";
+
+/** Books that can be chatted about, newest first. */
+export function listChatBooks(db: Queryable, limit = MAX_CHOICES_LISTED): Promise<BookChoiceRow[]> {
+  return db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${COMPLETED} ORDER BY created_at DESC LIMIT ${Math.trunc(limit)}`);
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 async function chooseBook(db: Queryable, wanted: string | undefined, latest: LocalChat | null): Promise<BookChoiceRow> {
   if (wanted === undefined && latest) return { id: latest.book_id, title: latest.book_title };
-  const completed = "processing_status = 'completed'";
+  const completed = COMPLETED;
   let rows: BookChoiceRow[];
-  if (wanted === undefined) rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} ORDER BY created_at DESC LIMIT 1`);
+  if (wanted === undefined) rows = await listChatBooks(db, 1);
   else if (UUID.test(wanted)) rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} AND id = $1`, [wanted]);
-  else rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} AND lower(title) = lower($1) ORDER BY created_at DESC LIMIT 1`, [wanted.trim()]);
-  if (rows[0]) return rows[0];
+  else rows = bestMatches(await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} ORDER BY created_at DESC`), wanted, (b) => [b.title]);
+  // Several books of one title (older copies): the newest.
+  if (rows.length === 1 || (rows.length > 1 && rows.every((b) => nameKey(b.title) === nameKey(rows[0]!.title)))) return rows[0]!;
 
-  const available = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} ORDER BY created_at DESC LIMIT ${MAX_CHOICES_LISTED}`);
-  if (available.length === 0) throw new LocalChoiceError("no book has been ingested yet: add one with `bun run ingest <file.txt>`");
+  const available = await listChatBooks(db);
+  if (available.length === 0) throw new LocalChoiceError(`no book has been ingested yet: add one with \`${npmRun("ingest", "<file.txt>")}\``);
   const listed = available.map((b) => `  ${b.title} (${b.id})`).join("\n");
-  const only = wanted === undefined ? "" : `no ingested book has the id or title "${wanted}". `;
+  const only = wanted === undefined ? "" : rows.length > 1 ? `"${wanted}" could be several books. ` : `no ingested book has the id or title "${wanted}". `;
   throw new LocalChoiceError(`${only}Books you can chat about:\n${listed}`);
 }
 
 function chooseCharacter(characters: readonly Character[], wanted: string | undefined, latestInBook: LocalChat | null, bookTitle: string): Character {
   if (characters.length === 0) throw new LocalChoiceError(`"${bookTitle}" has no characters to chat with`);
   if (wanted === undefined) return characters.find((c) => c.id === latestInBook?.character_id) ?? characters[0]!;
-  const name = wanted.trim().toLowerCase();
-  const found =
-    characters.find((c) => c.name.toLowerCase() === name) ?? characters.find((c) => c.aliases.some((a) => a.toLowerCase() === name));
-  if (found) return found;
-  const listed = characters.map((c) => `  ${c.name}${c.aliases.length > 0 ? ` (${c.aliases.join(", ")})` : ""}`).join("\n");
+  const byId = characters.find((c) => c.id === wanted.trim().toLowerCase());
+  const found = byId ? [byId] : bestMatches(characters, wanted, (c) => [c.name, ...c.aliases]);
+  if (found.length === 1) return found[0]!;
+  const listed = (found.length > 1 ? found : characters).map((c) => `  ${c.name}${c.aliases.length > 0 ? ` (${c.aliases.join(", ")})` : ""}`).join("\n");
+  if (found.length > 1) throw new LocalChoiceError(`"${wanted}" could be several characters of "${bookTitle}":\n${listed}`);
   throw new LocalChoiceError(`"${bookTitle}" has no character called "${wanted}". Its characters:\n${listed}`);
+}
+
+/** A name as a reader types it: case, spacing, punctuation and a leading article do not matter. */
+function nameKey(name: string): string {
+  const words = name.normalize("NFKC").toLowerCase().replace(/[^\p{L}\p{N}]+/gu, " ").trim().split(" ");
+  return (words.length > 1 && (words[0] === "the" || words[0] === "a") ? words.slice(1) : words).join(" ");
+}
+
+/**
+ * What a typed name picks, best tier first: a name or alias equal to it; else names and aliases
+ * that contain it, or that it contains, as whole words ("Queen" and "Queen of Hearts" both find
+ * "The Queen"). More than one result in the best tier is an ambiguity the caller reports.
+ */
+function bestMatches<T>(items: readonly T[], wanted: string, namesOf: (item: T) => string[]): T[] {
+  const key = nameKey(wanted);
+  if (key === "") return [];
+  const equal = items.filter((item) => namesOf(item).some((n) => nameKey(n) === key));
+  if (equal.length > 0) return equal;
+  const within = (outer: string, inner: string) => ` ${outer} `.includes(` ${inner} `);
+  return items.filter((item) => namesOf(item).some((n) => nameKey(n) !== "" && (within(nameKey(n), key) || within(key, nameKey(n)))));
 }
 
 /**
@@ -94,15 +129,21 @@ function chooseCharacter(characters: readonly Character[], wanted: string | unde
  * library) when there is none. Left unchosen, the book is that of the last session used, else the
  * newest ingested book; the character is the one last talked to in that book, else its most important.
  */
-export async function openLocalChat(db: Database, choice: LocalChoice = {}): Promise<LocalChat> {
+export async function openLocalChat(db: Database, choice: LocalChoice = {}, options: LocalChatOptions = {}): Promise<LocalChat> {
   const latest = await findLocalChat(db);
   const book = await chooseBook(db, choice.book, latest);
   const latestInBook = latest?.book_id === book.id ? latest : await findLocalChat(db, { bookId: book.id });
   const character = chooseCharacter(await listCharacters(db, book.id), choice.character, latestInBook, book.title);
   const existing = await findLocalChat(db, { characterId: character.id });
   if (existing) return existing;
+  if (!frontendWritesAllowed(db, options.writeFrontendTables)) {
+    throw new LocalChoiceError(
+      `there is no local session with ${character.name} yet, and making one writes the frontend's tables chat_sessions and ` +
+        `user_library of this shared database: pass ${FRONTEND_WRITES_FLAG} to allow it`,
+    );
+  }
   await addToLibrary(db, LOCAL_USER_ID, book.id);
-  const session = await createSession(db, { userId: LOCAL_USER_ID, characterId: character.id, title: `Chat with ${character.name}` });
+  const session = await createSession(db, { userId: LOCAL_USER_ID, characterId: character.id });
   return {
     user_id: LOCAL_USER_ID,
     book_id: book.id,

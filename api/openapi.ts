@@ -3,6 +3,7 @@ import { silentLogger } from "../common/log.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { createApp, type AppDeps } from "./app.ts";
 import { OPENAPI_JSON_PATH } from "./docs.ts";
+import { usage } from "../common/commands.ts";
 
 /**
  * The OpenAPI document as the app serves it at /docs/json, and `bun run openapi`, which writes it
@@ -11,8 +12,11 @@ import { OPENAPI_JSON_PATH } from "./docs.ts";
 
 export const OPENAPI_FILE = new URL("../openapi.yaml", import.meta.url);
 
-/** Logging and metrics are real; anything a handler would use throws, as no handler runs here. */
-const documentationOnly = new Proxy({ logger: silentLogger, metrics: createMetrics({ defaultMetrics: false }) } as AppDeps, {
+/**
+ * Logging and metrics are real; anything a handler would use throws, as no handler runs here. The
+ * chat page is absent: it is a local convenience, not part of the documented API.
+ */
+const documentationOnly = new Proxy({ logger: silentLogger, metrics: createMetrics({ defaultMetrics: false }), playground: undefined, chatExample: undefined } as AppDeps, {
   get(target, property) {
     if (property in target) return target[property as keyof AppDeps];
     throw new Error(`dependency ${String(property)} is not available while generating the OpenAPI document`);
@@ -31,6 +35,10 @@ export function toYaml(document: Record<string, unknown>): string {
 }
 
 if (import.meta.main) {
+  if (process.argv.includes("--help")) {
+    console.log(`${usage("openapi", "")}\n\nWrites the OpenAPI document of the routes in api/ to openapi.yaml.`);
+    process.exit(0);
+  }
   await Bun.write(OPENAPI_FILE, toYaml(await generateOpenApiDocument()));
   console.log(`wrote ${OPENAPI_FILE.pathname}`);
 }

@@ -1,6 +1,9 @@
 /**
  * Server-Sent Events. Every event this API sends is one `data: <JSON>` line followed by a blank
- * line, written by `formatSseEvent` and nowhere else.
+ * line, written by `formatSseEvent` and nowhere else. Besides events the stream carries SSE comments
+ * (lines starting with ":", which every SSE client ignores): one at once, so the headers go out
+ * before the first event (Bun sends a streamed response's headers with its first bytes), and one
+ * every 15 s while no event is ready, so proxies that cut idle connections leave a slow reply alone.
  *
  * Framing cannot be broken by what an event carries: JSON.stringify writes CR and LF inside strings
  * as the escapes `\r` and `\n` and puts no raw line break between tokens, and SSE splits fields only
@@ -16,6 +19,12 @@ export const SSE_HEADERS = {
 
 export type SseData = Readonly<Record<string, unknown>>;
 
+export const SSE_OPENING = ": stream open\n\n";
+export const SSE_KEEPALIVE = ": keep-alive\n\n";
+export const DEFAULT_SSE_KEEPALIVE_MS = 15_000;
+/** Looks per keep-alive interval, so a comment goes out at most a third of it late. */
+const KEEPALIVE_CHECKS = 3;
+
 export function formatSseEvent(data: SseData): string {
   return `data: ${JSON.stringify(data)}\n\n`;
 }
@@ -23,6 +32,8 @@ export function formatSseEvent(data: SseData): string {
 export interface SseResponseOptions {
   /** Called when the client goes away before the last event; the events' iterator is then returned. */
   onCancel?: (reason: unknown) => void;
+  /** Quiet time after which a keep-alive comment is sent. */
+  keepAliveMs?: number;
 }
 
 /**
@@ -32,17 +43,40 @@ export interface SseResponseOptions {
  */
 export function sseResponse(events: AsyncIterator<SseData, void>, options: SseResponseOptions = {}): Response {
   const encoder = new TextEncoder();
+  const keepAliveMs = options.keepAliveMs ?? DEFAULT_SSE_KEEPALIVE_MS;
   let cancelled = false;
+  let lastSent = performance.now();
+  // One clock per stream, not a timer per event: the token path stays a plain await.
+  let keepAlive: ReturnType<typeof setInterval> | undefined;
+  const stop = () => clearInterval(keepAlive);
   const body = new ReadableStream<Uint8Array>({
+    start(controller) {
+      controller.enqueue(encoder.encode(SSE_OPENING));
+      keepAlive = setInterval(() => {
+        if (performance.now() - lastSent < keepAliveMs) return;
+        lastSent = performance.now();
+        controller.enqueue(encoder.encode(SSE_KEEPALIVE));
+      }, keepAliveMs / KEEPALIVE_CHECKS);
+    },
     async pull(controller) {
-      const next = await events.next();
+      let next: IteratorResult<SseData, void>;
+      try {
+        next = await events.next();
+      } catch (err) {
+        stop();
+        throw err;
+      }
       // A cancel while this pull waited has already closed the stream.
       if (cancelled) return;
-      if (next.done) controller.close();
-      else controller.enqueue(encoder.encode(formatSseEvent(next.value)));
+      lastSent = performance.now();
+      if (next.done) {
+        stop();
+        controller.close();
+      } else controller.enqueue(encoder.encode(formatSseEvent(next.value)));
     },
     async cancel(reason) {
       cancelled = true;
+      stop();
       options.onCancel?.(reason);
       await events.return?.();
     },

@@ -3,13 +3,19 @@
 // and prints a ready-to-paste curl that chats with one of its characters.
 
 import { loadConfigOrExit, type Config } from "../common/config.ts";
-import { buildDeps, type Deps } from "../common/deps.ts";
+import { buildDepsOrExit, type Deps } from "../common/deps.ts";
 import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
 import { startWorker } from "../ingest/worker.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { controlFilePath, findRunningInstance, startLocalControl } from "./local-control.ts";
-import { findLocalChat, openLocalChat, type LocalChat } from "./local-sessions.ts";
+import { findLocalChat, openLocalChat, type LocalChat, type LocalChatOptions } from "./local-sessions.ts";
+import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
 import { startApi } from "./server.ts";
+import { PLAYGROUND_PATH } from "./playground/index.ts";
+import { npmRun, usage } from "../common/commands.ts";
+import { listenAddress, type ListenAddress } from "../common/listen-address.ts";
+import { parseArgs } from "node:util";
+import type { ChatRequest } from "../common/schemas.ts";
 
 /** Asked in the printed curl when the session is not with a character of the sample story. */
 const GENERIC_QUESTION = "Who are you, and what matters most to you?";
@@ -19,19 +25,32 @@ function shellQuote(text: string): string {
   return `'${text.replaceAll("'", `'\\''`)}'`;
 }
 
-function curlCommand(apiUrl: string, chat: LocalChat, question: string): string {
-  const body = {
-    user_id: chat.user_id,
-    character_id: chat.character_id,
-    book_id: chat.book_id,
-    session_id: chat.session_id,
-    user_message: question,
-  };
-  return `curl -N ${apiUrl}/character/chat -H 'content-type: application/json' -d ${shellQuote(JSON.stringify(body))}`;
+function chatRequest(chat: LocalChat, question: string): ChatRequest {
+  return { user_id: chat.user_id, character_id: chat.character_id, book_id: chat.book_id, session_id: chat.session_id, user_message: question };
 }
+
+function curlCommand(apiUrl: string, chat: LocalChat, question: string): string {
+  return `curl -N ${apiUrl}/character/chat -H 'content-type: application/json' -d ${shellQuote(JSON.stringify(chatRequest(chat, question)))}`;
+}
+
+const USAGE = usage("start", `[${FRONTEND_WRITES_FLAG}]`);
+const HELP = `${USAGE}
+
+Starts the API and the ingest worker in one process, on whatever is configured (see README.md,
+Configuration) and on embedded stores under DATA_DIR otherwise. On an empty embedded database it
+ingests the sample story first and prints how to chat with it.
+
+  ${FRONTEND_WRITES_FLAG}  allow the sample story and a local session to be written to the
+                           frontend's tables of a shared (DATABASE_URL) database
+  --help                   this text
+
+Listens on HOST:PORT (127.0.0.1:3000 unless set; HOST=0.0.0.0 opens it to the network).
+`;
 
 interface Banner {
   apiUrl: string;
+  address: ListenAddress;
+  playground: boolean;
   deps: Deps;
   seed: SeedOutcome | undefined;
   chat: LocalChat | null;
@@ -46,8 +65,13 @@ function describeMode(deps: Deps): string {
 }
 
 /** What the person who typed `npm start` reads: where things are and how to chat. */
-function readyBanner({ apiUrl, deps, seed, chat, curl }: Banner): string {
-  const lines = ["", "Book character chat is ready.", "", `  API          ${apiUrl}`, `  Swagger UI   ${apiUrl}${DOCS_PATH}`];
+function readyBanner({ apiUrl, address, playground, deps, seed, chat, curl }: Banner): string {
+  const reach = address.network
+    ? "reachable from other machines: the API has no authentication"
+    : "this machine only; HOST=0.0.0.0 opens it to the network";
+  const lines = ["", "Book character chat is ready.", "", `  API          ${apiUrl}`, `  Listening    ${address.bound} (${reach})`];
+  if (playground) lines.push(`  Chat page    ${apiUrl}${PLAYGROUND_PATH}`);
+  lines.push(`  Swagger UI   ${apiUrl}${DOCS_PATH}`);
   if (seed?.status === "ingested") {
     const names = seed.result.characters.map((c) => c.character.name).join(", ");
     lines.push(`  Sample book  "${SAMPLE_BOOK.title}" ingested: ${names}`);
@@ -56,21 +80,22 @@ function readyBanner({ apiUrl, deps, seed, chat, curl }: Banner): string {
   lines.push("", describeMode(deps), "");
   if (chat && curl) {
     lines.push(
-      `Chat with ${chat.character_name} ("${chat.book_title}") in the terminal:`,
+      ...(playground ? [`Chat with ${chat.character_name} ("${chat.book_title}") in your browser at ${apiUrl}${PLAYGROUND_PATH}, in the terminal:`] : [`Chat with ${chat.character_name} ("${chat.book_title}") in the terminal:`]),
       "",
-      "  bun run chat",
+      `  ${npmRun("chat")}`,
       "",
       "or with curl:",
       "",
       `  ${curl}`,
       "",
-      `Other characters: bun run chat --character <name>. Your own book: stop the service, then bun run ingest <file.txt>.`,
+      `Other characters: ${npmRun("chat", "--character <name>")}. Your own book: stop the service, then ${npmRun("ingest", "<file.txt>")}.`,
+      "With Bun installed, `bun run chat …` and `bun run ingest …` are the same commands, without the `--`.",
     );
   } else {
     lines.push(
       "No local chat session yet. Pick a book and a character in the terminal (a session is created for you):",
       "",
-      "  bun run chat [--book <id|title>] [--character <name>]",
+      `  ${npmRun("chat", "[--book <id|title>] [--character <name>]")}`,
     );
   }
   lines.push("", "Ctrl-C stops the service; the data stays for the next start.", "");
@@ -82,13 +107,13 @@ function readyBanner({ apiUrl, deps, seed, chat, curl }: Banner): string {
  * is ours (seeded now or at an earlier start), one is created with its most important character. A
  * database with other books only is shown what it has, never given rows it did not ask for.
  */
-async function preparedChat(deps: Deps, seed: SeedOutcome | undefined): Promise<LocalChat | null> {
+async function preparedChat(deps: Deps, seed: SeedOutcome | undefined, options: LocalChatOptions): Promise<LocalChat | null> {
   const latest = await findLocalChat(deps.db);
   if (latest || seed === undefined || seed.status === "skipped") return latest;
-  return openLocalChat(deps.db, { book: SAMPLE_BOOK.id });
+  return openLocalChat(deps.db, { book: SAMPLE_BOOK.id }, options);
 }
 
-async function main(config: Config): Promise<void> {
+async function main(config: Config, options: LocalChatOptions): Promise<void> {
   const other = await findRunningInstance(config.dataDir);
   if (other) {
     console.error(
@@ -97,11 +122,14 @@ async function main(config: Config): Promise<void> {
     process.exit(1);
   }
 
-  const deps = await buildDeps(config);
+  const deps = await buildDepsOrExit(config);
+  const playground = config.playground ?? true;
+  // Once the banner's session is known, Swagger UI's "Try it out" sends it.
+  let docsExample: ChatRequest | undefined;
   const log = deps.logger.child({ component: "start" });
   let api: ReturnType<typeof startApi>;
   try {
-    api = startApi(deps);
+    api = startApi(deps, { ...(playground ? { playground: options } : {}), chatExample: () => docsExample });
   } catch (err) {
     await deps.close();
     if ((err as { code?: unknown }).code !== "EADDRINUSE") throw err;
@@ -109,9 +137,10 @@ async function main(config: Config): Promise<void> {
     process.exit(1);
   }
   const { server, settle } = api;
-  const apiUrl = `http://localhost:${server.port}`;
+  const address = listenAddress(config.host, server.port!);
+  const apiUrl = address.url;
   // Announced before seeding, so that a second `npm start` on this data dir is refused from now on.
-  const control = await startLocalControl(deps, { dataDir: config.dataDir, apiUrl });
+  const control = await startLocalControl(deps, { dataDir: config.dataDir, apiUrl, ...options });
   const worker = startWorker(deps);
   const seeding = new AbortController();
   let seedDone: Promise<unknown> = Promise.resolve();
@@ -137,7 +166,7 @@ async function main(config: Config): Promise<void> {
   let seed: SeedOutcome | undefined;
   try {
     const started = performance.now();
-    const seeded = seedSampleBook(deps, { signal: seeding.signal });
+    const seeded = seedSampleBook(deps, { signal: seeding.signal, ...options });
     seedDone = seeded;
     seed = await seeded;
     if (seed.status === "ingested") {
@@ -153,19 +182,37 @@ async function main(config: Config): Promise<void> {
   }
   if (stopping) return;
 
-  const chat = await preparedChat(deps, seed);
+  const chat = await preparedChat(deps, seed, options);
   const question = chat?.book_id === SAMPLE_BOOK.id ? SAMPLE_BOOK.question : GENERIC_QUESTION;
   const curl = chat ? curlCommand(apiUrl, chat, question) : undefined;
+  if (chat) docsExample = chatRequest(chat, question);
   log.info("ready", {
     api: apiUrl,
+    address: address.bound,
     docs: `${apiUrl}${DOCS_PATH}`,
     control_file: controlFilePath(config.dataDir),
     ...(chat ? { chat, curl } : {}),
   });
   // Last, so that on a terminal the banner is not buried under log lines.
-  process.stdout.write(readyBanner({ apiUrl, deps, seed, chat, curl }));
+  process.stdout.write(readyBanner({ apiUrl, address, playground, deps, seed, chat, curl }));
+}
+
+/** The options after `npm start --`, or an exit with the usage (status 0 for --help). */
+function parseOptions(argv: string[]): LocalChatOptions {
+  try {
+    const { values } = parseArgs({ args: argv, options: { help: { type: "boolean" }, [FRONTEND_WRITES_FLAG.slice(2)]: { type: "boolean" } } });
+    if (values.help) {
+      process.stdout.write(HELP);
+      process.exit(0);
+    }
+    return { writeFrontendTables: values[FRONTEND_WRITES_FLAG.slice(2)] === true };
+  } catch (err) {
+    console.error(`${err instanceof Error ? err.message : String(err)}\n${USAGE}`);
+    process.exit(2);
+  }
 }
 
 if (import.meta.main) {
-  await main(loadConfigOrExit());
+  const options = parseOptions(process.argv.slice(2));
+  await main(loadConfigOrExit(), options);
 }

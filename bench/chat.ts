@@ -14,7 +14,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { createSession } from "../common/db/repositories.ts";
+import { createSession } from "../common/db/frontend-rows.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";

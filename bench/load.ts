@@ -25,7 +25,8 @@ import { parseArgs } from "node:util";
 import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
-import { createSession, getBook, insertBook, listCharacters } from "../common/db/repositories.ts";
+import { getBook, getIngestion, listCharacters } from "../common/db/repositories.ts";
+import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { queueKeys } from "../common/queue.ts";
@@ -273,7 +274,10 @@ async function main(): Promise<number> {
     if (!booksDone) problems.push("books still processing after 120 s");
     const bookRows = await Promise.all(bookIds.map((id) => getBook(db, id)));
     const failedBooks = bookRows.filter((b) => b?.processingStatus !== "completed");
-    if (failedBooks.length > 0) problems.push(`${failedBooks.length} books not completed: ${failedBooks.map((b) => `${b?.processingStatus} ${b?.processingError ?? ""}`).join("; ")}`);
+    if (failedBooks.length > 0) {
+      const errors = await Promise.all(failedBooks.map(async (b) => (b ? (await getIngestion(db, b.id))?.lastError : null) ?? ""));
+      problems.push(`${failedBooks.length} books not completed: ${failedBooks.map((b, i) => `${b?.processingStatus} ${errors[i]}`).join("; ")}`);
+    }
     const characterSets = await Promise.all(bookIds.map(async (id) => (await listCharacters(db, id)).map((c) => c.name).sort().join(",")));
     if (new Set(characterSets).size !== 1 || characterSets[0] === "") problems.push(`books ended with different character sets: ${[...new Set(characterSets)].join(" / ")}`);
     const leftovers = [await kv.llen(keys.queue), await kv.llen(keys.inFlight), await kv.llen(keys.deadLetter)];

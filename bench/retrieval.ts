@@ -59,10 +59,7 @@ async function measure(label: string, chunks: IndexedChunk[], queryCount: number
     }
     const upsertSeconds = (performance.now() - upsertStart) / 1000;
 
-    // close() writes the BM25 snapshot, as the idle timer would after a real ingest.
-    const closeStart = performance.now();
     await Promise.all([vectors.close?.(), text.close?.()]);
-    const snapshotSeconds = (performance.now() - closeStart) / 1000;
     // A restart: the first search of each index loads the book's files.
     vectors = createEmbeddedVectorIndex({ dir: vectorDir });
     text = createEmbeddedTextIndex({ dir: textDir });
@@ -98,7 +95,6 @@ async function measure(label: string, chunks: IndexedChunk[], queryCount: number
       p50p99(vectorTimes),
       p50p99(textTimes),
       upsertSeconds.toFixed(2),
-      snapshotSeconds.toFixed(2),
       `${vectorReloadMs.toFixed(0)} / ${textReloadMs.toFixed(0)}`,
       (((await folderBytes(vectorDir)) + (await folderBytes(textDir))) / 1e6).toFixed(1),
     ];
@@ -124,10 +120,10 @@ export async function retrievalSection(ctx: BenchContext): Promise<BenchSection>
       `Chunks: ${book.title}${book.generated ? " (generated text)" : ""} cut by common/chunking.ts into ${bookChunks.length} chunks of ≤ 512 tokens, repeated past that count. ` +
         `Vectors: random, dimension ${DIMENSION}. p50 / p99 over ${queryCount} queries after ${WARMUP_QUERIES} warm-up, limit ${LIMIT}, in one process; ` +
         "hybrid = the vector and BM25 searches of one query in parallel, as the chat runs them. " +
-        `Upsert in batches of ${UPSERT_BATCH}; the BM25 snapshot is written on close; reload = the first search after a restart.`,
+        `Upsert in batches of ${UPSERT_BATCH}; reload = the first search after a restart.`,
       "",
       markdownTable(
-        ["Collection", "chunks", "hybrid p50 / p99 ms", "vector p50 / p99 ms", "BM25 p50 / p99 ms", "upsert all s", "BM25 snapshot s", "reload vector / BM25 ms", "on disk MB"],
+        ["Collection", "chunks", "hybrid p50 / p99 ms", "vector p50 / p99 ms", "BM25 p50 / p99 ms", "upsert all s", "reload vector / BM25 ms", "on disk MB"],
         rows,
       ),
     ].join("\n"),

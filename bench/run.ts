@@ -17,6 +17,7 @@ import { chunkingSection } from "./chunking.ts";
 import { httpSection } from "./http.ts";
 import { ingestionSection } from "./ingestion.ts";
 import { retrievalSection } from "./retrieval.ts";
+import { usage } from "../common/commands.ts";
 import { loadBooks, machineHeader, removeDataDirTemplate, type BenchContext, type BenchSection } from "./support.ts";
 
 const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {
@@ -28,7 +29,17 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {
   http: httpSection,
 };
 
-const { values } = parseArgs({ args: process.argv.slice(2), options: { quick: { type: "boolean", default: false }, only: { type: "string" } } });
+const { values } = parseArgs({
+  args: process.argv.slice(2),
+  options: { quick: { type: "boolean", default: false }, only: { type: "string" }, help: { type: "boolean" } },
+});
+if (values.help) {
+  console.log(
+    `${usage("bench", `[--quick] [--only ${Object.keys(SECTIONS).join(",")}]`)}\n\n` +
+      "Runs the benchmarks and writes bench/results/<date>.md (see BENCHMARKS.md). --quick is a smoke run; --only picks sections.",
+  );
+  process.exit(0);
+}
 const chosen = values.only ? values.only.split(",").map((s) => s.trim()) : Object.keys(SECTIONS);
 const unknown = chosen.filter((name) => !(name in SECTIONS));
 if (unknown.length > 0) {

@@ -11,8 +11,13 @@ import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
  * `chat:book:{id}` and read in one round trip. The database is the source of truth: a miss, an entry
  * this version cannot read, or a store that fails is answered from it.
  *
- * Entries hold only what a turn needs, in their own JSON shape (not the table rows), so a cached
- * entry never carries a column nobody reads.
+ * Entries carry the spec's field names (SPEC: Key-value store keys): chat:char {id, name,
+ * system_prompt, profile_json} plus the description a character without a persona is introduced
+ * with; chat:sess {id, user_id, character_id, message_count} plus the book_id a turn checks, then
+ * the last messages and the summary; chat:book {id, title, author, description}. An entry in any
+ * other shape (one written by an earlier version during a rolling deploy) is never trusted: it is
+ * read from the database instead and replaced (a session entry only by a turn holding the session's
+ * lock, so that a fill can never put back an older history).
  */
 
 export const CHAT_CACHE_TTL_SECONDS = 3600;
@@ -23,27 +28,26 @@ export const bookCacheKey = (bookId: string) => `chat:book:${bookId}`;
 
 const ChatCharacter = z.object({
   id: z.string(),
-  bookId: z.string(),
   name: z.string(),
+  system_prompt: z.string().nullable(),
+  profile_json: z.record(z.string(), z.unknown()).nullable(),
   description: z.string().nullable(),
-  profile: z.record(z.string(), z.unknown()).nullable(),
-  systemPrompt: z.string().nullable(),
 });
 export type ChatCharacter = z.infer<typeof ChatCharacter>;
 
-const ChatBook = z.object({ id: z.string(), title: z.string(), author: z.string().nullable() });
+const ChatBook = z.object({ id: z.string(), title: z.string(), author: z.string().nullable(), description: z.string().nullable() });
 export type ChatBook = z.infer<typeof ChatBook>;
 
 const ChatSessionState = z.object({
   id: z.string(),
-  userId: z.string(),
-  characterId: z.string(),
-  bookId: z.string(),
+  user_id: z.string(),
+  character_id: z.string(),
+  book_id: z.string(),
   /** Exchanges so far. */
-  messageCount: z.number().int().min(0),
-  summary: z.string().nullable(),
+  message_count: z.number().int().min(0),
   /** The last CONVERSATION_WINDOW_MESSAGES messages, oldest first. */
   messages: z.array(z.object({ role: z.enum(["user", "assistant"]), content: z.string() })),
+  summary: z.string().nullable(),
 });
 export type ChatSessionState = z.infer<typeof ChatSessionState>;
 
@@ -105,19 +109,12 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   async function characterFromDb(id: string): Promise<ChatCharacter | null> {
     const row = await getCharacter(db, id);
     if (!row) return null;
-    return {
-      id: row.id,
-      bookId: row.bookId,
-      name: row.name,
-      description: row.description,
-      profile: row.profileJson,
-      systemPrompt: row.systemPrompt,
-    };
+    return { id: row.id, name: row.name, system_prompt: row.systemPrompt, profile_json: row.profileJson, description: row.description };
   }
 
   async function bookFromDb(id: string): Promise<ChatBook | null> {
     const row = await getBook(db, id);
-    return row ? { id: row.id, title: row.title, author: row.author } : null;
+    return row ? { id: row.id, title: row.title, author: row.author, description: row.description } : null;
   }
 
   async function sessionFromDb(id: string): Promise<ChatSessionState | null> {
@@ -125,12 +122,12 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     if (!row) return null;
     return {
       id: row.id,
-      userId: row.userId,
-      characterId: row.characterId,
-      bookId: row.bookId,
-      messageCount: row.messageCount,
-      summary: row.summary,
+      user_id: row.userId,
+      character_id: row.characterId,
+      book_id: row.bookId,
+      message_count: row.messageCount,
       messages: row.recentMessages,
+      summary: row.summary,
     };
   }
 
@@ -144,19 +141,27 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       cached = null;
     }
     const [character, session, book] = await Promise.all([
-      fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
-      fromCacheOrDb(keys[1]!, cached?.[1], ChatSessionState, () => sessionFromDb(sessionId), cached !== null),
-      fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
+      fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null, true),
+      // Without the session lock, a fill only goes where there is no entry (see `load`).
+      fromCacheOrDb(keys[1]!, cached?.[1], ChatSessionState, () => sessionFromDb(sessionId), cached !== null, false),
+      fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null, true),
     ]);
     return { character, session, book };
   }
 
-  async function fromCacheOrDb<T>(key: string, raw: string | null | undefined, schema: z.ZodType<T>, read: () => Promise<T | null>, kvUp: boolean) {
+  async function fromCacheOrDb<T>(
+    key: string,
+    raw: string | null | undefined,
+    schema: z.ZodType<T>,
+    read: () => Promise<T | null>,
+    kvUp: boolean,
+    replaceUnreadable: boolean,
+  ) {
     const hit = decode(schema, raw);
     if (hit) return hit;
     const value = await read();
     // A store that just failed is not asked again within the same turn.
-    if (value && kvUp) await fill(key, value, true);
+    if (value && kvUp) await fill(key, value, !(replaceUnreadable && raw));
     return value;
   }
 

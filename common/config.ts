@@ -7,12 +7,16 @@ import { z } from "zod";
  */
 
 export const DEFAULT_PORT = 3000;
+/** Loopback: an unauthenticated API is reachable from the network only when HOST says so (deployments set 0.0.0.0). */
+export const DEFAULT_HOST = "127.0.0.1";
 export const DEFAULT_DATA_DIR = "./.data";
 export const DEFAULT_CHAT_MODEL = "gpt-4o-mini";
 export const DEFAULT_EMBED_MODEL = "text-embedding-3-small";
 export const DEFAULT_MAX_BOOK_BYTES = 104_857_600;
 export const DEFAULT_METRICS_PORT = 9464;
 export const DEFAULT_MAX_ATTEMPTS = 3;
+/** Longest a reader waits for the first token of a reply before the 502 event; common proxies cut a silent connection at 60 s. */
+export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
 
 export class ConfigError extends Error {
   constructor(
@@ -74,6 +78,8 @@ const httpUrl = url(["http:", "https:"], "an http(s) URL");
 /** Expected-value descriptions, keyed by variable; used in the one-line start-up error. */
 const envSchema = z.object({
   PORT: integer(1, 65535, "a port number 1-65535"),
+  HOST: z.preprocess(empty, z.string().regex(/^([0-9a-z.-]+|[0-9a-f:.]*:[0-9a-f:.]*)$/i, "a host name or IP address to listen on").optional()),
+  PLAYGROUND: z.preprocess(empty, z.enum(["on", "off"]).optional()),
   DATA_DIR: optionalString,
   DATABASE_URL: url(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL"),
   DATABASE_DRIVER: z.preprocess(empty, z.enum(["neon", "postgres"]).optional()),
@@ -98,10 +104,14 @@ const envSchema = z.object({
   BOOKNLP_COMMAND: optionalString,
   METRICS_PORT: integer(1, 65535, "a port number 1-65535"),
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
+  CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
   LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
+  LOG_FORMAT: z.preprocess(empty, z.enum(["text", "json"]).optional()),
 });
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
+/** `text`: plain lines as SPEC says; `json`: one JSON object per line, for log collectors. */
+export type LogFormat = "text" | "json";
 
 export type DatabaseConfig =
   | { driver: "pglite"; dataDir: string }
@@ -115,20 +125,30 @@ export type KvConfig =
 
 export interface Config {
   port: number;
+  /** Address the HTTP servers listen on. */
+  host: string;
+  /** The chat page at /playground; undefined when PLAYGROUND is unset, so each entry point picks its own default. */
+  playground?: boolean;
   dataDir: string;
   database: DatabaseConfig;
   kv: KvConfig;
   qdrant?: { url: string; apiKey?: string };
   typesense?: { url: string; apiKey: string };
   llm: { gatewayUrl?: string; apiKey?: string; chatModel: string; embedModel: string };
-  rerank?: { url: string; apiKey?: string; model?: string };
+  /**
+   * Present when RERANK_API_KEY is set (SPEC: an empty reranker key means no rerank). A self-hosted
+   * reranker that needs no key is switched on with any non-empty key; it is sent as a Bearer token.
+   */
+  rerank?: { url: string; apiKey: string; model?: string };
   systemPromptStoragePath: string;
   fileUrlAllowedHosts: string[];
   maxBookBytes: number;
   booknlpCommand?: string;
   metricsPort: number;
   maxAttempts: number;
+  chatFirstTokenTimeoutMs: number;
   logLevel: LogLevel;
+  logFormat: LogFormat;
 }
 
 type Env = Record<string, string | undefined>;
@@ -165,9 +185,12 @@ export function loadConfig(env: Env = process.env): Config {
     kv = { driver: "upstash", url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN };
   } else if (e.REDIS_URL) kv = { driver: "redis", url: e.REDIS_URL };
   if (e.TYPESENSE_URL && !e.TYPESENSE_API_KEY) throw new ConfigError("TYPESENSE_API_KEY", "an API key when TYPESENSE_URL is set");
+  if (e.RERANK_API_KEY && !e.RERANK_URL) throw new ConfigError("RERANK_URL", "an http(s) URL when RERANK_API_KEY is set");
 
   return {
     port: e.PORT ?? DEFAULT_PORT,
+    host: e.HOST ?? DEFAULT_HOST,
+    ...(e.PLAYGROUND ? { playground: e.PLAYGROUND === "on" } : {}),
     dataDir,
     database,
     kv,
@@ -179,14 +202,8 @@ export function loadConfig(env: Env = process.env): Config {
       chatModel: e.CHAT_MODEL ?? DEFAULT_CHAT_MODEL,
       embedModel: e.EMBED_MODEL ?? DEFAULT_EMBED_MODEL,
     },
-    ...(e.RERANK_URL
-      ? {
-          rerank: {
-            url: e.RERANK_URL,
-            ...(e.RERANK_API_KEY ? { apiKey: e.RERANK_API_KEY } : {}),
-            ...(e.RERANK_MODEL ? { model: e.RERANK_MODEL } : {}),
-          },
-        }
+    ...(e.RERANK_URL && e.RERANK_API_KEY
+      ? { rerank: { url: e.RERANK_URL, apiKey: e.RERANK_API_KEY, ...(e.RERANK_MODEL ? { model: e.RERANK_MODEL } : {}) } }
       : {}),
     systemPromptStoragePath: resolve(e.SYSTEM_PROMPT_STORAGE_PATH ?? join(dataDir, "prompts")),
     fileUrlAllowedHosts: e.FILE_URL_ALLOWED_HOSTS ?? [],
@@ -194,7 +211,9 @@ export function loadConfig(env: Env = process.env): Config {
     ...(e.BOOKNLP_COMMAND ? { booknlpCommand: e.BOOKNLP_COMMAND } : {}),
     metricsPort: e.METRICS_PORT ?? DEFAULT_METRICS_PORT,
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
+    chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
     logLevel: e.LOG_LEVEL ?? "info",
+    logFormat: e.LOG_FORMAT ?? "text",
   };
 }
 
@@ -218,6 +237,8 @@ export function secretsOf(config: Config): string[] {
 function enumHint(variable: string): string {
   if (variable === "DATABASE_DRIVER") return "neon or postgres";
   if (variable === "LOG_LEVEL") return "debug, info, warn or error";
+  if (variable === "LOG_FORMAT") return "text or json";
+  if (variable === "PLAYGROUND") return "on or off";
   return "one of the documented values";
 }
 

@@ -2,13 +2,14 @@ import { join } from "node:path";
 import { secretsOf, type Config } from "./config.ts";
 import { createDatabase } from "./db/create.ts";
 import type { Database } from "./db/index.ts";
-import { migrate } from "./db/migrate.ts";
+import { migrate, MigrationError } from "./db/migrate.ts";
+import { SchemaError } from "./db/schema.ts";
 import { createKeyValueStore } from "./kv/create.ts";
 import type { KeyValueStore } from "./kv/index.ts";
 import { createLanguageModel } from "./llm/create.ts";
 import type { LanguageModel } from "./llm/index.ts";
-import { createLogger, type Logger } from "./log.ts";
-import { countTokens, createMetrics, type Metrics } from "./metrics.ts";
+import { createLogger, toStdout, type Logger } from "./log.ts";
+import { countTokens, createMetrics, type Metrics, type MetricsRole } from "./metrics.ts";
 import { createHttpReranker } from "./rerank/http.ts";
 import type { Reranker } from "./rerank/index.ts";
 import { createEmbeddedTextIndex } from "./text/embedded.ts";
@@ -38,11 +39,29 @@ export interface Deps {
 export interface BuildOptions {
   logger?: Logger;
   metrics?: Metrics;
+  /** Whose metrics the process exposes (see common/metrics.ts); both roles unless it runs only one. */
+  metricsRoles?: readonly MetricsRole[];
+}
+
+/**
+ * buildDeps for an entry point: a database the backend cannot work with (a frontend table without a
+ * column it needs, a failed migration) stops the process with one line, like a bad configuration.
+ */
+export async function buildDepsOrExit(config: Config, options: BuildOptions = {}): Promise<Deps> {
+  try {
+    return await buildDeps(config, options);
+  } catch (err) {
+    if (err instanceof SchemaError || err instanceof MigrationError) {
+      console.error(`database schema error: ${err.message}`);
+      process.exit(1);
+    }
+    throw err;
+  }
 }
 
 export async function buildDeps(config: Config, options: BuildOptions = {}): Promise<Deps> {
-  const logger = options.logger ?? createLogger({ level: config.logLevel, secrets: secretsOf(config) });
-  const metrics = options.metrics ?? createMetrics();
+  const logger = options.logger ?? createLogger({ level: config.logLevel, format: config.logFormat, secrets: secretsOf(config), write: toStdout });
+  const metrics = options.metrics ?? createMetrics(options.metricsRoles ? { roles: options.metricsRoles } : {});
 
   const db = await createDatabase(config.database, { logger });
   const applied = await migrate(db);

@@ -1,5 +1,5 @@
-import { mkdir, open, readFile, rename, rm, truncate } from "node:fs/promises";
-import { dirname } from "node:path";
+import { mkdir, open, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
 
 /**
  * What the embedded vector and BM25 indexes share: files per book under a folder, loaded lazily,
@@ -7,12 +7,39 @@ import { dirname } from "node:path";
  *
  * - An append-only log of checksummed frames, one frame per upsert batch, fsynced before the upsert
  *   resolves: a batch costs its own size, not the book's, and a crash mid-append leaves a torn last
- *   frame that the next load drops (so a batch is stored whole or not at all).
- * - Whole-file replacement (temp file, fsync, rename, fsync the folder) for snapshots and compaction:
+ *   frame that loads skip and the next writer cuts off (so a batch is stored whole or not at all).
+ * - Whole-file replacement (temp file, fsync, rename, fsync the folder) for compaction:
  *   a crash leaves the old file or the new one, never a mix.
+ *
+ * Several processes may share the folder (the API reads what a separate ingest worker writes). Every
+ * write to a book replaces its stamp file `{bookId}.stamp` with a new random token, after the data;
+ * a reader reads the stamp before the data, remembers it with what it loaded, and re-reads the stamp
+ * (one small file) before serving the book from memory: a different token means another process
+ * wrote the book since, so it is loaded again.
  */
 
-export const DEFAULT_MAX_OPEN_BOOKS = 64;
+const STAMP_EXTENSION = ".stamp";
+
+/**
+ * Memory the books kept loaded by one index may take, by the index's own estimate. The book being
+ * used stays loaded even when it alone is larger, so a search never loads a book it just evicted.
+ */
+export const DEFAULT_MAX_CACHED_BYTES = 256 * 2 ** 20;
+
+/**
+ * How long a search waits for its book to load before it answers without the book; the load goes on,
+ * and the book serves the searches after it. A very large book takes seconds to load (tens on a busy
+ * machine), which would otherwise be the first chat's wait and could outlast its first-token bound.
+ */
+export const DEFAULT_MAX_LOAD_WAIT_MS = 5_000;
+
+/**
+ * Lets the event loop run other work (requests, timers, I/O) in the middle of a long load. Counted
+ * in units of work, not time, so a load takes the same steps on any machine.
+ */
+export function yieldToLoop(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}
 
 /** Book ids are uuids in practice; anything that could climb out of the folder is refused. */
 const SAFE_BOOK_ID = /^[A-Za-z0-9][A-Za-z0-9_-]{0,127}$/;
@@ -118,13 +145,22 @@ export interface LogContents {
 }
 
 /**
- * Reads a log, or undefined when there is none. A torn or corrupt frame ends the log: it and
- * anything after it are cut off the file, so later appends follow the last good frame.
- * Call only while no one else writes the file (inside BookShelf.exclusive or a load).
+ * Reads a log, or undefined when there is none. A torn or corrupt frame ends the log. With `repair`
+ * (a writer, inside BookShelf.exclusive) it and anything after it are cut off the file, so later
+ * appends follow the last good frame. A reader never cuts: another process may be appending the
+ * frame it sees half-written.
  */
-export async function readLog(path: string): Promise<LogContents | undefined> {
+export async function readLog(path: string, repair: boolean): Promise<LogContents | undefined> {
   const file = await readFileIfExists(path);
   if (file === undefined) return undefined;
+  const { payloads, end } = decodeFrames(file);
+  // Cuts a torn tail, or restores the missing padding after a last frame whose payload is whole.
+  if (repair && end !== file.byteLength) await truncate(path, end);
+  return { payloads, droppedBytes: Math.max(0, file.byteLength - end) };
+}
+
+/** The payloads of the whole frames at the start of `file`, and where they end. */
+export function decodeFrames(file: Uint8Array): { payloads: Uint8Array[]; end: number } {
   // A fresh, 0-aligned copy when the read buffer is a slice of a pool.
   const bytes = file.byteOffset % 4 === 0 ? file : new Uint8Array(file);
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
@@ -140,49 +176,94 @@ export async function readLog(path: string): Promise<LogContents | undefined> {
     payloads.push(payload);
     at = start + length + ((4 - (length % 4)) % 4);
   }
-  // Cuts a torn tail, or restores the missing padding after a last frame whose payload is whole.
-  if (at !== bytes.byteLength) await truncate(path, at);
-  return { payloads, droppedBytes: Math.max(0, bytes.byteLength - at) };
+  return { payloads, end: at };
 }
 
 export interface BookShelfOptions<T> {
   /** Folder holding the books' files; created before the first write. */
   dir: string;
-  /** Builds a book's state from its files; undefined when the book has none. */
-  load(bookId: string): Promise<T | undefined>;
-  maxOpenBooks?: number;
+  /**
+   * Builds a book's state from its files; undefined when the book has none. `forWrite` when the
+   * state is loaded to be written to (see readLog's `repair`).
+   */
+  load(bookId: string, forWrite: boolean): Promise<T | undefined>;
+  /** Estimated bytes of memory a loaded book takes. */
+  sizeOf(state: T): number;
+  /** DEFAULT_MAX_CACHED_BYTES when unset. */
+  maxCachedBytes?: number;
+  /** DEFAULT_MAX_LOAD_WAIT_MS when unset. */
+  maxLoadWaitMs?: number;
+  /** `get` stopped waiting for the book's load, which goes on. */
+  onSlowLoad?: (bookId: string) => void;
 }
 
 export interface BookShelf<T> {
-  /** The book's state, loading it on first use; undefined when the book has none. */
-  get(bookId: string): Promise<T | undefined>;
+  /**
+   * The book's state, loading it on first use; undefined when the book has none, or, unless
+   * `waitForLoad`, when its load takes longer than maxLoadWaitMs (the load goes on, and a later call
+   * gets the book).
+   */
+  get(bookId: string, waitForLoad?: boolean): Promise<T | undefined>;
   /**
    * Runs `fn` with the book's current state while nothing else runs for the same book, so two
    * batches for one book never interleave. `fn` returns the state to keep in memory (undefined to
-   * drop it); if it throws, memory is dropped so the next use reloads what is on disk.
+   * drop it); then the book gets a new stamp, which tells other processes it changed. If `fn` throws,
+   * memory is dropped so the next use reloads what is on disk.
    */
   exclusive<R>(bookId: string, fn: (state: T | undefined) => Promise<{ state: T | undefined; result: R }>): Promise<R>;
-  /** Drops the book from memory, then runs `removeFiles`, without loading the book first. */
+  /** Drops the book from memory, then runs `removeFiles` and removes the stamp, without loading the book first. */
   remove(bookId: string, removeFiles: () => Promise<void>): Promise<void>;
   /** Lets pending work finish and forgets every loaded book. */
   close(): Promise<void>;
 }
 
+interface Loaded<T> {
+  state: T;
+  /** The book's stamp when `state` was read from disk or last written; undefined if it had none. */
+  stamp: string | undefined;
+  /** sizeOf(state) when it was remembered. */
+  bytes: number;
+  /** Loaded by a writer, so its files were repaired (see readLog). */
+  writable: boolean;
+}
+
 export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
-  const maxOpen = options.maxOpenBooks ?? DEFAULT_MAX_OPEN_BOOKS;
+  const maxBytes = options.maxCachedBytes ?? DEFAULT_MAX_CACHED_BYTES;
   // Insertion order doubles as recency order: a hit is re-inserted at the end.
-  const open = new Map<string, T>();
+  const open = new Map<string, Loaded<T>>();
+  let cachedBytes = 0;
   const queues = new Map<string, Promise<unknown>>();
   let dirReady: Promise<unknown> | undefined;
+  const stampPath = (bookId: string) => join(options.dir, bookId + STAMP_EXTENSION);
 
-  function remember(bookId: string, state: T | undefined): void {
+  async function readStamp(bookId: string): Promise<string | undefined> {
+    return (await readFileIfExists(stampPath(bookId)))?.toString("utf8");
+  }
+
+  /** Not fsynced: the stamp only tells readers to reload; the data's own writes make it durable. */
+  async function writeStamp(bookId: string): Promise<string> {
+    const stamp = crypto.randomUUID();
+    const tmp = `${stampPath(bookId)}.${process.pid}.${stamp}.tmp`;
+    await writeFile(tmp, stamp);
+    await rename(tmp, stampPath(bookId));
+    return stamp;
+  }
+
+  function forget(bookId: string): void {
+    cachedBytes -= open.get(bookId)?.bytes ?? 0;
     open.delete(bookId);
+  }
+
+  function remember(bookId: string, state: T | undefined, stamp: string | undefined, writable: boolean): void {
+    forget(bookId);
     if (state === undefined) return;
-    open.set(bookId, state);
+    const bytes = options.sizeOf(state);
+    open.set(bookId, { state, stamp, bytes, writable });
+    cachedBytes += bytes;
     for (const id of open.keys()) {
-      if (open.size <= maxOpen) break;
+      if (cachedBytes <= maxBytes) break;
       // A book with queued work is about to be touched again; evicting it would only force a reload.
-      if (!queues.has(id)) open.delete(id);
+      if (id !== bookId && !queues.has(id)) forget(id);
     }
   }
 
@@ -201,24 +282,45 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     return run;
   }
 
-  /** Loading inside the queue means a load never races a write or a delete of the same book. */
-  async function current(bookId: string): Promise<T | undefined> {
+  /**
+   * Loading inside the queue means a load never races a write or a delete of the same book in this
+   * process. The stamp is read before the files, so what is remembered is never newer than its stamp.
+   */
+  async function current(bookId: string, forWrite: boolean): Promise<T | undefined> {
+    const stamp = await readStamp(bookId);
     const cached = open.get(bookId);
-    if (cached !== undefined) return cached;
-    const state = await options.load(bookId);
-    remember(bookId, state);
+    if (cached !== undefined && cached.stamp === stamp && (cached.writable || !forWrite)) return cached.state;
+    // The stale copy goes first, so the old and the new copy are never both held.
+    forget(bookId);
+    const state = await options.load(bookId, forWrite);
+    remember(bookId, state, stamp, forWrite);
     return state;
   }
 
   return {
-    async get(bookId) {
+    async get(bookId, waitForLoad = false) {
       assertSafeBookId(bookId);
       const cached = open.get(bookId);
-      if (cached !== undefined) {
-        remember(bookId, cached);
-        return cached;
+      if (cached !== undefined && cached.stamp === (await readStamp(bookId))) {
+        remember(bookId, cached.state, cached.stamp, cached.writable);
+        return cached.state;
       }
-      return serialise(bookId, () => current(bookId));
+      const loading = serialise(bookId, () => current(bookId, false));
+      if (waitForLoad) return loading;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const waited = new Promise<"slow">((resolve) => {
+        timer = setTimeout(() => resolve("slow"), options.maxLoadWaitMs ?? DEFAULT_MAX_LOAD_WAIT_MS);
+      });
+      try {
+        const outcome = await Promise.race([loading, waited]);
+        if (outcome !== "slow") return outcome;
+        // A load that fails after we stopped waiting is retried, and its error seen, by the next call.
+        loading.catch(() => {});
+        options.onSlowLoad?.(bookId);
+        return undefined;
+      } finally {
+        clearTimeout(timer);
+      }
     },
 
     exclusive: (bookId, fn) =>
@@ -229,11 +331,11 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
         });
         await dirReady;
         try {
-          const outcome = await fn(await current(bookId));
-          remember(bookId, outcome.state);
+          const outcome = await fn(await current(bookId, true));
+          remember(bookId, outcome.state, await writeStamp(bookId), true);
           return outcome.result;
         } catch (err) {
-          open.delete(bookId);
+          forget(bookId);
           throw err;
         }
       }),
@@ -241,13 +343,15 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     // No load first: deleting must work for a book whose files no longer decode.
     remove: (bookId, removeFiles) =>
       serialise(bookId, async () => {
-        open.delete(bookId);
+        forget(bookId);
         await removeFiles();
+        await rm(stampPath(bookId), { force: true });
       }),
 
     async close() {
       await Promise.all(queues.values());
       open.clear();
+      cachedBytes = 0;
     },
   };
 }

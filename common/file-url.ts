@@ -9,6 +9,13 @@ import { isForbiddenAddress, isIpLiteral } from "./ip-ranges.ts";
 
 export const ALLOWED_BOOK_EXTENSIONS = [".txt", ".md"] as const;
 export const DEFAULT_DOWNLOAD_TIMEOUT_MS = 120_000;
+/**
+ * Slowest average a download may keep up once its grace period is over: 16 KiB/s brings a 2 MB novel
+ * in about two minutes. A server sending a byte a second would otherwise hold a worker (and every
+ * book queued behind it) for the whole timeout.
+ */
+export const DEFAULT_MIN_DOWNLOAD_BYTES_PER_SECOND = 16 * 1024;
+export const DEFAULT_DOWNLOAD_RATE_GRACE_MS = 10_000;
 export const DEFAULT_MAX_REDIRECTS = 5;
 /** Bytes inspected for NUL and invalid UTF-8 before a file is accepted as text. */
 export const TEXT_SNIFF_BYTES = 64 * 1024;
@@ -24,6 +31,7 @@ export type FileUrlRefusal =
   | "http_status"
   | "too_many_redirects"
   | "timeout"
+  | "too_slow"
   | "unreachable";
 
 export class FileUrlError extends Error {
@@ -104,6 +112,9 @@ export async function checkFileUrlHost(url: URL, policy: FileUrlPolicy): Promise
 export interface DownloadOptions extends FileUrlPolicy {
   maxBytes: number;
   timeoutMs?: number;
+  /** Average rate below which the download is abandoned, checked once rateGraceMs have passed. */
+  minBytesPerSecond?: number;
+  rateGraceMs?: number;
   maxRedirects?: number;
   fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
   signal?: AbortSignal;
@@ -160,7 +171,17 @@ function isText(head: Uint8Array, complete: boolean): boolean {
 export async function downloadBook(raw: string, options: DownloadOptions): Promise<DownloadResult> {
   const url = checkFileUrlSyntax(raw);
   const timeout = AbortSignal.timeout(options.timeoutMs ?? DEFAULT_DOWNLOAD_TIMEOUT_MS);
-  const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+  const tooSlow = new AbortController();
+  const signal = AbortSignal.any([timeout, tooSlow.signal, ...(options.signal ? [options.signal] : [])]);
+  const minRate = options.minBytesPerSecond ?? DEFAULT_MIN_DOWNLOAD_BYTES_PER_SECOND;
+  const grace = options.rateGraceMs ?? DEFAULT_DOWNLOAD_RATE_GRACE_MS;
+  const started = performance.now();
+  let bytes = 0;
+  // Checked on a clock, not per chunk: a server that sends nothing at all sends no chunk to check on.
+  const rateCheck = setInterval(() => {
+    const elapsed = performance.now() - started;
+    if (elapsed >= grace && (bytes * 1000) / elapsed < minRate) tooSlow.abort();
+  }, Math.max(50, Math.min(1_000, grace / 4)));
   try {
     const res = await openChecked(url, options, signal);
     if (!res.ok) {
@@ -172,7 +193,6 @@ export async function downloadBook(raw: string, options: DownloadOptions): Promi
       await res.body?.cancel();
       throw new FileUrlError("too_large", `file is larger than ${options.maxBytes} bytes`);
     }
-    let bytes = 0;
     let head: Uint8Array = new Uint8Array(0);
     let sniffed = false;
     const reader = res.body?.getReader();
@@ -201,8 +221,13 @@ export async function downloadBook(raw: string, options: DownloadOptions): Promi
   } catch (err) {
     if (err instanceof FileUrlError) throw err;
     if (timeout.aborted) throw new FileUrlError("timeout", "file_url did not answer in time", { cause: err });
+    if (tooSlow.signal.aborted) {
+      throw new FileUrlError("too_slow", `file_url sent ${bytes} bytes in ${Math.round((performance.now() - started) / 1000)} s, slower than ${minRate} bytes/s`, { cause: err });
+    }
     if (options.signal?.aborted) throw err;
     throw new FileUrlError("unreachable", "file_url could not be downloaded", { cause: err });
+  } finally {
+    clearInterval(rateCheck);
   }
 }
 

@@ -8,6 +8,8 @@ import { KvError, type KeyValueStore } from "./kv/index.ts";
 
 export const DEFAULT_LOCK_TTL_SECONDS = 30;
 const TOKEN_BYTES = 16;
+/** Renewals per expiry while a lock is kept alive, so one late or failed renewal still leaves time for the next. */
+const RENEWALS_PER_TTL = 3;
 
 export interface Lock {
   readonly key: string;
@@ -18,6 +20,42 @@ export interface Lock {
    * lapses at its expiry unless a later call, once the store is back, releases it.
    */
   release(): Promise<boolean>;
+  /**
+   * Sets the expiry to ttlSeconds again if the key still holds our token, atomically. Resolves false
+   * when the lease was lost (expired, or taken by someone else). Rejects with KvError when the store fails.
+   */
+  extend(ttlSeconds: number): Promise<boolean>;
+}
+
+export interface KeepAliveOptions {
+  ttlSeconds: number;
+  /** The lease was lost: another holder may have the key now. */
+  onLost?: () => void;
+  /** One renewal failed in the store; the next interval tries again. */
+  onError?: (error: unknown) => void;
+}
+
+/**
+ * Renews the lock every ttlSeconds / 3 while its holder works past the expiry it was taken with (a
+ * reply that streams for longer than 30 s). Returns the function that stops renewing.
+ */
+export function keepLockAlive(lock: Lock, options: KeepAliveOptions): () => void {
+  let stopped = false;
+  const timer = setInterval(() => {
+    lock.extend(options.ttlSeconds).then(
+      (held) => {
+        if (held || stopped) return;
+        stop();
+        options.onLost?.();
+      },
+      (error: unknown) => options.onError?.(error),
+    );
+  }, (options.ttlSeconds * 1000) / RENEWALS_PER_TTL);
+  const stop = () => {
+    stopped = true;
+    clearInterval(timer);
+  };
+  return stop;
 }
 
 function randomToken(): string {
@@ -56,6 +94,7 @@ function lockOn(kv: KeyValueStore, key: string, token: string): Lock {
   return {
     key,
     token,
+    extend: (ttlSeconds) => kv.expireIfEquals(key, token, ttlSeconds),
     release() {
       if (released) return released.then(() => false);
       const attempt = kv.deleteIfEquals(key, token);

@@ -1,4 +1,4 @@
-import type { LogLevel } from "./config.ts";
+import type { LogFormat, LogLevel } from "./config.ts";
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
@@ -14,7 +14,12 @@ export interface Logger {
 
 export interface LoggerOptions {
   level?: LogLevel;
-  /** Where lines go; JSON lines on stderr by default so stdout stays free for CLI output. */
+  /** `text` (SPEC: plain text lines) or `json` (one JSON object per line); text by default. */
+  format?: LogFormat;
+  /**
+   * Where lines go. The services log to stdout (toStdout, as SPEC says; see common/deps.ts); the
+   * default is stderr, for the CLIs whose stdout carries what they print (bun run ingest, bun run chat).
+   */
   write?: (line: string) => void;
   fields?: LogFields;
   /**
@@ -25,6 +30,9 @@ export interface LoggerOptions {
 }
 
 export const REDACTED = "[redacted]";
+
+export const toStdout = (line: string) => void process.stdout.write(line + "\n");
+const toStderr = (line: string) => void process.stderr.write(line + "\n");
 /** Shorter values would blank out ordinary words; no real key or password is this short. */
 const MIN_SECRET_CHARS = 4;
 
@@ -42,17 +50,45 @@ function serialise(value: unknown): unknown {
   return value;
 }
 
-/** One JSON object per line: easy to grep locally and to ship to any log collector. */
+/** A value that needs no quotes: nothing a reader (or a parser splitting on spaces) could misread. */
+const BARE_VALUE = /^[^\s"=\\\p{C}]+$/u;
+
+/** A field value for a text line: bare when safe, else JSON-quoted, so a newline becomes `\n` and the event stays one line. */
+function textValue(value: unknown): string {
+  if (value instanceof Error) return textValue(`${value.name}: ${value.message}`);
+  const text = typeof value === "string" ? value : (JSON.stringify(value) ?? String(value));
+  return BARE_VALUE.test(text) ? text : JSON.stringify(text);
+}
+
+/** Control characters (newlines above all) in the message are escaped as JSON would: one event, one line. */
+const escapeControls = (text: string) => text.replace(/\p{Cc}/gu, (c) => JSON.stringify(c).slice(1, -1));
+
+interface LogRecord { time: string; level: LogLevel; msg: string; fields: LogFields;
+}
+
+const FORMATTERS: Record<LogFormat, (record: LogRecord) => string> = {
+  /** `2026-01-01T12:00:00.000Z INFO  api listening url=http://localhost:3000`: SPEC's plain text. */
+  text: ({ time, level, msg, fields }) => {
+    const pairs = Object.entries(fields).flatMap(([k, v]) => (v === undefined ? [] : [`${k}=${textValue(v)}`]));
+    return [time, level.toUpperCase().padEnd(5), escapeControls(msg), ...pairs].join(" ");
+  },
+  /** One JSON object per line, for a collector that wants structure (LOG_FORMAT=json). */
+  json: ({ time, level, msg, fields }) => {
+    const record: LogFields = { time, level, msg };
+    for (const [k, v] of Object.entries(fields)) record[k] = serialise(v);
+    return JSON.stringify(record);
+  },
+};
+
 export function createLogger(options: LoggerOptions = {}): Logger {
   const threshold = ORDER[options.level ?? "info"];
-  const write = options.write ?? ((line: string) => process.stderr.write(line + "\n"));
+  const write = options.write ?? toStderr;
+  const format = FORMATTERS[options.format ?? "text"];
   const base = options.fields ?? {};
   const redact = createRedactor(options.secrets ?? []);
   const emit = (level: LogLevel, msg: string, fields?: LogFields) => {
     if (ORDER[level] < threshold) return;
-    const record: LogFields = { time: new Date().toISOString(), level, msg, ...base };
-    for (const [k, v] of Object.entries(fields ?? {})) record[k] = serialise(v);
-    write(redact(JSON.stringify(record)));
+    write(redact(format({ time: new Date().toISOString(), level, msg, fields: { ...base, ...fields } })));
   };
   return {
     debug: (m, f) => emit("debug", m, f),

@@ -9,6 +9,7 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { z } from "zod";
 import type { ChatMessage } from "./llm/index.ts";
+import { compilePreferences, type PreferencesRow } from "./preferences.ts";
 
 /** Messages of history the query rewrite sees, and that its cache key covers. */
 export const REWRITE_CONTEXT_MESSAGES = 4;
@@ -31,16 +32,10 @@ export const REWRITE_MESSAGE_LABEL = "The reader's latest message:";
 export const SUMMARY_PREVIOUS_LABEL = "Current summary:";
 export const SUMMARY_MESSAGES_LABEL = "Messages to fold in:";
 export const NO_SUMMARY_YET = "(none yet)";
+/** The summary section before anything has been folded into a summary (the first turns of a session). */
+export const NO_SUMMARY_SECTION = "None yet: everything you and the reader have said to each other is in the messages that follow.";
 /** Speaker label of the reader's lines in a transcript; the character's lines carry its name. */
 export const READER_LABEL = "Reader";
-
-/** A reader's saved preferences for one character (the user_preferences row). */
-export interface PreferencesRow {
-  relationshipMode: string;
-  speechModifiers: string[];
-  behavioralModifiers: string[];
-  preferenceSummary: string | null;
-}
 
 /** What the prompts need to know about a character. */
 export interface PromptCharacter {
@@ -147,7 +142,7 @@ export interface ChatPromptInput {
   summary?: string | null;
 }
 
-/** Persona, then preference modifiers, then numbered fenced passages, then the conversation summary. */
+/** Persona, then preference modifiers, then numbered fenced passages, then the conversation summary (on every turn). */
 export function buildChatSystemPrompt(input: ChatPromptInput): string {
   const sections = [input.personaPrompt.trim()];
   const preferences = input.preferencesOverride?.trim() || compilePreferences(input.preferences);
@@ -158,22 +153,12 @@ export function buildChatSystemPrompt(input: ChatPromptInput): string {
   }
   sections.push(passagesSection(input.passages));
   const summary = input.summary?.trim();
-  if (summary) sections.push(`${SUMMARY_HEADING}\nWhat you and the reader have talked about so far:\n${summary}`);
+  sections.push(
+    summary
+      ? `${SUMMARY_HEADING}\nWhat you and the reader have talked about so far:\n${summary}`
+      : `${SUMMARY_HEADING}\n${NO_SUMMARY_SECTION}`,
+  );
   return sections.join("\n\n");
-}
-
-/** The lines of the preference block, or "" when there is no row. */
-export function compilePreferences(preferences: PreferencesRow | null | undefined): string {
-  if (!preferences) return "";
-  const list = (items: readonly string[]) => items.map(oneLine).filter(Boolean).join(", ");
-  const lines = [`Relationship mode: ${oneLine(preferences.relationshipMode) || "neutral"}`];
-  const speech = list(preferences.speechModifiers);
-  if (speech) lines.push(`Speech modifiers: ${speech}`);
-  const behaviour = list(preferences.behavioralModifiers);
-  if (behaviour) lines.push(`Behavioral modifiers: ${behaviour}`);
-  const summary = oneLine(preferences.preferenceSummary ?? "");
-  if (summary) lines.push(`Preference summary: ${summary}`);
-  return lines.join("\n");
 }
 
 function passagesSection(passages: readonly Passage[]): string {

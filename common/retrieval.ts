@@ -1,7 +1,8 @@
 /**
  * Hybrid retrieval for one chat turn: the narrative query is embedded and searched in the vector
  * index while the keyword query runs against the BM25 index, the two lists are merged by chunk, and
- * the merged candidates are reranked (cross-encoder) or, without a reranker, fused by rank.
+ * the merged candidates are reranked (cross-encoder) against the reader's message or, without a
+ * reranker, fused by rank.
  *
  * Every step may fail without failing the turn: a character can still answer from the other list,
  * or from fused ranks, or from its persona alone. What was skipped is reported in `degraded`.
@@ -37,10 +38,12 @@ export interface RetrieverOptions {
 
 export interface RetrievalRequest {
   bookId: string;
-  /** Natural-language description of what to find: embedded for vector search, and the rerank query. */
+  /** Natural-language description of what to find: embedded for vector search. */
   narrativeQuery: string;
   /** Terms for BM25. */
   keywordQuery: string;
+  /** What the reranker scores the passages against: the reader's own message (SPEC, chat step 8). */
+  rerankQuery: string;
   /** Spoiler limit: only chunks up to this index. */
   maxChunkIndex?: number;
   /** Aborting (client gone) rejects with the abort reason instead of degrading. */
@@ -111,11 +114,8 @@ export function createRetriever(options: RetrieverOptions): Retriever {
 
     let chunks: RetrievedChunk[] | null = null;
     if (reranker && candidates.length > 0) {
-      // The narrative query is a sentence, which is what cross-encoders are trained to score
-      // passages against; the keyword query is a bag of terms and only stands in when it is blank.
-      const query = narrativeQuery.trim() ? narrativeQuery : keywordQuery;
       chunks = await attempt("rerank", null, async () =>
-        rerankedChunks(candidates, await reranker.rerank(query, candidates.map((c) => c.text), topN, signal), topN),
+        rerankedChunks(candidates, await reranker.rerank(request.rerankQuery, candidates.map((c) => c.text), topN, signal), topN),
       );
     }
     signal?.throwIfAborted();

@@ -12,6 +12,11 @@ export const ErrorBody = z
   .meta({ title: "Error", description: "Every error response has this body.", example: { error: "book_id must be a UUID" } });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
+/** ErrorBody documented with the message one status really carries: its example in the API docs. */
+export function errorBodyFor(error: string) {
+  return z.object({ error: z.string() }).meta({ title: "Error", description: "Every error response has this body.", example: { error } });
+}
+
 export const ProcessingRequest = z
   .object({
     book_id: uuid("book_id"),

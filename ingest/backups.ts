@@ -4,46 +4,61 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
 
 /**
- * Persona prompt backups: SYSTEM_PROMPT_STORAGE_PATH/{book_id}/{name}.md, one per character, so a
- * prompt can be restored or audited without the database.
+ * Persona prompt backups at SYSTEM_PROMPT_STORAGE_PATH/{book_id}/<character_name_lowercase>.md (SPEC,
+ * ingestion step 10), one per character, so a prompt can be restored or audited without the database.
  *
- * A character's name is model- or book-supplied text, so it never reaches the file system as is: it
- * is lower-cased and reduced to [a-z0-9_-], and whenever that changed anything beyond spaces, or the
- * result is taken by another character of the book, a short hash of the full name is appended.
- * "Elizabeth Bennet" → elizabeth-bennet.md; "Natásha" → natasha-3f2a9c1e.md; "../../etc/x" →
- * etc-x-<hash>.md.
+ * The file name is the character's name lower-cased as it is ("Mr. Darcy" → "mr. darcy.md"). Only
+ * what cannot stand in a Linux file name is replaced: `/` and NUL become `_`, a name that is empty,
+ * `.` or `..` becomes `_`, `_` or `__`, text that has no UTF-8 form (a lone surrogate) becomes U+FFFD,
+ * and a name longer than 255 bytes with `.md` is cut at a character boundary. A name is model- or
+ * book-supplied text, and with `/` gone it cannot leave the book's folder.
+ *
+ * Two characters whose names give the same file name (Pierre, PIERRE) are told apart by a suffix:
+ * the first keeps the plain name, each later one gets `-` and the first 8 hex digits of the SHA-256
+ * of its full name (pierre.md, pierre-<hash>.md). The same names give the same files on every run.
  */
 
 export const BACKUP_EXTENSION = ".md";
-export const MAX_BASE_NAME_CHARS = 64;
+/** Linux's NAME_MAX: the most bytes one path component may have. */
+export const MAX_FILE_NAME_BYTES = 255;
 const HASH_CHARS = 8;
-/** Used when nothing of the name survives (a name in another script). */
-const FALLBACK_BASE = "character";
+const COLLISION_SUFFIX_BYTES = 1 + HASH_CHARS;
 
 function shortHash(text: string): string {
   return bytesToHex(sha256(utf8ToBytes(text))).slice(0, HASH_CHARS);
 }
 
-function readable(name: string): string {
-  return name.trim().toLowerCase().replace(/\s+/g, "-");
+/** The longest prefix of `text` that fits in `maxBytes` of UTF-8, never splitting a character. */
+function truncateUtf8(text: string, maxBytes: number): string {
+  let bytes = 0;
+  let end = 0;
+  for (const char of text) {
+    bytes += utf8ToBytes(char).length;
+    if (bytes > maxBytes) break;
+    end += char.length;
+  }
+  return text.slice(0, end);
 }
 
-function sanitise(name: string): string {
-  const ascii = readable(name)
-    .normalize("NFKD")
-    .replace(/\p{M}/gu, "")
-    .replace(/[^a-z0-9_-]+/g, "-")
-    .replace(/-{2,}/g, "-");
-  return ascii.slice(0, MAX_BASE_NAME_CHARS).replace(/^[-_]+|[-_]+$/g, "");
+/** A lone surrogate has no UTF-8 form: the file system would get U+FFFD for it anyway, so two names could meet there unseen. */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** The name lower-cased, with only what a Linux file name cannot hold replaced, without the extension. */
+function baseName(name: string, reserveBytes = 0): string {
+  let base = name.replace(LONE_SURROGATE, "\uFFFD").toLowerCase().replace(/[/\0]/g, "_");
+  if (base === "" || base === "." || base === "..") base = base.replaceAll(".", "_") || "_";
+  return truncateUtf8(base, MAX_FILE_NAME_BYTES - BACKUP_EXTENSION.length - reserveBytes);
 }
 
-/** File names for the given character names, in order: safe, distinct, and stable across runs. */
+/** File names for the given character names, in order: distinct, inside one folder, and stable across runs. */
 export function backupFileNames(names: readonly string[]): string[] {
   const taken = new Set<string>();
   return names.map((name) => {
-    let base = sanitise(name) || FALLBACK_BASE;
-    if (base !== readable(name) || taken.has(base)) base = `${base}-${shortHash(name)}`;
-    while (taken.has(base)) base = `${base}-${shortHash(base)}`;
+    let base = baseName(name);
+    // A second round only if the hashed name itself is taken (a character literally named "pierre-<hash>").
+    for (let round = 0; taken.has(base); round++) {
+      base = `${baseName(name, COLLISION_SUFFIX_BYTES)}-${shortHash(round === 0 ? name : `${name}\0${round}`)}`;
+    }
     taken.add(base);
     return `${base}${BACKUP_EXTENSION}`;
   });
@@ -74,7 +89,8 @@ export async function writeBackups(root: string, bookId: string, backups: readon
   const paths = await Promise.all(
     backups.map(async (backup, i) => {
       const path = join(dir, files[i]!);
-      const temporary = `${path}.${crypto.randomUUID()}.tmp`;
+      // Not named after the file: a name at the 255-byte limit leaves no room for a longer one.
+      const temporary = join(dir, `.${crypto.randomUUID()}.tmp`);
       await writeFile(temporary, backup.systemPrompt.endsWith("\n") ? backup.systemPrompt : `${backup.systemPrompt}\n`);
       await rename(temporary, path);
       return path;

@@ -17,7 +17,8 @@ import {
 export const DEFAULT_MAX_CHARACTERS = 12;
 /** A character who never speaks gives a persona nothing to imitate. */
 export const DEFAULT_MIN_QUOTES = 1;
-export const MAX_PROFILE_QUOTES = 20;
+/** Enough lines that the offline reply finds one close to most questions; a model reads them all in passes 1 and 2. */
+export const MAX_PROFILE_QUOTES = 60;
 export const MAX_QUOTE_CHARS = 300;
 export const MAX_PASSAGES = 4;
 /** Tokens of context on each side of a mention in a passage. */
@@ -56,8 +57,41 @@ export function spread<T>(items: readonly T[], count: number): T[] {
   return Array.from({ length: count }, (_, i) => items[Math.round((i * (items.length - 1)) / (count - 1))]!);
 }
 
+/**
+ * At most `max` characters, cut after the last sentence that fits (else after the last whole word,
+ * with an ellipsis), never inside a word: a line is said as the book prints it.
+ */
 function clip(text: string, max: number): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1).trimEnd()}…`;
+  if (text.length <= max) return text;
+  const head = text.slice(0, max);
+  const sentenceEnd = Math.max(...[...head.matchAll(/[.!?…]["”’)]*(?=\s)/g)].map((m) => m.index! + m[0].length), -1);
+  if (sentenceEnd > max / 3) return head.slice(0, sentenceEnd);
+  const wordEnd = head.lastIndexOf(" ", max - 1);
+  return `${head.slice(0, wordEnd > 0 ? wordEnd : max - 1).replace(/[\s,;:—–-]+$/u, "")}…`;
+}
+
+const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
+
+/**
+ * Each speaker's lines as the book prints them, in book order: cut from the text by the quote's
+ * token offsets (tokens re-joined leave seams such as "could n’t"), and only the quotes whose speaker
+ * is tagged in the quote's own paragraph ("said Alice", "she said"). A speaker inferred from the
+ * turns of a conversation is right often enough to rank characters, not to put words in their mouth.
+ */
+function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string): Map<number, string[]> {
+  const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
+  const lines = new Map<number, string[]>();
+  for (const q of parsed.quotes) {
+    if (q.charId === null || q.mentionStart < 0 || paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart)) continue;
+    const [from, to] = [tokens.start[q.quoteStart] ?? -1, tokens.end[q.quoteEnd] ?? -1];
+    if (from < 0 || to <= from) continue;
+    const text = source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
+    if (!text) continue;
+    const list = lines.get(q.charId) ?? [];
+    list.push(text);
+    lines.set(q.charId, list);
+  }
+  return lines;
 }
 
 /** Lines worth imitating: those of three words or more when there are enough of them. */
@@ -172,6 +206,7 @@ export function selectCharacters(
   // Code-point offsets index a JavaScript string only when it has no astral characters.
   const text = book.text;
   const source = text !== undefined && (tokens.offsets === "utf16" || !/[\uD800-\uDBFF]/.test(text)) ? text : undefined;
+  const lines = source === undefined ? undefined : taggedLines(parsed, tokens, source);
   const owner = new Map<number, number>();
   chosen.forEach((m, i) => m.ids.forEach((id) => owner.set(id, i)));
   const paragraphs = chosen.map(() => new Set<number>());
@@ -207,7 +242,7 @@ export function selectCharacters(
       name: s.name,
       aliases: s.aliases,
       gender: s.gender === "unknown" ? null : s.gender,
-      quotes: quoteSample(m.quotes),
+      quotes: quoteSample(lines ? m.ids.flatMap((id) => lines.get(id) ?? []) : m.quotes),
       mentionCount: s.mentionCount,
       quoteCount: s.quoteCount,
       importance: importanceOf(s.mentionCount, s.quoteCount),

@@ -1,20 +1,40 @@
-// bun run ingest <file> [--title …] [--author …] [--language English|Urdu|both] [--max-characters N]
+// npm run ingest -- <file> [--title …] [--author …] [--language English|Urdu|both] [--max-characters N] [--write-frontend-tables]
 //
 // Registers a local book in the configured database (the embedded one by default), runs the whole
 // pipeline in this process with a progress bar per phase (stderr, terminals only), and prints the
-// characters found. Logs below warn are left out unless LOG_LEVEL=debug, so the bar stays readable.
+// characters found. The log goes to $DATA_DIR/ingest.log; a warning also shows as one line, so the bar stays readable.
 
-import { basename, extname, resolve } from "node:path";
+import { basename, extname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
+import { sha256OfFile } from "../common/hash.ts";
 import { findRunningInstance } from "../api/local-control.ts";
 import { loadConfigOrExit, secretsOf } from "../common/config.ts";
-import { buildDeps } from "../common/deps.ts";
-import { insertBook, LANGUAGES, setProcessingStatus, type Language } from "../common/db/repositories.ts";
-import { createLogger } from "../common/log.ts";
+import { buildDepsOrExit } from "../common/deps.ts";
+import { findBookBySource, LANGUAGES, recordBookSource, setProcessingStatus, type Language } from "../common/db/repositories.ts";
+import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook } from "../common/db/frontend-rows.ts";
+import { terminalLogger } from "../common/terminal-log.ts";
+import { usage } from "../common/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics.ts";
 import { BookRejectedError, runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
 
-const USAGE = "usage: bun run ingest <book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>]";
+const USAGE = usage("ingest", `<book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>] [${FRONTEND_WRITES_FLAG}]`);
+const HELP = `${USAGE}
+
+Adds a plain-text (UTF-8) book to the configured database (the embedded one under DATA_DIR unless
+DATABASE_URL is set), finds its characters, writes their personas and indexes the text, with a
+progress bar per phase. Stop \`npm start\` first when it runs on the same DATA_DIR. Run from the
+project folder (npm runs scripts there, so a relative path is read from it).
+
+  --title <title>          the book's title (default: the file name)
+  --author <author>        its author
+  --language <language>    English (default), Urdu or both
+  --max-characters <n>     keep at most n characters (default 12)
+  ${FRONTEND_WRITES_FLAG}  allow the books row to be written to the frontend's tables of a shared
+                           (DATABASE_URL) database
+  --help                   this text
+
+Warnings show as one line; details go to $DATA_DIR/ingest.log.
+`;
 const BAR_WIDTH = 24;
 
 interface Bar {
@@ -70,11 +90,22 @@ export async function main(argv: string[]): Promise<number> {
     parsed = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { title: { type: "string" }, author: { type: "string" }, language: { type: "string" }, "max-characters": { type: "string" } },
+      options: {
+        title: { type: "string" },
+        author: { type: "string" },
+        language: { type: "string" },
+        "max-characters": { type: "string" },
+        [FRONTEND_WRITES_FLAG.slice(2)]: { type: "boolean" },
+        help: { type: "boolean" },
+      },
     });
   } catch (err) {
     process.stderr.write(`${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
     return 2;
+  }
+  if (parsed.values.help) {
+    process.stdout.write(HELP);
+    return 0;
   }
   const [file] = parsed.positionals;
   const { title = file ? basename(file, extname(file)) : "", author, language = "English" } = parsed.values;
@@ -105,15 +136,37 @@ export async function main(argv: string[]): Promise<number> {
     );
     return 1;
   }
-  const logger = createLogger({ level: config.logLevel === "debug" ? "debug" : "warn", secrets: secretsOf(config) });
-  const deps = await buildDeps(config, { logger });
+  const contentHash = await sha256OfFile(file);
+  const logger = terminalLogger({
+    file: join(config.dataDir, "ingest.log"),
+    level: config.logLevel,
+    secrets: secretsOf(config),
+    // A warning starts on a line of its own, not inside a progress bar being redrawn.
+    print: (line) => process.stderr.write(`${process.stderr.isTTY ? "\n" : ""}${line}\n`),
+  });
+  const deps = await buildDepsOrExit(config, { logger });
+  // The same file again: the book it made is ingested again (characters keep their ids), not copied.
+  const existing = await findBookBySource(deps.db, contentHash);
+  if (!existing && !frontendWritesAllowed(deps.db, parsed.values[FRONTEND_WRITES_FLAG.slice(2)] === true)) {
+    await deps.close();
+    process.stderr.write(
+      `this database is shared with the frontend, and adding a book writes its books table: pass ${FRONTEND_WRITES_FLAG} to allow it, ` +
+        "or let the frontend add the book and submit it with POST /character/processing\n",
+    );
+    return 2;
+  }
   const controller = new AbortController();
   const interrupt = () => controller.abort(new Error("interrupted"));
   process.once("SIGINT", interrupt);
   const bar = progressBar(process.stderr.isTTY === true);
   try {
-    const book = await insertBook(deps.db, { title, author: author ?? null, language: language as Language, filePath: resolve(file) });
-    process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
+    const book =
+      existing ?? (await insertBook(deps.db, { title, ...(author ? { author } : {}), language: language as Language, filePath: resolve(file) }));
+    if (existing) process.stderr.write(`this file was ingested before as book ${book.id} ("${book.title}"): updating that book\n`);
+    else {
+      await recordBookSource(deps.db, book.id, contentHash);
+      process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
+    }
     try {
       const result = await runPipeline(deps, { bookId: book.id, source: { path: resolve(file) } }, {
         signal: controller.signal,
@@ -121,7 +174,7 @@ export async function main(argv: string[]): Promise<number> {
         ...(maxCharacters !== undefined ? { selection: { maxCharacters } } : {}),
       });
       bar.done();
-      process.stdout.write(report(result, title));
+      process.stdout.write(report(result, book.title));
       return 0;
     } catch (err) {
       bar.done();
@@ -129,7 +182,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stderr.write(`failed: ${err.reason}\n`);
         return 1;
       }
-      await setProcessingStatus(deps.db, book.id, "failed", controller.signal.aborted ? "interrupted" : String(err)).catch(() => {});
+      await setProcessingStatus(deps.db, book.id, "failed", { error: controller.signal.aborted ? "interrupted" : String(err) }).catch(() => {});
       process.stderr.write(`failed: ${err instanceof Error ? err.message : String(err)}\n`);
       return controller.signal.aborted ? 130 : 1;
     }

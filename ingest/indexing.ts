@@ -1,6 +1,6 @@
 import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
-import type { Metrics } from "../common/metrics.ts";
+import type { IndexingPipeline, Metrics } from "../common/metrics.ts";
 import type { IndexedChunk, IndexStoreLabel } from "../common/search.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
@@ -66,7 +66,7 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
   const write = async (store: IndexStoreLabel, chunks: IndexedChunk[], upsert: () => Promise<void>): Promise<boolean> => {
     try {
       await retryItem(async () => {
-        const stop = metrics.indexing.duration.startTimer({ store });
+        const stop = metrics.indexing.writeDuration.startTimer({ store });
         try {
           await upsert();
         } catch (err) {
@@ -76,13 +76,23 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
           stop();
         }
       }, options.retry);
-      metrics.indexing.chunks.inc({ store }, chunks.length);
+      metrics.indexing.chunksIndexed.inc({ store }, chunks.length);
       return true;
     } catch (err) {
       if (options.signal?.aborted) throw err;
       lastError = err;
       options.onSkip?.("chunk_batch", store, chunks.map((c) => c.chunkIndex), err);
       return false;
+    }
+  };
+
+  /** One batch through one pipeline, timed in indexing_duration_seconds{pipeline}, retries included. */
+  const timed = async <T>(pipeline: IndexingPipeline, fn: () => Promise<T>): Promise<T> => {
+    const stop = metrics.indexing.duration.startTimer({ pipeline });
+    try {
+      return await fn();
+    } finally {
+      stop();
     }
   };
 
@@ -99,6 +109,7 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
       options.onSkip?.("embedding_batch", "embedding", chunks.map((c) => c.chunkIndex), err);
       return;
     }
+    metrics.indexing.embeddingsGenerated.inc(vectors.length);
     const points = chunks.map((c, i) => ({ ...c, vector: vectors[i]! }));
     if (await write("qdrant", chunks, () => deps.vectorIndex.upsert(bookId, points))) report.vectors += chunks.length;
   };
@@ -109,7 +120,11 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
     options.signal?.throwIfAborted();
     const items = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
     report.chunks += items.length;
-    const [written] = await Promise.all([write("typesense", items, () => deps.textIndex.upsert(bookId, items)), embedAndWrite(items)]);
+    metrics.indexing.chunksGenerated.inc(items.length);
+    const [written] = await Promise.all([
+      timed("full_text", () => write("typesense", items, () => deps.textIndex.upsert(bookId, items))),
+      timed("vector", () => embedAndWrite(items)),
+    ]);
     if (written) report.documents += items.length;
     indexedChars += batch.reduce((n, c) => n + c.text.length, 0);
     options.onProgress?.(Math.min(indexedChars, text.length), text.length);

@@ -9,6 +9,7 @@ import { parentPort } from "node:worker_threads";
 import { selectCharacters, type FoundCharacter, type SelectionOptions } from "./characters.ts";
 import { parseBookNlp } from "./nlp/booknlp-files.ts";
 import { analyze, render } from "./nlp/engine.ts";
+import { readForNlp } from "./nlp-windows.ts";
 
 export type NlpTask =
   | { kind: "native"; textPath: string; selection: SelectionOptions }
@@ -30,16 +31,17 @@ async function readIfPresent(path: string): Promise<string | undefined> {
 }
 
 async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
-  const text = await readFile(task.textPath, "utf8");
   if (task.kind === "native") {
     // The engine's token arrays stand in for its .tokens file: parsing that back would cost more
-    // memory than the whole analysis.
-    const analysis = analyze(text);
+    // memory than the whole analysis. A very large book is read in windows (see nlp-windows.ts).
+    const analysed = await readForNlp(task.textPath);
+    const analysis = analyze(analysed);
     const { entities, quotes, book } = render(analysis);
     const { tok } = analysis;
     const tokens = { paragraph: tok.paragraph, word: tok.text, start: tok.start, end: tok.end, offsets: "utf16" as const };
-    return selectCharacters(parseBookNlp({ entities, quotes, book }), task.selection, { text, tokens });
+    return selectCharacters(parseBookNlp({ entities, quotes, book }), task.selection, { text: analysed, tokens });
   }
+  const text = await readFile(task.textPath, "utf8");
   const read = await Promise.all(NEEDED_FILES.map((ext) => readIfPresent(join(task.dir, `${task.id}.${ext}`))));
   const files = Object.fromEntries(NEEDED_FILES.map((ext, i) => [ext, read[i]]));
   if (files.entities === undefined && files.book === undefined) {

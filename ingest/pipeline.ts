@@ -3,19 +3,21 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BookInfo } from "../common/character-prompts.ts";
 import type { Config } from "../common/config.ts";
-import type { Database } from "../common/db/index.ts";
+import { DatabaseError, type Database } from "../common/db/index.ts";
 import { characterCacheKey } from "../common/chat-cache.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
-import { getBook, replaceCharacters, setProcessingStatus, type Book, type Character } from "../common/db/repositories.ts";
+import { getBook, saveCharacters, setProcessingStatus, type Book, type Character, type CharacterInput, type SavedCharacters } from "../common/db/repositories.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Logger, LogFields } from "../common/log.ts";
-import type { Metrics, PipelinePhase } from "../common/metrics.ts";
+import { observePhase, type Metrics, type PipelinePhase } from "../common/metrics.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import { withRetries } from "../common/upstream.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
-import { writeBackups } from "./backups.ts";
+import { bookBackupDir, writeBackups } from "./backups.ts";
+import { createGate } from "./one-at-a-time.ts";
 import { NlpError, runBookNlpCommand, runInThread } from "./booknlp.ts";
+import { checkCharacterName, cleanAliases } from "./character-names.ts";
 import { characterStyle, describe, mergeDiscoveries, type FoundCharacter, type SampledDiscovery, type SelectionOptions } from "./characters.ts";
 import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "./discovery.ts";
 import { indexBook, type IndexReport } from "./indexing.ts";
@@ -79,6 +81,8 @@ export interface PipelineOptions {
   index?: { batchSize?: number; concurrency?: number; chunkTokens?: number };
   discovery?: { samples?: number; samplesPerCall?: number };
   downloadTimeoutMs?: number;
+  /** Overrides DEFAULT_MIN_DOWNLOAD_BYTES_PER_SECOND and its grace period (common/file-url.ts). */
+  downloadMinRate?: { bytesPerSecond: number; graceMs: number };
   booknlpTimeoutMs?: number;
   /** For tests: the fetch and DNS the download uses. */
   fetch?: DownloadOptions["fetch"];
@@ -110,6 +114,32 @@ export class BookRejectedError extends Error {
     super(`book ${bookId} rejected: ${reason}`, options);
     this.name = "BookRejectedError";
   }
+}
+
+/** The frontend deleted the book while it was being ingested: the job stops and nothing of it stays. */
+export class BookDeletedError extends BookRejectedError {
+  constructor(bookId: string) {
+    super(bookId, "the book was deleted during ingestion");
+    this.name = "BookDeletedError";
+  }
+}
+
+/** Between phases: a book deleted meanwhile stops the job before it writes more. */
+async function stillThere(run: Run): Promise<void> {
+  if (!(await getBook(run.deps.db, run.job.bookId))) throw new BookDeletedError(run.job.bookId);
+}
+
+/** The indexes and persona backups of a deleted book (its characters went with its row). */
+async function removeWhatWasWritten(run: Run): Promise<void> {
+  const { bookId } = run.job;
+  const results = await Promise.allSettled([
+    run.deps.vectorIndex.deleteBook(bookId),
+    run.deps.textIndex.deleteBook(bookId),
+    rm(bookBackupDir(run.deps.config.systemPromptStoragePath, bookId), { recursive: true, force: true }),
+  ]);
+  const failed = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason);
+  if (failed.length > 0) run.log.error("the book was deleted during ingestion; some of what it wrote could not be removed", { errors: failed });
+  else run.log.warn("the book was deleted during ingestion; the job stopped and its indexes and persona backups were removed");
 }
 
 /** A whole pass failed for every item: the model is down, not one character bad. Retried as a job. */
@@ -162,7 +192,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
     } finally {
       const seconds = (performance.now() - started) / 1000;
       durations[phase] = seconds;
-      deps.metrics.processing.pipelineDuration.observe({ phase }, seconds);
+      observePhase(deps.metrics, phase, seconds);
     }
   };
 
@@ -172,17 +202,27 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
     try {
       const textPath = await timed("download", () => download(run, workDir));
       const text = await readBookText(run, textPath);
-      const found = await timed("booknlp", () => findCharacters(run, book, text, textPath, workDir));
+      await stillThere(run);
+      const extracted = await timed("booknlp", () => findCharacters(run, book, text, textPath, workDir));
+      deps.metrics.processing.charactersExtracted.inc(extracted.length);
+      const found = admitNames(run, extracted);
+      await stillThere(run);
       const profiled = await timed("extract", () => extractProfiles(run, book, found));
-      const characters = await timed("prompt", () => writePersonas(run, book, profiled));
+      await stillThere(run);
+      const characters = await timed("prompt", () => writePersonas(run, book, found, profiled));
+      deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, characters.length);
+      await stillThere(run);
       const index = await timed("index", () => indexText(run, text));
-      await setProcessingStatus(deps.db, job.bookId, "completed");
+      const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) });
+      if (!completed) throw new BookDeletedError(job.bookId);
       log.info("book ingested", { characters: characters.length, chunks: index.chunks, skipped });
       return { bookId: job.bookId, characters, index, skipped, durations };
     } catch (err) {
-      if (err instanceof BookRejectedError) {
+      if (err instanceof BookDeletedError) {
+        await removeWhatWasWritten(run);
+      } else if (err instanceof BookRejectedError) {
         log.error("book failed", { reason: err.reason, cause: err.cause });
-        await setProcessingStatus(deps.db, job.bookId, "failed", err.reason);
+        await setProcessingStatus(deps.db, job.bookId, "failed", { error: err.reason });
       }
       throw err;
     } finally {
@@ -204,7 +244,8 @@ async function verifyBook(run: Run): Promise<Book> {
 
 // download ----------------------------------------------------------------------------------------
 
-const transientDownload = (err: unknown) => err instanceof FileUrlError && (err.reason === "timeout" || err.reason === "unreachable");
+/** A connection that failed is tried again; a server that had its whole deadline, or sent too slowly, is not. */
+const transientDownload = (err: unknown) => err instanceof FileUrlError && err.reason === "unreachable";
 
 async function download(run: Run, workDir: string): Promise<string> {
   const { config } = run.deps;
@@ -227,6 +268,9 @@ async function download(run: Run, workDir: string): Promise<string> {
             allowedHosts: config.fileUrlAllowedHosts,
             maxBytes: config.maxBookBytes,
             timeoutMs: run.options.downloadTimeoutMs ?? DEFAULT_DOWNLOAD_TIMEOUT_MS,
+            ...(run.options.downloadMinRate
+              ? { minBytesPerSecond: run.options.downloadMinRate.bytesPerSecond, rateGraceMs: run.options.downloadMinRate.graceMs }
+              : {}),
             ...(run.signal ? { signal: run.signal } : {}),
             ...(run.options.fetch ? { fetch: run.options.fetch } : {}),
             ...(run.options.resolveHost ? { resolveHost: run.options.resolveHost } : {}),
@@ -265,8 +309,15 @@ async function readBookText(run: Run, path: string): Promise<string> {
 
 // booknlp -----------------------------------------------------------------------------------------
 
+/** One book at a time in the NLP step per process, whatever the worker's concurrency. */
+const nlpGate = createGate();
+
 async function findCharacters(run: Run, book: Book, text: string, textPath: string, workDir: string): Promise<FoundCharacter[]> {
   if (book.language !== "English") return discover(run, book, text);
+  return nlpGate.run(() => runBookNlp(run, book, textPath, workDir));
+}
+
+async function runBookNlp(run: Run, book: Book, textPath: string, workDir: string): Promise<FoundCharacter[]> {
   const selection = run.options.selection ?? {};
   const command = run.deps.config.booknlpCommand;
   run.progress("booknlp", 0, 1);
@@ -315,6 +366,24 @@ async function discover(run: Run, book: Book, text: string): Promise<FoundCharac
   return found;
 }
 
+/** Characters whose names can be stored, cleaned; each refused one is skipped and counted, never the book. */
+function admitNames(run: Run, found: readonly FoundCharacter[]): FoundCharacter[] {
+  const admitted: FoundCharacter[] = [];
+  const refuse = (reason: string, name: string) => {
+    run.deps.metrics.processing.charactersProcessed.inc({ status: "failed" });
+    run.skip("character", new Error(`name refused: ${reason}`), { character: name.length > 40 ? `${name.slice(0, 40)}…` : name });
+  };
+  for (const character of found) {
+    const check = checkCharacterName(character.name);
+    if (!check.ok) refuse(check.reason, character.name);
+    else if (admitted.some((c) => c.name === check.name)) refuse("another character has the same name", check.name);
+    else {
+      admitted.push({ ...character, name: check.name, aliases: cleanAliases(check.name, character.aliases) });
+    }
+  }
+  return admitted;
+}
+
 // extract and prompt ------------------------------------------------------------------------------
 
 interface Profiled {
@@ -336,6 +405,7 @@ async function characterPass<T, R>(run: Run, phase: "extract" | "prompt", items:
     } catch (err) {
       if (run.signal?.aborted) throw err;
       lastError = err;
+      run.deps.metrics.processing.charactersProcessed.inc({ status: "failed" });
       run.skip("character", err, { character: name(item), pass: phase });
       return undefined;
     } finally {
@@ -354,7 +424,7 @@ function extractProfiles(run: Run, book: Book, found: readonly FoundCharacter[])
   }));
 }
 
-async function writePersonas(run: Run, book: Book, profiled: readonly Profiled[]): Promise<SavedCharacter[]> {
+async function writePersonas(run: Run, book: Book, found: readonly FoundCharacter[], profiled: readonly Profiled[]): Promise<SavedCharacter[]> {
   const personas = await characterPass(run, "prompt", profiled, (p) => p.character.name, async (p) => ({
     ...p,
     systemPrompt: await writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal),
@@ -364,8 +434,8 @@ async function writePersonas(run: Run, book: Book, profiled: readonly Profiled[]
     book.id,
     personas.map((p) => ({ name: p.character.name, systemPrompt: p.systemPrompt })),
   );
-  const rows = await replaceCharacters(
-    run.deps.db,
+  const rows = await storeCharacters(
+    run,
     book.id,
     personas.map(({ character, profile, systemPrompt }) => ({
       name: character.name,
@@ -376,9 +446,43 @@ async function writePersonas(run: Run, book: Book, profiled: readonly Profiled[]
       ...characterStyle(character.name),
       importance: character.importance,
     })),
+    found.map((c) => c.name),
   );
   await forgetCachedCharacters(run, rows);
-  return rows.map((character, i) => ({ character, backupPath: paths[i]! }));
+  const pathOf = new Map(personas.map((p, i) => [p.character.name, paths[i]!]));
+  return rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! }));
+}
+
+/**
+ * Saves the run's characters in one statement; should the database refuse it, one at a time, so a
+ * row it refuses costs only its own character. A character whose pass failed this time (found, not
+ * written) keeps what the previous run wrote for it, and its readers' sessions.
+ */
+async function storeCharacters(run: Run, bookId: string, inputs: CharacterInput[], foundNames: string[]): Promise<Character[]> {
+  const { db, metrics } = run.deps;
+  const options = { alsoFound: foundNames };
+  let saved: SavedCharacters;
+  try {
+    saved = await saveCharacters(db, bookId, inputs, options);
+  } catch (err) {
+    if (!(err instanceof DatabaseError) || err.code === "connection") throw err;
+    run.log.warn("the database refused the book's characters; saving them one at a time", { error: err });
+    saved = { characters: [], retired: 0, removed: 0 };
+    for (const input of inputs) {
+      try {
+        const one = await saveCharacters(db, bookId, [input], options);
+        saved = { characters: [...saved.characters, ...one.characters], retired: one.retired, removed: saved.removed + one.removed };
+      } catch (e) {
+        if (!(e instanceof DatabaseError) || e.code === "connection") throw e;
+        metrics.processing.charactersProcessed.inc({ status: "failed" });
+        run.skip("character", new Error(`the database refused the character (${e.code})`), { character: input.name });
+      }
+    }
+  }
+  if (saved.retired > 0 || saved.removed > 0) {
+    run.log.info("characters no longer found", { kept_for_readers: saved.retired, removed: saved.removed });
+  }
+  return saved.characters;
 }
 
 /** Chat caches characters for an hour; a re-ingested persona must reach the next chat turn. */

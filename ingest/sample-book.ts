@@ -1,6 +1,8 @@
 import { join } from "node:path";
 import { DatabaseError, type Queryable } from "../common/db/index.ts";
-import { getBook, insertBook } from "../common/db/repositories.ts";
+import { getBook, recordBookSource } from "../common/db/repositories.ts";
+import { sha256OfFile } from "../common/hash.ts";
+import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook } from "../common/db/frontend-rows.ts";
 import { runPipeline, type PipelineDeps, type PipelineResult } from "./pipeline.ts";
 
 /**
@@ -33,15 +35,19 @@ async function countBooks(db: Queryable): Promise<number> {
 }
 
 /**
- * Registers and ingests the sample story in this process, but only in a database without books:
- * a database that already has any is never written to. A sample registered at an earlier start and
+ * Registers and ingests the sample story in this process, but only in a database without books,
+ * and on a database shared with the frontend only when asked to (writeFrontendTables): a database
+ * that already has any book is never written to. A sample registered at an earlier start and
  * not completed (the process stopped mid-ingestion) is ingested again; ingestion is idempotent.
  */
-export async function seedSampleBook(deps: PipelineDeps, options: { signal?: AbortSignal } = {}): Promise<SeedOutcome> {
+export async function seedSampleBook(deps: PipelineDeps, options: { signal?: AbortSignal; writeFrontendTables?: boolean } = {}): Promise<SeedOutcome> {
   const { db } = deps;
   const existing = await getBook(db, SAMPLE_BOOK.id);
   if (existing?.processingStatus === "completed") return { status: "present" };
   if (!existing) {
+    if (!frontendWritesAllowed(db, options.writeFrontendTables)) {
+      return { status: "skipped", reason: `the database is shared with the frontend (pass ${FRONTEND_WRITES_FLAG} to add the sample story)` };
+    }
     const books = await countBooks(db);
     if (books > 0) return { status: "skipped", reason: `the database already has ${books} book${books === 1 ? "" : "s"}` };
     try {
@@ -53,6 +59,8 @@ export async function seedSampleBook(deps: PipelineDeps, options: { signal?: Abo
         language: "English",
         filePath: SAMPLE_BOOK.path,
       });
+      // So that `npm run ingest` of the same file updates the sample instead of copying it.
+      await recordBookSource(db, SAMPLE_BOOK.id, await sha256OfFile(SAMPLE_BOOK.path));
     } catch (err) {
       if (err instanceof DatabaseError && err.code === "unique_violation") return { status: "skipped", reason: "another process is seeding it" };
       throw err;

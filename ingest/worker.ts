@@ -1,22 +1,26 @@
 import { loadConfigOrExit } from "../common/config.ts";
-import { buildDeps } from "../common/deps.ts";
+import { buildDepsOrExit } from "../common/deps.ts";
+import { listenAddress } from "../common/listen-address.ts";
+import { usage } from "../common/commands.ts";
 import { DatabaseError } from "../common/db/index.ts";
-import { setProcessingStatus } from "../common/db/repositories.ts";
+import { getIngestion, setProcessingStatus } from "../common/db/repositories.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
 import { BookRejectedError, runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
 
 /**
- * The ingest worker: takes one job at a time from processing_queue (see common/queue.ts for the
- * claim, lease and dead-letter protocol) and runs the pipeline on it.
+ * The ingest worker: takes jobs from processing_queue (see common/queue.ts for the claim, lease and
+ * dead-letter protocol) and runs the pipeline on each, up to `concurrency` at a time, so that a book
+ * whose download is slow does not hold the books queued behind it. The book NLP step still runs one
+ * book at a time per process (ingest/pipeline.ts).
  *
  * Polls with exponential back-off while the queue is empty or the store fails (blocking pops are not
  * available on every key-value adapter). Renews the job's lease while the pipeline runs. On stop()
- * (SIGTERM) it lets the current job finish within a grace period, then aborts it and hands it back
- * to the queue untouched.
+ * (SIGTERM) it lets the current jobs finish within a grace period, then aborts them and hands them
+ * back to the queue untouched.
  *
- * `bun run worker` runs it alone and serves the metric catalogue on METRICS_PORT; startWorker() also
+ * `bun run worker` runs it alone and serves its metrics (processing and indexing) on METRICS_PORT; startWorker() also
  * runs inside another process (the API's, with `npm start`).
  */
 
@@ -25,6 +29,8 @@ export const DEFAULT_MAX_POLL_MS = 5_000;
 export const DEFAULT_REAP_INTERVAL_MS = 15_000;
 /** Kubernetes gives a pod 30 s between SIGTERM and SIGKILL; hand the job back well before. */
 export const DEFAULT_SHUTDOWN_GRACE_MS = 20_000;
+/** Jobs one worker runs at once: the second keeps the queue moving while the first waits on a download or the model. */
+export const DEFAULT_WORKER_CONCURRENCY = 2;
 /** Renewals per visibility timeout, so a late or failed renewal still leaves time for the next. */
 const RENEWALS_PER_LEASE = 3;
 
@@ -40,21 +46,24 @@ export interface WorkerOptions {
   maxPollMs?: number;
   reapIntervalMs?: number;
   shutdownGraceMs?: number;
+  concurrency?: number;
   pipeline?: Omit<PipelineOptions, "signal">;
 }
 
 export interface WorkerState {
   id: string;
   running: boolean;
-  /** The job being processed, if any. */
+  /** The oldest job being processed, if any. */
   jobId: string | null;
+  /** Every job being processed. */
+  jobIds: string[];
   jobsHandled: number;
 }
 
 export interface WorkerHandle {
   readonly id: string;
   state(): WorkerState;
-  /** Finishes or hands back the current job, then ends the loop. */
+  /** Finishes or hands back the current jobs, then ends the loop. */
   stop(): Promise<void>;
   /** Settles when the loop has ended. */
   readonly stopped: Promise<void>;
@@ -74,7 +83,9 @@ class LeaseLost extends Error {
   }
 }
 
-const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
+/** The failure as stored for the book: our words for a database error, never the driver's raw text. */
+const message = (err: unknown) =>
+  err instanceof DatabaseError ? `the database refused the book's data (${err.code})` : err instanceof Error ? err.message : String(err);
 
 export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): WorkerHandle {
   const id = crypto.randomUUID().slice(0, 8);
@@ -93,7 +104,8 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
 
   let stopping = false;
   let jobsHandled = 0;
-  let current: { claim: ClaimedJob; controller: AbortController; done: Promise<void> } | undefined;
+  const concurrency = options.concurrency ?? DEFAULT_WORKER_CONCURRENCY;
+  const current = new Map<string, { claim: ClaimedJob; controller: AbortController; done: Promise<Handled> }>();
   let wake: (() => void) | undefined;
 
   const idle = (ms: number) =>
@@ -110,7 +122,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
   /** Keeps the book's status in line with the job; a failure here must not lose the job's outcome. */
   const setStatus = async (bookId: string, status: "pending" | "failed", reason: string) => {
     try {
-      await setProcessingStatus(deps.db, bookId, status, reason);
+      await setProcessingStatus(deps.db, bookId, status, { error: reason });
     } catch (err) {
       log.error("could not update the book's status", { book_id: bookId, status, error: err });
     }
@@ -118,12 +130,14 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
 
   const afterReap = async ({ requeued, deadLettered }: ReapResult) => {
     for (const job of requeued) {
-      metrics.processing.jobsProcessed.inc({ status: "retried" });
+      metrics.processing.jobsRetried.inc();
       log.warn("job returned to the queue after its lease expired", { job_id: job.job_id, book_id: job.book_id, attempts: job.attempts });
       await setStatus(job.book_id, "pending", `attempt ${job.attempts} of ${maxAttempts} stopped: the worker went away`);
     }
     for (const dead of deadLettered) {
-      metrics.processing.jobsProcessed.inc({ status: "dead_lettered" });
+      metrics.processing.jobsDeadLettered.inc();
+      // An entry that is not a job record (dead.job null) was never a job, so no job failed.
+      if (dead.job) metrics.processing.jobsProcessed.inc({ status: "failed" });
       log.error("job dead-lettered", { job_id: dead.job?.job_id, book_id: dead.job?.book_id, reason: dead.reason });
       if (dead.job) await setStatus(dead.job.book_id, "failed", `gave up after ${dead.job.attempts} attempts: ${dead.reason}`);
     }
@@ -146,13 +160,26 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
       (queue.visibilityTimeoutSeconds * 1000) / RENEWALS_PER_LEASE,
     );
     metrics.processing.activeWorkers.inc();
-    jobLog.info("job started");
+    let ran = false;
     try {
+      if ((await getIngestion(deps.db, job.book_id))?.completedJobId === job.job_id) {
+        // Completed before, but the queue never heard (the store stalled as the job finished).
+        jobLog.warn("job already completed; closed without running it again");
+        await queue.complete(claim);
+        return "settled";
+      }
+      jobLog.info("job started");
       await runPipeline(deps, { bookId: job.book_id, jobId: job.job_id, source: { url: job.file_url } }, { ...options.pipeline, signal: controller.signal });
-      await queue.complete(claim);
+      ran = true;
       metrics.processing.jobsProcessed.inc({ status: "completed" });
+      await queue.complete(claim);
       return "settled";
     } catch (err) {
+      if (ran) {
+        // The book is completed and recorded with this job; whoever claims the job again closes it.
+        jobLog.error("could not close the completed job in the queue; it will be closed when claimed again", { error: err });
+        return "settled";
+      }
       return await settleFailure(controller.signal, err);
     } finally {
       clearInterval(renewal);
@@ -180,11 +207,13 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
           metrics.processing.jobsProcessed.inc({ status: "failed" });
         } else {
           const outcome = await queue.fail(claim, message(err));
-          metrics.processing.jobsProcessed.inc({ status: outcome.status });
           if (outcome.status === "retried") {
+            metrics.processing.jobsRetried.inc();
             jobLog.warn("job attempt failed; queued again", { attempts: outcome.attempts, error: err });
             await setStatus(job.book_id, "pending", `attempt ${outcome.attempts} of ${maxAttempts} failed: ${message(err)}`);
           } else {
+            metrics.processing.jobsDeadLettered.inc();
+            metrics.processing.jobsProcessed.inc({ status: "failed" });
             jobLog.error("job dead-lettered", { attempts: outcome.attempts, error: err });
             await setStatus(job.book_id, "failed", `gave up after ${outcome.attempts} attempts: ${message(err)}`);
           }
@@ -197,38 +226,59 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
     }
   }
 
+  /** Set when a job was handed back because our database was down: claims pause, with back-off. */
+  let databaseDown = false;
+
+  function start(claim: ClaimedJob) {
+    const controller = new AbortController();
+    const done = handle(claim, controller);
+    current.set(claim.job.job_id, { claim, controller, done });
+    void done.then((handled) => {
+      current.delete(claim.job.job_id);
+      if (handled === "database_unavailable") databaseDown = true;
+      wake?.();
+    });
+  }
+
   async function loop(): Promise<void> {
     let delay = minPoll;
     let nextReap = 0;
-    log.info("worker started", { queue: queue.keys.queue, kv: deps.kv.driver });
+    log.info("worker started", { queue: queue.keys.queue, kv: deps.kv.driver, concurrency });
     while (!stopping) {
-      try {
-        if (Date.now() >= nextReap) {
-          nextReap = Date.now() + reapInterval;
-          await afterReap(await queue.reap());
-        }
-        const claim = await queue.claim((entry) => {
-          metrics.processing.jobsProcessed.inc({ status: "dead_lettered" });
-          log.error("queue entry is not a job record; dead-lettered", { entry: entry.raw.slice(0, 200) });
-        });
-        metrics.processing.queueDepth.set(await queue.depth());
-        if (claim) {
-          const controller = new AbortController();
-          const done = handle(claim, controller);
-          current = { claim, controller, done: done.then(() => {}) };
-          const handled = await done;
-          current = undefined;
-          if (handled === "settled") {
-            delay = minPoll;
-            continue;
-          }
-        }
-      } catch (err) {
-        log.error("job queue unavailable; polling again after a pause", { error: err, retry_in_ms: delay });
+      if (current.size >= concurrency) {
+        // Every slot is busy: a job that ends wakes the loop.
+        await idle(maxPoll);
+        continue;
       }
+      let claimed = false;
+      if (!databaseDown) {
+        try {
+          if (Date.now() >= nextReap) {
+            nextReap = Date.now() + reapInterval;
+            await afterReap(await queue.reap());
+          }
+          const claim = await queue.claim((entry) => {
+            metrics.processing.jobsDeadLettered.inc();
+            log.error("queue entry is not a job record; dead-lettered", { entry: entry.raw.slice(0, 200) });
+          });
+          metrics.processing.queueDepth.set(await queue.depth());
+          if (claim) {
+            claimed = true;
+            start(claim);
+          }
+        } catch (err) {
+          log.error("job queue unavailable; polling again after a pause", { error: err, retry_in_ms: delay });
+        }
+      }
+      if (claimed) {
+        delay = minPoll;
+        continue;
+      }
+      databaseDown = false;
       await idle(delay);
       delay = Math.min(delay * 2, maxPoll);
     }
+    await Promise.allSettled([...current.values()].map((job) => job.done));
     log.info("worker stopped", { jobs_handled: jobsHandled });
   }
 
@@ -236,17 +286,18 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
   return {
     id,
     stopped,
-    state: () => ({ id, running: !stopping, jobId: current?.claim.job.job_id ?? null, jobsHandled }),
+    state: () => ({ id, running: !stopping, jobId: current.keys().next().value ?? null, jobIds: [...current.keys()], jobsHandled }),
     async stop() {
       stopping = true;
       wake?.();
-      const job = current;
-      if (job) {
+      const jobs = [...current.values()];
+      if (jobs.length > 0) {
         const grace = options.shutdownGraceMs ?? DEFAULT_SHUTDOWN_GRACE_MS;
         let timer: ReturnType<typeof setTimeout> | undefined;
-        const finished = await Promise.race([job.done.then(() => true), new Promise<boolean>((r) => (timer = setTimeout(() => r(false), grace)))]);
+        const allDone = Promise.allSettled(jobs.map((job) => job.done)).then(() => true);
+        const finished = await Promise.race([allDone, new Promise<boolean>((r) => (timer = setTimeout(() => r(false), grace)))]);
         clearTimeout(timer);
-        if (!finished) job.controller.abort(new StopRequested());
+        if (!finished) for (const job of current.values()) job.controller.abort(new StopRequested());
       }
       await stopped;
     },
@@ -254,10 +305,10 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
 }
 
 /** The worker's own HTTP endpoint when it runs alone: /metrics for Prometheus, /health for probes. */
-export function serveWorkerMetrics(deps: Pick<WorkerDeps, "metrics" | "logger">, worker: WorkerHandle, port: number) {
+export function serveWorkerMetrics(deps: Pick<WorkerDeps, "metrics" | "logger">, worker: WorkerHandle, { port, host }: { port: number; host: string }) {
   const server = Bun.serve({
     port,
-    hostname: "0.0.0.0",
+    hostname: host,
     async fetch(request) {
       const { pathname } = new URL(request.url);
       if (request.method !== "GET") return new Response("method not allowed", { status: 405 });
@@ -271,18 +322,23 @@ export function serveWorkerMetrics(deps: Pick<WorkerDeps, "metrics" | "logger">,
       return new Response("not found", { status: 404 });
     },
   });
-  deps.logger.info("worker metrics listening", { url: `http://localhost:${server.port}/metrics` });
+  const { bound, url } = listenAddress(host, server.port!);
+  deps.logger.info("worker metrics listening", { address: bound, url: `${url}/metrics` });
   return server;
 }
 
 if (import.meta.main) {
+  if (process.argv.includes("--help")) {
+    console.log(`${usage("worker", "")}\n\nThe ingest worker alone: takes books from the queue (REDIS_URL or UPSTASH_*), serves /metrics and /health on HOST:METRICS_PORT.`);
+    process.exit(0);
+  }
   const config = loadConfigOrExit();
-  const deps = await buildDeps(config);
+  const deps = await buildDepsOrExit(config, { metricsRoles: ["worker"] });
   if (deps.kv.driver === "memory") {
     deps.logger.warn("the worker runs alone on the in-process key-value store: it cannot see jobs queued by the API; set REDIS_URL or UPSTASH_REDIS_REST_URL");
   }
   const worker = startWorker(deps);
-  const server = serveWorkerMetrics(deps, worker, config.metricsPort);
+  const server = serveWorkerMetrics(deps, worker, { port: config.metricsPort, host: config.host });
   const shutdown = async (signal: string) => {
     deps.logger.info("shutting down", { signal });
     await worker.stop();

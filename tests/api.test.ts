@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Elysia } from "elysia";
 import { withHttpMetrics } from "../api/http-metrics.ts";
-import { insertBook } from "../common/db/repositories.ts";
+import { insertBook } from "../common/db/frontend-rows.ts";
 import type { Database } from "../common/db/index.ts";
 import { DatabaseError } from "../common/db/index.ts";
 import { downloadBook } from "../common/file-url.ts";
@@ -37,6 +37,82 @@ describe("GET /health", () => {
   });
 });
 
+describe("paths a person types by hand", () => {
+  test("GET / redirects to the API documentation", async () => {
+    const { request } = await buildTestApp();
+    const res = await request("/");
+    expect(res.status).toBe(302);
+    expect(res.headers.get("location")).toBe("/docs");
+  });
+
+  test("a known path with a method it does not serve answers 405 with Allow; an unknown path stays 404", async () => {
+    const { request } = await buildTestApp();
+    for (const [method, path, allow] of [
+      ["GET", "/character/chat", "POST"],
+      ["GET", "/character/processing", "POST"],
+      ["DELETE", "/health", "GET"],
+      ["POST", "/metrics", "GET"],
+    ] as const) {
+      const res = await request(path, { method });
+      expect({ method, path, status: res.status, allow: res.headers.get("allow"), body: await res.json() }).toEqual({
+        method,
+        path,
+        status: 405,
+        allow,
+        body: { error: `method not allowed: use ${allow}` },
+      });
+    }
+    const unknown = await request("/character/nothing-here");
+    expect(unknown.status).toBe(404);
+    expect(unknown.headers.get("allow")).toBeNull();
+    expect(await unknown.json()).toEqual({ error: "not found" });
+  });
+});
+
+describe("the documented error examples are what each status really answers", () => {
+  type Documented = { paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema?: { example?: unknown }; example?: unknown }> }> }>> };
+  const exampleOf = (doc: Documented, path: string, status: number) => {
+    const media = doc.paths[path]!.post!.responses[String(status)]!.content!["application/json"]!;
+    return media.example ?? media.schema?.example;
+  };
+
+  test("POST /character/processing: 400, 413, 422 and 500", async () => {
+    const app = await buildTestApp();
+    const doc = (await (await app.request("/docs/json")).json()) as Documented;
+    const ids = { book_id: "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b", user_id: "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f7a", file_url: "https://books.example.com/a.txt" };
+    const down = await buildTestApp({
+      db: { ...app.deps.db, query: () => Promise.reject(new DatabaseError("connect ECONNREFUSED", "connection")) },
+    });
+    const answers: [number, Response][] = [
+      [400, await app.postJson("/character/processing", { ...ids, book_id: "42" })],
+      [413, await app.postJson("/character/processing", JSON.stringify({ ...ids, pad: "x".repeat(1_100_000) }))],
+      [422, await app.postJson("/character/processing", ids)],
+      [500, await down.postJson("/character/processing", ids)],
+    ];
+    for (const [status, res] of answers) {
+      expect({ status: res.status, body: await res.json() }).toEqual({ status, body: exampleOf(doc, "/character/processing", status) });
+    }
+  });
+
+  test("POST /character/chat: 413 and 500 show their own messages", async () => {
+    const app = await buildTestApp();
+    const doc = (await (await app.request("/docs/json")).json()) as Documented;
+    expect(exampleOf(doc, "/character/chat", 413)).toEqual({ error: "request body is larger than 1048576 bytes" });
+    expect(exampleOf(doc, "/character/chat", 500)).toEqual({ error: "database unavailable" });
+  });
+
+  test("with a working chat request known (npm start's sample session), the document's chat example is that request", async () => {
+    const example = { user_id: "10ca1000-0000-4000-8000-000000000001", character_id: "3665865f-3a0c-4522-8994-5c1893031c71", book_id: "5a3b1e00-0000-4000-8000-000000000001", session_id: "a59d5ad5-41ec-4a0d-8ce4-82ea3d4e8690", user_message: "What did you find hidden in the diary?" };
+    const app = await buildTestApp({ chatExample: () => example });
+    const doc = (await (await app.request("/docs/json")).json()) as { paths: Record<string, Record<string, { requestBody: { content: Record<string, { example?: unknown; schema: { example?: unknown } }> } }>> };
+    const media = doc.paths["/character/chat"]!.post!.requestBody.content["application/json"]!;
+    expect(media.example).toEqual(example);
+    expect(media.schema.example).toEqual(example);
+    const plain = (await (await (await buildTestApp()).request("/docs/json")).json()) as typeof doc;
+    expect(plain.paths["/character/chat"]!.post!.requestBody.content["application/json"]!.schema.example).not.toEqual(example);
+  });
+});
+
 describe("GET /metrics", () => {
   test("serves the whole catalogue in the Prometheus text format", async () => {
     const t = await buildTestApp({ metrics: createMetrics() });
@@ -60,7 +136,9 @@ describe("GET /metrics", () => {
       processing_active_workers: "gauge",
       processing_jobs_processed_total: "counter",
       processing_pipeline_duration_seconds: "histogram",
-      indexing_chunks_total: "counter",
+      indexing_chunks_generated_total: "counter",
+      indexing_chunks_indexed_total: "counter",
+      indexing_embeddings_generated_total: "counter",
       indexing_duration_seconds: "histogram",
       indexing_errors_total: "counter",
       process_resident_memory_bytes: "gauge",

@@ -3,7 +3,8 @@ import { findLocalChat, LOCAL_USER_ID, LocalChoiceError, openLocalChat } from ".
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { createSession, insertBook, replaceCharacters, setProcessingStatus, type Character } from "../common/db/repositories.ts";
+import { saveCharacters, setProcessingStatus, type Character } from "../common/db/repositories.ts";
+import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 
 // A fresh embedded Postgres runs initdb.
 setDefaultTimeout(60_000);
@@ -28,7 +29,7 @@ let library: Library;
 async function completedBook(title: string, characters: { name: string; aliases?: string[]; importance: number }[]) {
   const book = await insertBook(db, { title });
   await setProcessingStatus(db, book.id, "completed");
-  return { id: book.id, characters: await replaceCharacters(db, book.id, characters) };
+  return { id: book.id, characters: (await saveCharacters(db, book.id, characters)).characters };
 }
 
 beforeEach(async () => {
@@ -81,6 +82,20 @@ test("another reader's sessions are never picked", async () => {
   expect((await openLocalChat(db)).book_id).toBe(library.newer.id);
 });
 
+test("a book and a character are found whatever the case, by alias, without a leading \"The\", or by a longer or shorter form of a name", async () => {
+  const picks: [string, string, string][] = [
+    ["the mending room", "OTTILIE", "Ottilie"],
+    ["Mending Room", "miss marsh", "Ottilie"],
+    ["mending room", "Pike", "Jonah"],
+    ["The Mending Room", "Jonah the apprentice", "Jonah"],
+    [library.older.id, "  jonah  pike ", "Jonah"],
+  ];
+  for (const [book, character, name] of picks) {
+    const chat = await openLocalChat(db, { book, character });
+    expect({ book, character, picked: chat.character_name, title: chat.book_title }).toEqual({ book, character, picked: name, title: "The Mending Room" });
+  }
+});
+
 test("a choice that names nothing lists what can be chosen instead", async () => {
   const book = await openLocalChat(db, { book: "Moby-Dick" }).catch((err: unknown) => err);
   expect(book).toBeInstanceOf(LocalChoiceError);
@@ -92,6 +107,19 @@ test("a choice that names nothing lists what can be chosen instead", async () =>
     '"The Mending Room" has no character called "Hester". Its characters:\n  Ottilie (Ottilie Marsh, Miss Marsh)\n  Jonah (Jonah Pike)',
   );
   await db.exec("DELETE FROM books;");
-  await expect(openLocalChat(db)).rejects.toThrow("no book has been ingested yet: add one with `bun run ingest <file.txt>`");
+  await expect(openLocalChat(db)).rejects.toThrow("no book has been ingested yet: add one with `npm run ingest -- <file.txt>`");
   expect(await db.query("SELECT id FROM chat_sessions")).toEqual([]);
+});
+
+test("on a database shared with the frontend, a new session is made only with --write-frontend-tables; an existing one is found without it", async () => {
+  const shared: Database = { ...db, driver: "postgres" };
+  const before = await db.query("SELECT id FROM chat_sessions");
+  const refused = await openLocalChat(shared, { book: library.older.id, character: "Jonah" }).catch((e: unknown) => e);
+  expect(refused).toBeInstanceOf(LocalChoiceError);
+  expect((refused as Error).message).toContain("pass --write-frontend-tables");
+  expect(await db.query("SELECT id FROM chat_sessions")).toEqual(before);
+
+  const made = await openLocalChat(shared, { book: library.older.id, character: "Jonah" }, { writeFrontendTables: true });
+  expect(made).toMatchObject({ character_name: "Jonah", message_count: 0 });
+  expect((await openLocalChat(shared, { book: library.older.id, character: "Jonah" })).session_id).toBe(made.session_id);
 });

@@ -126,6 +126,7 @@ describe("bun run chat with no service running", () => {
   test("explains its usage when given an argument it does not know", async () => {
     const run = await chat({ DATA_DIR: dataDir }, ["--voice", "loud"], []);
     expect(run.exitCode).toBe(2);
-    expect(run.stderr).toContain("usage: bun run chat [--book <id|title>] [--character <name>]");
+    expect(run.stderr).toContain("usage: npm run chat -- [--book <id|title>] [--character <name>]");
+    expect(run.stderr).toContain("bun run chat [--book <id|title>] [--character <name>]");
   });
 });

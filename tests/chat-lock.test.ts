@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { KvError, type KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
-import { DEFAULT_LOCK_TTL_SECONDS, tryAcquireLock } from "../common/lock.ts";
+import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, tryAcquireLock } from "../common/lock.ts";
 
 function clockedStore() {
   const clock = { now: 1_000_000 };
@@ -24,6 +24,37 @@ describe("session lock", () => {
     expect(await tryAcquireLock(kv, "chat:lock:s1")).toBeNull();
     clock.now += 2000;
     expect(await tryAcquireLock(kv, "chat:lock:s1")).not.toBeNull();
+  });
+
+  test("a holder extends its own lock, and a holder whose lock lapsed cannot extend the next holder's", async () => {
+    const { kv, clock } = clockedStore();
+    const lock = await tryAcquireLock(kv, "chat:lock:s1");
+    clock.now += (DEFAULT_LOCK_TTL_SECONDS - 1) * 1000;
+    expect(await lock!.extend(DEFAULT_LOCK_TTL_SECONDS)).toBe(true);
+    clock.now += (DEFAULT_LOCK_TTL_SECONDS - 1) * 1000;
+    expect(await tryAcquireLock(kv, "chat:lock:s1")).toBeNull();
+    clock.now += 2000;
+    const next = await tryAcquireLock(kv, "chat:lock:s1");
+    expect(await lock!.extend(DEFAULT_LOCK_TTL_SECONDS)).toBe(false);
+    expect(await kv.get("chat:lock:s1")).toBe(next!.token);
+  });
+
+  test("kept alive, a lock outlives its expiry until the holder stops renewing it; a lost lease is reported once", async () => {
+    const kv = createMemoryKeyValueStore();
+    const lock = await tryAcquireLock(kv, "chat:lock:s2", 1);
+    let lost = 0;
+    const stop = keepLockAlive(lock!, { ttlSeconds: 1, onLost: () => lost++ });
+    await Bun.sleep(1_500);
+    expect(await kv.get("chat:lock:s2")).toBe(lock!.token);
+    await kv.del("chat:lock:s2");
+    await Bun.sleep(800);
+    expect(lost).toBe(1);
+    stop();
+    const again = await tryAcquireLock(kv, "chat:lock:s2", 1);
+    const stopAgain = keepLockAlive(again!, { ttlSeconds: 1 });
+    stopAgain();
+    await Bun.sleep(1_200);
+    expect(await kv.get("chat:lock:s2")).toBeNull();
   });
 
   test("release frees the key for the next holder", async () => {

@@ -1,10 +1,11 @@
+import { SSE_OPENING } from "../api/sse.ts";
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { createSession } from "../common/db/repositories.ts";
+import { createSession } from "../common/db/frontend-rows.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
@@ -56,6 +57,7 @@ describe("POST /character/chat on the server process", () => {
       DATA_DIR: dataDir,
       LLM_GATEWAY_URL: gateway.baseURL,
       RERANK_URL: reranker.url,
+      RERANK_API_KEY: "any-key-turns-it-on",
       LOG_LEVEL: "warn",
     });
   }, 60_000);
@@ -82,7 +84,7 @@ describe("POST /character/chat on the server process", () => {
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/event-stream; charset=utf-8");
     const { text, events } = await readSse(res);
-    expect(text).toStartWith('data: {"token":"The "}\n\ndata: {"token":"Albatross "}\n\ndata: {"token":"struck\\n"}\n\n');
+    expect(text).toStartWith(SSE_OPENING + 'data: {"token":"The "}\n\ndata: {"token":"Albatross "}\n\ndata: {"token":"struck\\n"}\n\n');
     expect(events.at(-1)).toMatchObject({ done: true, full_response: "The Albatross struck\nthe shoals." });
     expect(requestsOfKind(gateway, "chat")[0]!.messages[0]!.content).toContain("schooner Albatross");
     expect(reranker.rerankRequests().length).toBe(1);
@@ -112,8 +114,10 @@ describe("POST /character/chat on the server process", () => {
     const hangUp = new AbortController();
     const res = await chat(session, "Tell me everything.", hangUp.signal);
     const reader = res.body!.getReader();
-    const first = await reader.read();
-    expect(parseSseEvents(new TextDecoder().decode(first.value))[0]).toHaveProperty("token");
+    // Past the opening comment, to the first token.
+    let received = "";
+    while (parseSseEvents(received.slice(0, received.lastIndexOf("\n\n") + 2)).length === 0) received += new TextDecoder().decode((await reader.read()).value);
+    expect(parseSseEvents(received.slice(0, received.lastIndexOf("\n\n") + 2))[0]).toHaveProperty("token");
     hangUp.abort();
 
     await gateway.waitForAbort();

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { MODEL_FAILED, SAVE_FAILED, SESSION_BUSY, previewOf } from "../api/chat/service.ts";
+import { SSE_OPENING } from "../api/sse.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../common/chat-cache.ts";
 import { createDatabase } from "../common/db/create.ts";
 import { DatabaseError, type Database, type Row } from "../common/db/index.ts";
@@ -8,7 +9,7 @@ import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
-import { buildChatSystemPrompt, buildRewriteMessages, rewriteCacheKey } from "../common/prompt.ts";
+import { buildChatSystemPrompt, buildRewriteMessages, NO_SUMMARY_SECTION, PASSAGES_HEADING, rewriteCacheKey, SUMMARY_HEADING } from "../common/prompt.ts";
 import type { ChatDoneEvent, ChatEvent } from "../common/schemas.ts";
 import { metricValue } from "./support/app.ts";
 import {
@@ -95,14 +96,14 @@ function holdSummaryFold(h: ChatHarness, content: string): { started: Promise<vo
 
 async function sessionRow(h: ChatHarness, sessionId: string) {
   const [row] = await h.deps.db.query<{ message_count: number; preview: string | null; summary: string | null }>(
-    "SELECT message_count, preview, summary FROM chat_sessions WHERE id = $1",
+    "SELECT message_count, preview, (SELECT summary FROM chat_session_summaries WHERE session_id = s.id) AS summary FROM chat_sessions s WHERE id = $1",
     [sessionId],
   );
   return row!;
 }
 
 async function messageRows(h: ChatHarness, sessionId: string) {
-  return h.deps.db.query<{ role: string; content: string }>("SELECT role, content FROM messages WHERE session_id = $1 ORDER BY seq", [sessionId]);
+  return h.deps.db.query<{ role: string; content: string }>("SELECT role, content FROM messages WHERE session_id = $1 ORDER BY created_at", [sessionId]);
 }
 
 async function metric(h: ChatHarness, series: string): Promise<number> {
@@ -152,9 +153,9 @@ for (const variant of variants) {
         const done = events.at(-1)!;
         expect(isDone(done)).toBe(true);
         expect((done as ChatDoneEvent).full_response).toBe("The lamp never went out.");
-        // Byte for byte: `data: <JSON>` and a blank line per event, nothing else.
-        expect(text).toBe(events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(""));
-        expect(text.startsWith('data: {"token":"The "}\n\ndata: {"token":"lamp "}\n\n')).toBe(true);
+        // Byte for byte: the opening comment, then `data: <JSON>` and a blank line per event, nothing else.
+        expect(text).toBe(SSE_OPENING + events.map((e) => `data: ${JSON.stringify(e)}\n\n`).join(""));
+        expect(text.startsWith(`${SSE_OPENING}data: {"token":"The "}\n\ndata: {"token":"lamp "}\n\n`)).toBe(true);
         expect(text.endsWith("]}\n\n")).toBe(true);
       });
 
@@ -165,7 +166,7 @@ for (const variant of variants) {
         expect(tokensOf(events)).toEqual(chunks);
         expect((events.at(-1) as ChatDoneEvent).full_response).toBe(chunks.join(""));
         // Only the framing itself produces line breaks.
-        expect(text.split("\n").filter((line) => line !== "").every((line) => line.startsWith("data: {"))).toBe(true);
+        expect(text.split("\n").filter((line) => line !== "" && `${line}\n\n` !== SSE_OPENING).every((line) => line.startsWith("data: {"))).toBe(true);
         expect(text).not.toContain("\r");
       });
 
@@ -318,6 +319,7 @@ for (const variant of variants) {
       scriptGateway(h.gateway, { chat: { chunks: Array.from({ length: 500 }, (_, i) => `word${i} `), tokenDelayMs: 5 } });
       const res = await h.chat(session, "Tell me everything.");
       const reader = res.body!.getReader();
+      expect(new TextDecoder().decode((await reader.read()).value)).toBe(SSE_OPENING);
       const first = await reader.read();
       expect(parseSseEvents(new TextDecoder().decode(first.value))[0]).toHaveProperty("token");
       await reader.cancel();
@@ -352,7 +354,8 @@ for (const variant of variants) {
           }),
         );
         expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input)).toEqual([[queries.narrative_query]]);
-        expect(h.reranker.rerankRequests().map((r) => (r.body as { query: string }).query)).toEqual([queries.narrative_query]);
+        // SPEC, chat step 8: the reranker scores the passages against the reader's own message.
+        expect(h.reranker.rerankRequests().map((r) => (r.body as { query: string }).query)).toEqual([message]);
       });
 
       test("a rewrite already cached for the same message and history is not asked for again", async () => {
@@ -398,15 +401,37 @@ for (const variant of variants) {
         }
         expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!)).toMatchObject({
           id: session,
-          userId: h.world.userId,
-          messageCount: 1,
+          user_id: h.world.userId,
+          message_count: 1,
           summary: null,
           messages: [
             { role: "user", content: "Good evening, Miss Vance." },
             { role: "assistant", content: done.full_response },
           ],
         });
-        expect(JSON.parse((await h.kv.get(characterCacheKey(h.world.characterId)))!)).toMatchObject({ name: CHARACTER_NAME, systemPrompt: PERSONA });
+        expect(JSON.parse((await h.kv.get(characterCacheKey(h.world.characterId)))!)).toMatchObject({ name: CHARACTER_NAME, system_prompt: PERSONA });
+        // The spec's field names (SPEC: Key-value store keys), in its order.
+        const fields = async (key: string) => Object.keys(JSON.parse((await h.kv.get(key))!) as object);
+        expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description"]);
+        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary"]);
+        expect(await fields(bookCacheKey(h.world.bookId))).toEqual(["id", "title", "author", "description"]);
+      });
+
+      test("entries in the previous camelCase format (a rolling deploy) are read from the database and replaced", async () => {
+        const session = await h.newSession();
+        const old = {
+          [characterCacheKey(h.world.characterId)]: { id: h.world.characterId, bookId: h.world.bookId, name: "Stale Name", description: null, profile: null, systemPrompt: "I am stale." },
+          [sessionCacheKey(session)]: { id: session, userId: h.world.userId, characterId: h.world.characterId, bookId: h.world.bookId, messageCount: 0, summary: null, messages: [] },
+          [bookCacheKey(h.world.bookId)]: { id: h.world.bookId, title: "Stale Title", author: null },
+        };
+        for (const [key, value] of Object.entries(old)) await h.kv.set(key, JSON.stringify(value), { ex: 3600 });
+        const done = await exchange(h, session, "Is the lamp lit tonight?");
+        expect(done.full_response.length).toBeGreaterThan(0);
+        const system = requestsOfKind(h.gateway, "chat").at(-1)!.messages[0]!.content;
+        expect(system).toContain(PERSONA);
+        expect(system).not.toContain("I am stale.");
+        for (const key of Object.keys(old)) expect(JSON.parse((await h.kv.get(key))!)).not.toHaveProperty("bookId");
+        expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!)).toMatchObject({ user_id: h.world.userId, message_count: 1 });
       });
 
       test("a second message reads the session, character, book and history from the cache, not the database", async () => {
@@ -415,7 +440,9 @@ for (const variant of variants) {
         const before = h.db.statements.length;
         await exchange(h, session, "Second question.");
         const statements = h.db.statements.slice(before).map((s) => s.replace(/\s+/g, " "));
-        expect(statements.filter((s) => /^SELECT/.test(s))).toEqual(["SELECT * FROM user_preferences WHERE user_id = $1 AND character_id = $2"]);
+        const reads = statements.filter((s) => /^SELECT/.test(s));
+        expect(reads).toHaveLength(1);
+        expect(reads[0]).toContain("FROM user_preferences WHERE user_id = $1 AND character_id = $2");
         // The exchange is saved in one statement: one round trip to the database.
         const writes = statements.filter((s) => !/^SELECT/.test(s));
         expect(writes).toHaveLength(1);
@@ -462,9 +489,17 @@ for (const variant of variants) {
             summary,
           }),
         );
-        for (const part of [PERSONA, "Relationship mode: mentor", "[1]\n<<<BOOK PASSAGE>>>", summary]) expect(system.content).toContain(part);
+        for (const part of [PERSONA, "Relationship mode: friend", "[1]\n<<<BOOK PASSAGE>>>", summary]) expect(system.content).toContain(part);
         expect(system.content).toContain(PASSAGES[5]!);
         expect(chat!.messages.at(-1)).toEqual({ role: "user", content: "Did Thomas ever write again?" });
+      });
+
+      test("on a session's first turn the summary section is there too, after the passages, saying there is none yet", async () => {
+        await exchange(h, await h.newSession(), "Who taught you to keep the light?");
+        const system = requestsOfKind(h.gateway, "chat")[0]!.messages[0]!.content;
+        expect(system.indexOf(PASSAGES_HEADING)).toBeGreaterThan(0);
+        expect(system.indexOf(SUMMARY_HEADING)).toBeGreaterThan(system.indexOf(PASSAGES_HEADING));
+        expect(system).toEndWith(`${SUMMARY_HEADING}\n${NO_SUMMARY_SECTION}`);
       });
 
       test("a preferences string in the request replaces the stored preferences", async () => {
@@ -473,7 +508,7 @@ for (const variant of variants) {
         const system = requestsOfKind(h.gateway, "chat")[0]!.messages[0]!.content;
         expect(system).toContain("## USER PREFERENCE MODIFIERS");
         expect(system).toContain("Answer only in questions.");
-        expect(system).not.toContain("Relationship mode: mentor");
+        expect(system).not.toContain("Relationship mode: friend");
       });
     });
 
@@ -655,7 +690,8 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
     scriptGateway(h.gateway);
   });
 
-  const reads = (statements: string[], table: string) => statements.filter((s) => s.startsWith(`SELECT * FROM ${table} WHERE`)).length;
+  const reads = (statements: string[], table: string) =>
+    statements.filter((s) => s.startsWith("SELECT") && new RegExp(`FROM ${table}( [a-z])? WHERE`).test(s.replace(/\s+/g, " "))).length;
 
   test("cached entries live 3600 s: after that the next message reads the database again", async () => {
     const session = await h.newSession();
@@ -715,7 +751,7 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
     await app.settle();
     expect(events).toEqual([{ token: "Saved? " }, { token: "No." }, { error: SAVE_FAILED, code: 502 }]);
     expect((await sessionRow(h, session)).message_count).toBe(1);
-    expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!).messageCount).toBe(1);
+    expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!).message_count).toBe(1);
     expect(await h.kv.get(lockKey(session))).toBeNull();
   });
 
@@ -755,7 +791,8 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
     await readSse(await h.chat(await h.newSession(), "Fail."));
     scriptGateway(h.gateway, { chat: { chunks: Array.from({ length: 200 }, () => "more "), tokenDelayMs: 5 } });
     const reader = (await h.chat(await h.newSession(), "Leave early.")).body!.getReader();
-    await reader.read();
+    await reader.read(); // the opening comment
+    await reader.read(); // the first token
     await reader.cancel();
 
     const after = await snapshot();

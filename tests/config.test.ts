@@ -18,7 +18,27 @@ describe("loadConfig", () => {
     expect(c.metricsPort).toBe(9464);
     expect(c.maxAttempts).toBe(3);
     expect(c.logLevel).toBe("info");
+    expect(c.logFormat).toBe("text");
+    expect(loadConfig({ LOG_FORMAT: "json" }).logFormat).toBe("json");
     expect(c.fileUrlAllowedHosts).toEqual([]);
+  });
+
+  test("the reranker is on when its key is set, rank fusion otherwise (SPEC: an empty key means no rerank)", () => {
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080" }).rerank).toBeUndefined();
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: " " }).rerank).toBeUndefined();
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: "k", RERANK_MODEL: "m" }).rerank).toEqual({ url: "http://rerank:8080", apiKey: "k", model: "m" });
+    expect(() => loadConfig({ RERANK_API_KEY: "k" })).toThrow("invalid RERANK_URL: expected an http(s) URL when RERANK_API_KEY is set");
+  });
+
+  test("HOST is loopback unless set; PLAYGROUND is on, off, or left to the entry point", () => {
+    expect(loadConfig({}).host).toBe("127.0.0.1");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "::" }).host).toBe("::");
+    expect(() => loadConfig({ HOST: "http://0.0.0.0" })).toThrow("invalid HOST: expected a host name or IP address to listen on");
+    expect(loadConfig({}).playground).toBeUndefined();
+    expect(loadConfig({ PLAYGROUND: "on" }).playground).toBe(true);
+    expect(loadConfig({ PLAYGROUND: "off" }).playground).toBe(false);
+    expect(() => loadConfig({ PLAYGROUND: "yes" })).toThrow("invalid PLAYGROUND: expected on or off");
   });
 
   test("empty strings count as unset", () => {
@@ -70,6 +90,7 @@ describe("loadConfig", () => {
     ["MAX_ATTEMPTS", "0", "MAX_ATTEMPTS"],
     ["METRICS_PORT", "1e3", "METRICS_PORT"],
     ["LOG_LEVEL", "verbose", "LOG_LEVEL"],
+    ["LOG_FORMAT", "logfmt", "LOG_FORMAT"],
     ["FILE_URL_ALLOWED_HOSTS", "http://a.example", "FILE_URL_ALLOWED_HOSTS"],
   ])("%s=%s is refused with one line naming %s", (key, value, variable) => {
     let error: unknown;

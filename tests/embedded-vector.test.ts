@@ -128,8 +128,24 @@ describe("embedded vector index", () => {
     expect((await third.search(BOOK, [0, -1, 0], { limit: 1 }))[0]!.text).toBe("added after restart");
   });
 
+  test("another process's re-ingestion of a book is served at once, not the passages it loaded before", async () => {
+    const dir = await freshDir();
+    const api = createEmbeddedVectorIndex({ dir });
+    const worker = createEmbeddedVectorIndex({ dir });
+    await worker.upsert(BOOK, handMade);
+    expect((await api.search(BOOK, [1, 0, 0], { limit: 1 }))[0]?.text).toBe("same direction, long");
+
+    await worker.deleteBook(BOOK);
+    await worker.upsert(BOOK, [{ chunkIndex: 0, text: "re-ingested", vector: [1, 0, 0] }]);
+    expect(await api.search(BOOK, [1, 0, 0])).toEqual([{ chunkIndex: 0, text: "re-ingested", score: expect.closeTo(1, 5) }]);
+    expect(await api.count(BOOK)).toBe(1);
+
+    await worker.deleteBook(BOOK);
+    expect(await api.search(BOOK, [1, 0, 0])).toEqual([]);
+  });
+
   test("serves books it had to drop from memory by reloading them from disk", async () => {
-    const index = createEmbeddedVectorIndex({ dir: await freshDir(), maxOpenBooks: 1 });
+    const index = createEmbeddedVectorIndex({ dir: await freshDir(), maxCachedBytes: 1 });
     await index.upsert(BOOK, handMade);
     await index.upsert(OTHER_BOOK, [{ chunkIndex: 0, text: "other", vector: [0, 0, 1] }]);
     await index.upsert(BOOK, [{ chunkIndex: 5, text: "late", vector: [0, 0, 1] }]);
@@ -186,7 +202,7 @@ describe("embedded vector index", () => {
     expect(await index.search(BOOK, [1, 0, 0])).toEqual([]);
     expect(await createEmbeddedVectorIndex({ dir }).count(BOOK)).toBe(0);
     expect(await createEmbeddedVectorIndex({ dir }).count(OTHER_BOOK)).toBe(5);
-    expect(await readdir(dir)).toEqual([`${OTHER_BOOK}.vec`]);
+    expect((await readdir(dir)).sort()).toEqual([`${OTHER_BOOK}.stamp`, `${OTHER_BOOK}.vec`]);
   });
 
   test("refuses book ids that could reach outside its folder", async () => {

@@ -4,7 +4,8 @@ import { foldKey, lockKey } from "../api/chat/service.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { getBook, insertBook, listCharacters } from "../common/db/repositories.ts";
+import { getBook, listCharacters, getIngestion } from "../common/db/repositories.ts";
+import { insertBook } from "../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import { createOpenAiLanguageModel } from "../common/llm/openai.ts";
@@ -192,7 +193,7 @@ describe("chat when an upstream fails", () => {
       await app.settle();
     }
     expect(requestsOfKind(h.gateway, "summary").length).toBeGreaterThan(0);
-    const [row] = await db.query<{ summary: string; message_count: number }>("SELECT summary, message_count FROM chat_sessions WHERE id = $1", [session]);
+    const [row] = await db.query<{ summary: string; message_count: number }>("SELECT (SELECT summary FROM chat_session_summaries WHERE session_id = s.id) AS summary, message_count FROM chat_sessions s WHERE id = $1", [session]);
     expect(row).toEqual({ summary: "They met at the lamp.", message_count: 6 });
     expect([await h.kv.get(lockKey(session)), await h.kv.get(foldKey(session))]).toEqual([null, null]);
   });
@@ -277,7 +278,7 @@ describe("ingestion when an upstream fails", () => {
       const worker = startWorker(env.deps, { minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS });
       await eventually(async () => (await getBook(env.deps.db, book.id))?.processingStatus === "failed", "the book to fail");
       await worker.stop();
-      expect((await getBook(env.deps.db, book.id))?.processingError).toMatch(/^gave up after 2 attempts: /);
+      expect((await getIngestion(env.deps.db, book.id))?.lastError).toMatch(/^gave up after 2 attempts: /);
       const queue = createReliableQueue(env.deps.kv, { maxAttempts: 2 });
       expect((await queue.deadLetters()).map((d) => d.job?.job_id)).toEqual([job.job_id]);
       expect([await queue.depth(), await env.deps.kv.llen(queue.keys.inFlight)]).toEqual([0, 0]);

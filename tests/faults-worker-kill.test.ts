@@ -6,7 +6,8 @@ import { chunkTextToArray } from "../common/chunking.ts";
 import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
-import { getBook, insertBook, listCharacters } from "../common/db/repositories.ts";
+import { getBook, listCharacters, getIngestion } from "../common/db/repositories.ts";
+import { insertBook } from "../common/db/frontend-rows.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
 import { enqueueJob, queueKeys } from "../common/queue.ts";
@@ -180,7 +181,8 @@ describe.skipIf(skip !== undefined)("workers killed with SIGKILL at random point
       expect(reference.length).toBeGreaterThan(2);
       for (const id of bookIds) {
         const book = await getBook(db, id);
-        expect({ id, status: book?.processingStatus, error: book?.processingError }).toEqual({ id, status: "completed", error: null });
+        const error = (await getIngestion(db, id))?.lastError ?? null;
+        expect({ id, status: book?.processingStatus, error }).toEqual({ id, status: "completed", error: null });
         const names = (await listCharacters(db, id)).map((c) => c.name).sort();
         expect(names).toEqual(reference);
         expect([await vectors.count(id), await texts.count(id)]).toEqual([expectedChunks, expectedChunks]);

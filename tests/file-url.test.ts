@@ -101,6 +101,18 @@ describe("downloadBook", () => {
             return Response.redirect(`/loop.txt`, 302);
           case "/slow.txt":
             return new Promise<Response>((r) => setTimeout(() => r(new Response("late")), 2000));
+          case "/trickle.txt": {
+            // A byte every 50 ms, for ever: the answer starts at once but never gets anywhere.
+            let timer: ReturnType<typeof setInterval> | undefined;
+            return new Response(
+              new ReadableStream({
+                start(c) {
+                  timer = setInterval(() => c.enqueue(new TextEncoder().encode("a")), 50);
+                },
+                cancel: () => clearInterval(timer),
+              }),
+            );
+          }
         }
         return new Response("no", { status: 404 });
       },
@@ -148,6 +160,17 @@ describe("downloadBook", () => {
 
   test("a server slower than the timeout is refused as a timeout", async () => {
     expect(await refusal(downloadBook(`${base}/slow.txt`, options({ timeoutMs: 200 })))).toBe("timeout");
+  });
+
+  test("a server that trickles the file slower than the minimum rate is refused once the grace period is over, long before the timeout", async () => {
+    const error = await downloadBook(`${base}/trickle.txt`, options({ minBytesPerSecond: 1000, rateGraceMs: 300, timeoutMs: 30_000 })).catch((e: unknown) => e);
+    expect((error as FileUrlError).reason).toBe("too_slow");
+    expect((error as FileUrlError).message).toMatch(/^file_url sent \d+ bytes in \d+ s, slower than 1000 bytes\/s$/);
+  });
+
+  test("the minimum rate is an average: a few bytes now and then do not keep a download alive", async () => {
+    const error = await downloadBook(`${base}/trickle.txt`, options({ minBytesPerSecond: 100_000, rateGraceMs: 200 })).catch((e: unknown) => e);
+    expect((error as FileUrlError).reason).toBe("too_slow");
   });
 
   test("loopback is refused when not allow-listed, before any request is made", async () => {

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
+import { createHash } from "node:crypto";
 import { join } from "node:path";
 import {
   buildDiscoveryMessages,
@@ -24,31 +25,54 @@ import { parseBookNlp } from "../ingest/nlp/booknlp-files.ts";
 import { batches, forEachBounded, mapBounded, retryItem } from "../ingest/work-items.ts";
 
 const BOOK_ID = "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b";
+const sha256Hex = (text: string) => createHash("sha256").update(text).digest("hex");
 
 describe("persona backup file names", () => {
-  const cases: [string, RegExp][] = [
-    ["Elizabeth Bennet", /^elizabeth-bennet\.md$/],
-    ["Mr. Darcy", /^mr-darcy-[0-9a-f]{8}\.md$/],
-    ["Natásha Rostóva", /^natasha-rostova-[0-9a-f]{8}\.md$/],
-    ["../../etc/x", /^etc-x-[0-9a-f]{8}\.md$/],
-    ["/etc/passwd", /^etc-passwd-[0-9a-f]{8}\.md$/],
-    ["C:\\Windows\\system32", /^c-windows-system32-[0-9a-f]{8}\.md$/],
-    ["nul\0byte", /^nul-byte-[0-9a-f]{8}\.md$/],
-    ["..", /^character-[0-9a-f]{8}\.md$/],
-    ["زینب", /^character-[0-9a-f]{8}\.md$/],
-    ["x".repeat(5000), /^x{64}-[0-9a-f]{8}\.md$/],
+  // SPEC, ingestion step 10: <character_name_lowercase>.md; only what Linux cannot hold is replaced.
+  const cases: [string, string][] = [
+    ["Elizabeth Bennet", "elizabeth bennet.md"],
+    ["Mr. Darcy", "mr. darcy.md"],
+    ["Natásha Rostóva", "natásha rostóva.md"],
+    ["زینب", "زینب.md"],
+    ["C:\\Windows\\system32", "c:\\windows\\system32.md"],
+    ["../../etc/x", ".._.._etc_x.md"],
+    ["/etc/passwd", "_etc_passwd.md"],
+    ["nul\0byte", "nul_byte.md"],
+    [".", "_.md"],
+    ["..", "__.md"],
+    ["", "_.md"],
+    ["lone \uD800 surrogate", "lone \uFFFD surrogate.md"],
+    ["x".repeat(5000), `${"x".repeat(252)}.md`],
+    ["é".repeat(200), `${"é".repeat(126)}.md`],
   ];
   for (const [name, expected] of cases) {
-    test(`${JSON.stringify(name.length > 40 ? `${name.slice(0, 12)}… (${name.length} chars)` : name)} becomes a plain file name`, () => {
+    test(`${JSON.stringify(name.length > 40 ? `${name.slice(0, 12)}… (${name.length} chars)` : name)} becomes ${JSON.stringify(expected.length > 40 ? `${expected.slice(0, 12)}…` : expected)}`, () => {
       const [file] = backupFileNames([name]);
-      expect(file).toMatch(expected);
+      expect(file).toBe(expected);
+      expect(Buffer.byteLength(file!)).toBeLessThanOrEqual(255);
     });
   }
 
-  test("names that reduce to the same file name still get distinct files", () => {
-    const files = backupFileNames(["Pierre", "pierre", "PIERRE", "زینب", "احمد"]);
-    expect(new Set(files).size).toBe(5);
-    expect(files[0]).toBe("pierre.md");
+  test("names that give the same file name get a suffix: the first keeps the plain name, later ones -<8 hex of SHA-256 of the name>", () => {
+    const files = backupFileNames(["Pierre", "pierre", "PIERRE", "a/b", "a_b"]);
+    expect(files).toEqual([
+      "pierre.md",
+      `pierre-${sha256Hex("pierre").slice(0, 8)}.md`,
+      `pierre-${sha256Hex("PIERRE").slice(0, 8)}.md`,
+      "a_b.md",
+      `a_b-${sha256Hex("a_b").slice(0, 8)}.md`,
+    ]);
+    // A long name keeps its suffix within the 255 bytes.
+    const long = backupFileNames(["Y".repeat(300), "y".repeat(300)]);
+    expect(long[1]).toBe(`${"y".repeat(243)}-${sha256Hex("y".repeat(300)).slice(0, 8)}.md`);
+    expect(Buffer.byteLength(long[1]!)).toBe(255);
+  });
+
+  test("a name that is itself another's suffixed file name still gets a file of its own", () => {
+    const suffixed = `pierre-${sha256Hex("PIERRE").slice(0, 8)}`;
+    const files = backupFileNames(["Pierre", suffixed, "PIERRE"]);
+    expect(new Set(files).size).toBe(3);
+    expect(files.slice(0, 2)).toEqual(["pierre.md", `${suffixed}.md`]);
   });
 
   test("the same names give the same files on every run", () => {
@@ -105,12 +129,38 @@ describe("character selection from BookNLP output", () => {
   });
 
   test("clusters that share a name are merged into one character with their quotes", () => {
-    const found = selectCharacters(parsed, { minMentions: 1, minQuotes: 1 }, { text });
+    // Without the book's text the lines are the .quotes file's own.
+    const found = selectCharacters(parsed, { minMentions: 1, minQuotes: 1 });
     expect(found.map((c) => [c.name, c.mentionCount, c.quoteCount])).toEqual([
       ["Boris", 2, 2],
       ["Anna", 2, 1],
     ]);
     expect(found[0]!.quotes).toEqual(["I am Boris the first", "And I am Boris too"]);
+  });
+
+  test("with the book's text, a character's lines are cut from it by offset, and only those tagged in their own paragraph", () => {
+    const book = "“I couldn’t go,” said Boris.\n\n“Then stay.”\n\nBoris left.";
+    const spans = [...book.matchAll(/[“”]|[\p{L}’]+|[.,]/gu)].map((m) => ({ word: m[0], start: m.index!, end: m.index! + m[0].length }));
+    const paragraphOf = (at: number) => book.slice(0, at).split("\n\n").length - 1;
+    const rows = spans.map((t, i) => `${paragraphOf(t.start)}\t0\t${i}\t${i}\t${t.word}\t${t.word}\t${t.start}\t${t.end}\tX\tX\tdep\t0\tO`);
+    const at = (word: string, from = 0) => spans.findIndex((t, i) => i >= from && t.word === word);
+    const boris = at("Boris");
+    const second = at("“", 1);
+    const offsets = { tokens: { paragraph: spans.map((t) => paragraphOf(t.start)), word: spans.map((t) => t.word), start: spans.map((t) => t.start), end: spans.map((t) => t.end), offsets: "utf16" as const } };
+    const files = parseBookNlp({
+      tokens: [tokensHeader, ...rows].join("\n"),
+      entities: [entitiesHeader, entity(2, boris, "Boris"), entity(2, at("Boris", boris + 1), "Boris")].join("\n"),
+      quotes: [
+        quotesHeader,
+        // Tagged ("said Boris" in the same paragraph), as tokens re-joined: "I could n’t go ,".
+        `0\t${at("”")}\t${boris}\t${boris}\tBoris\t2\t“ I couldn’t go , ”`,
+        // Inferred from the turns: no tag in its paragraph.
+        `${second}\t${at("”", second)}\t-1\t-1\t\t2\t“ Then stay . ”`,
+      ].join("\n"),
+    });
+    const [found] = selectCharacters(files, { minMentions: 1, minQuotes: 1 }, { text: book, ...offsets });
+    expect(found!.quotes).toEqual(["I couldn’t go,"]);
+    expect(found!.quoteCount).toBe(2);
   });
 
   test("characters seen in the same paragraphs are listed as co-occurring, with passages cut from the text", () => {

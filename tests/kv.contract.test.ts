@@ -124,6 +124,12 @@ for (const variant of variants) {
         await kv.set(key("ttl:reset"), "kept");
         await kv.set(key("ttl:expire-later"), "also soon gone");
         expect(await kv.expire(key("ttl:expire-later"), 1)).toBe(true);
+        // A lock kept alive by its holder outlives its first expiry; another token cannot keep it.
+        await kv.set(key("ttl:kept-alive"), "holder", { ex: 1 });
+        await kv.set(key("ttl:not-kept"), "holder", { ex: 1 });
+        expect(await kv.expireIfEquals(key("ttl:kept-alive"), "holder", 30)).toBe(true);
+        expect(await kv.expireIfEquals(key("ttl:not-kept"), "someone else", 30)).toBe(false);
+        expect(await kv.expireIfEquals(key("ttl:no-such-key"), "holder", 30)).toBe(false);
         expect(await kv.mget([key("ttl:expiring"), key("ttl:reset"), key("ttl:expire-later")])).toEqual([
           "soon gone",
           "kept",
@@ -134,6 +140,7 @@ for (const variant of variants) {
 
         expect(await kv.get(key("ttl:expiring"))).toBeNull();
         expect(await kv.get(key("ttl:reset"))).toBe("kept");
+        expect([await kv.get(key("ttl:kept-alive")), await kv.get(key("ttl:not-kept"))]).toEqual(["holder", null]);
         expect(await kv.mget([key("ttl:expiring"), key("ttl:expire-later")])).toEqual([null, null]);
         // An expired key is absent in every sense: set-if-absent succeeds on it.
         expect(await kv.set(key("ttl:expiring"), "again", { nx: true })).toBe(true);

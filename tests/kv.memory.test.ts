@@ -119,7 +119,7 @@ describe("in-process key-value store", () => {
 describe("createKeyValueStore", () => {
   const capture = () => {
     const lines: Record<string, unknown>[] = [];
-    return { lines, logger: createLogger({ level: "debug", write: (line) => lines.push(JSON.parse(line)) }) };
+    return { lines, logger: createLogger({ level: "debug", format: "json", write: (line) => lines.push(JSON.parse(line)) }) };
   };
 
   test("with nothing configured it builds the in-process store and warns that it is single process only", async () => {

@@ -63,6 +63,30 @@ describe.skipIf(!redisServer)("Redis key-value store across a server restart", (
     }
   }, 30_000);
 
+  test("a stalled server (SIGSTOP) costs one command timeout: the commands after it fail at once until the timeout has passed", async () => {
+    const port = closedPort();
+    const server = await startServer(port);
+    const kv = createRedisKeyValueStore({ url: `redis://127.0.0.1:${port}`, connectTimeoutMs: 500, commandTimeoutMs: 500 });
+    try {
+      expect(await kv.set("chat:sess:s1", "entry")).toBe(true);
+      server.kill("SIGSTOP");
+      const first = await kv.get("chat:sess:s1").catch((e: unknown) => e);
+      expect((first as KvError).message).toContain("no reply within 500 ms");
+      // The rest of a chat turn's commands do not each wait for their own timeout.
+      for (const attempt of [kv.mget(["chat:char:c1"]), kv.set("chat:lock:s1", "t", { nx: true, ex: 30 }), kv.deleteIfEquals("chat:lock:s1", "t")]) {
+        const error = await attempt.catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(KvError);
+        expect((error as KvError).message).toContain("the server stalled");
+      }
+      server.kill("SIGCONT");
+      await Bun.sleep(600);
+      expect(await kv.get("chat:sess:s1")).toBe("entry");
+    } finally {
+      server.kill("SIGCONT");
+      await kv.close();
+    }
+  }, 30_000);
+
   test("a command refused while the server was down is not replayed once it is back", async () => {
     const port = closedPort();
     const server = await startServer(port);

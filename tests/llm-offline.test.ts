@@ -542,7 +542,7 @@ describe("offline provider plumbing", () => {
   test("announces offline mode in the start-up log when no gateway is configured", async () => {
     const lines: string[] = [];
     const deps = await buildDeps(loadConfig({ DATA_DIR: await freshDir() }), {
-      logger: createLogger({ level: "info", write: (line) => lines.push(line) }),
+      logger: createLogger({ level: "info", format: "json", write: (line) => lines.push(line) }),
     });
     await deps.close();
     const warnings = lines.map((l) => JSON.parse(l) as { level: string; msg: string }).filter((l) => l.level === "warn");
@@ -581,7 +581,7 @@ describe("retrieval over offline embeddings", () => {
         message,
       );
       const retriever = createRetriever({ llm, vectorIndex, textIndex });
-      const result = await retriever.retrieve({ bookId: BOOK, narrativeQuery: rewrite.narrativeQuery, keywordQuery: rewrite.keywordQuery });
+      const result = await retriever.retrieve({ bookId: BOOK, narrativeQuery: rewrite.narrativeQuery, keywordQuery: rewrite.keywordQuery, rerankQuery: message });
       expect(result.degraded).toEqual([]);
       expect(result.chunks[0]?.chunkIndex).toBe(expected);
       // The vector side alone ranks it first too: the offline embeddings carry the match, not only BM25.

@@ -108,6 +108,21 @@ describe("streamed replies", () => {
     expect((error as UpstreamError).kind).toBe("connection");
   });
 
+  test("a stream whose opening fails is not retried (a reader is waiting): one request, one error", async () => {
+    gateway.onChat(() => ({ status: 500 }));
+    const { deltas, error } = await collectDeltas(model({ maxRetries: 2 }).stream(user("x"), { purpose: "chat" }));
+    expect(deltas).toEqual([]);
+    expect([(error as UpstreamError).kind, (error as UpstreamError).status]).toEqual(["http", 500]);
+    expect(gateway.chatRequests()).toHaveLength(1);
+  });
+
+  test("a stream whose gateway never answers fails once, after the timeout, without a second attempt", async () => {
+    gateway.onChat(() => ({ hang: true }));
+    const { error } = await collectDeltas(model({ timeoutMs: 200, maxRetries: 2 }).stream(user("x"), { purpose: "chat" }));
+    expect((error as UpstreamError).kind).toBe("timeout");
+    expect(gateway.chatRequests()).toHaveLength(1);
+  });
+
   test("a stream that goes quiet for longer than the timeout fails as a timeout", async () => {
     gateway.onChat(() => ({ chunks: ["never"], tokenDelayMs: 20_000 }));
     const { deltas, error } = await collectDeltas(model({ timeoutMs: 200 }).stream(user("x"), { purpose: "chat" }));
@@ -126,12 +141,12 @@ describe("streamed replies", () => {
     expect(deltas.join("")).toBe("slow and steady");
   });
 
-  test("a failed stream opening is retried, but never once deltas have been delivered", async () => {
-    gateway.onChat((_req, call) => (call === 0 ? { status: 503 } : { chunks: ["a", "b", "c"], dropAfterChunks: 1 }));
+  test("a stream cut after its first delta is not retried either", async () => {
+    gateway.onChat(() => ({ chunks: ["a", "b", "c"], dropAfterChunks: 1 }));
     const { deltas, error } = await collectDeltas(model({ maxRetries: 2 }).stream(user("x"), { purpose: "chat" }));
     expect(deltas).toEqual(["a"]);
     expect((error as UpstreamError).kind).toBe("connection");
-    expect(gateway.chatRequests()).toHaveLength(2);
+    expect(gateway.chatRequests()).toHaveLength(1);
   });
 });
 
@@ -175,13 +190,6 @@ describe("whole completions", () => {
     expect([error.kind, error.status]).toEqual(["http", 500]);
     expect(error.message).toContain("upstream exploded");
     expect(gateway.chatRequests()).toHaveLength(3);
-  });
-
-  test("a streamed request that keeps failing with 500 is retried the same number of times", async () => {
-    gateway.onChat(() => ({ status: 500 }));
-    const { error } = await collectDeltas(model({ maxRetries: 1 }).stream(user("hi"), { purpose: "chat" }));
-    expect([(error as UpstreamError).kind, (error as UpstreamError).status]).toEqual(["http", 500]);
-    expect(gateway.chatRequests()).toHaveLength(2);
   });
 
   test("a transient 429 is retried transparently", async () => {

@@ -1,10 +1,10 @@
+import type { PreferencesRow } from "../common/preferences.ts";
 import { describe, expect, test } from "bun:test";
 import {
   buildChatMessages,
   buildChatSystemPrompt,
   buildRewriteMessages,
   buildSummaryMessages,
-  compilePreferences,
   type ConversationMessage,
   messagesLeavingWindow,
   PASSAGE_CLOSE,
@@ -12,7 +12,6 @@ import {
   PASSAGES_HEADING,
   parseRewrite,
   PREFERENCES_HEADING,
-  type PreferencesRow,
   rewriteCacheKey,
   SUMMARY_HEADING,
 } from "../common/prompt.ts";
@@ -38,9 +37,9 @@ const pierre = {
   },
 };
 const preferences: PreferencesRow = {
-  relationshipMode: "mentor",
-  speechModifiers: ["formal", "  brief  "],
-  behavioralModifiers: ["encouraging"],
+  relationshipMode: "friend",
+  speechModifiers: ["be_formal", "talk_less"],
+  behavioralModifiers: ["be_warm"],
   preferenceSummary: "Wants help\nunderstanding the war chapters.",
 };
 
@@ -143,20 +142,10 @@ describe("buildChatSystemPrompt", () => {
     expect(prompt.endsWith("They discussed the duel.")).toBe(true);
   });
 
-  test("compiles the preference block from the reader's saved preferences", () => {
-    expect(compilePreferences(preferences)).toBe(
-      "Relationship mode: mentor\nSpeech modifiers: formal, brief\nBehavioral modifiers: encouraging\n" +
-        "Preference summary: Wants help understanding the war chapters.",
-    );
-    expect(compilePreferences({ relationshipMode: "friend", speechModifiers: [], behavioralModifiers: [" "], preferenceSummary: null })).toBe(
-      "Relationship mode: friend",
-    );
-  });
-
   test.each([
     { name: "an override string replaces the compiled preferences", input: { preferences, preferencesOverride: "Speak like a pirate." }, block: "Speak like a pirate.", absent: "Relationship mode" },
     { name: "an override applies even with no saved preferences", input: { preferencesOverride: "Be brief." }, block: "Be brief.", absent: "Relationship mode" },
-    { name: "a blank override leaves the saved preferences in place", input: { preferences, preferencesOverride: "  " }, block: "Relationship mode: mentor", absent: "Speak like" },
+    { name: "a blank override leaves the saved preferences in place", input: { preferences, preferencesOverride: "  " }, block: "Relationship mode: friend", absent: "Speak like" },
   ])("uses the preference block when $name", ({ input, block, absent }) => {
     const prompt = buildChatSystemPrompt({ personaPrompt: "I am Pierre.", passages, ...input });
     const section = prompt.slice(prompt.indexOf(PREFERENCES_HEADING), prompt.indexOf(PASSAGES_HEADING));
@@ -164,11 +153,12 @@ describe("buildChatSystemPrompt", () => {
     expect(prompt).not.toContain(absent);
   });
 
-  test("omits the preference block and the summary when there are none", () => {
-    const prompt = buildChatSystemPrompt({ personaPrompt: "I am Pierre.", preferences: null, passages, summary: "  " });
+  test.each([null, undefined, "  "])("omits the preference block, and says there is no summary yet, when the summary is %p", (summary) => {
+    const prompt = buildChatSystemPrompt({ personaPrompt: "I am Pierre.", preferences: null, passages, summary });
     expect(prompt).not.toContain(PREFERENCES_HEADING);
-    expect(prompt).not.toContain(SUMMARY_HEADING);
     expect(prompt.indexOf(PASSAGES_HEADING)).toBe("I am Pierre.\n\n".length);
+    // SPEC, chat step 9: persona, passages, then the summary section, on every turn.
+    expect(prompt.endsWith(`\n\n${SUMMARY_HEADING}\nNone yet: everything you and the reader have said to each other is in the messages that follow.`)).toBe(true);
   });
 
   test("says so when no passage was found instead of leaving an empty section", () => {

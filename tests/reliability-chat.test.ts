@@ -5,7 +5,8 @@ import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
-import { readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "./support/chat.ts";
+import { MODEL_FAILED, SESSION_BUSY } from "../api/chat/service.ts";
+import { lastUserContent, readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "./support/chat.ts";
 
 /**
  * What a chat turn leaves in the key-value store when the store fails at the worst moment, made
@@ -113,5 +114,110 @@ describe("a chat turn when the key-value store fails at the worst moment", () =>
     await turn(session, "Fourth");
     const [chat] = requestsOfKind(h.gateway, "chat");
     expect(chat!.messages.filter((m) => m.role === "user").map((m) => m.content)).toEqual(["First", "Second", "Third", "Fourth"]);
+  });
+});
+
+describe("a reply that streams for longer than the session lock's expiry", () => {
+  let db: Database;
+  let memory: KeyValueStore;
+  let h: ChatHarness;
+  let app: ChatHarness["app"];
+
+  beforeAll(async () => {
+    db = await createPgliteDatabase();
+    await migrate(db);
+    memory = createMemoryKeyValueStore();
+    h = await startChatHarness({ db, kv: memory });
+    // A one-second lock stands for SPEC's 30 s, so that a reply can outlive it within a test.
+    app = await h.appWith({ sessionLockTtlSeconds: 1 });
+  }, 60_000);
+  afterAll(async () => {
+    await h?.stop();
+    await memory?.close();
+    await db?.close();
+  });
+
+  /** The next chat call waits until released; every other call answers at once. */
+  function holdNextReply() {
+    const started = Promise.withResolvers<void>();
+    const held = Promise.withResolvers<void>();
+    let calls = 0;
+    scriptGateway(h.gateway, {
+      chat: async (request) => {
+        if (calls++ === 0) {
+          started.resolve();
+          await held.promise;
+        }
+        return { chunks: ["Heard: ", lastUserContent(request)] };
+      },
+    });
+    return { started: started.promise, release: () => held.resolve() };
+  }
+
+  test("keeps the session locked: a second message gets 429 for as long as the first reply runs", async () => {
+    const session = await h.newSession();
+    const hold = holdNextReply();
+    const first = app.postJson("/character/chat", h.body(session, "First")).then(readSse);
+    await hold.started;
+    await Bun.sleep(2_500);
+    const second = await readSse(await app.postJson("/character/chat", h.body(session, "Second")));
+    expect(second.events).toEqual([{ error: SESSION_BUSY, code: 429 }]);
+    hold.release();
+    expect((await first).events.at(-1)).toMatchObject({ done: true });
+    await app.settle();
+    expect(await memory.get(`chat:lock:${session}`)).toBeNull();
+  });
+
+  test("an exchange saved while the first reply still streamed (its lock lost) stays in the model's history", async () => {
+    const session = await h.newSession();
+    const hold = holdNextReply();
+    const first = app.postJson("/character/chat", h.body(session, "First")).then(readSse);
+    await hold.started;
+    // The holder stalled past its lease (a paused process): the lock is gone and another message gets it.
+    await memory.del(`chat:lock:${session}`);
+    const second = await readSse(await app.postJson("/character/chat", h.body(session, "Second")));
+    expect(second.events.at(-1)).toMatchObject({ done: true });
+    hold.release();
+    expect((await first).events.at(-1)).toMatchObject({ done: true });
+    await app.settle();
+
+    h.gateway.reset();
+    scriptGateway(h.gateway);
+    expect((await readSse(await app.postJson("/character/chat", h.body(session, "Third")))).events.at(-1)).toMatchObject({ done: true });
+    const [chat] = requestsOfKind(h.gateway, "chat");
+    expect(chat!.messages.filter((m) => m.role === "user").map((m) => m.content).sort()).toEqual(["First", "Second", "Third"]);
+  });
+});
+
+describe("a gateway that accepts the connection and never answers", () => {
+  let db: Database;
+  let memory: KeyValueStore;
+  let h: ChatHarness;
+
+  beforeAll(async () => {
+    db = await createPgliteDatabase();
+    await migrate(db);
+    memory = createMemoryKeyValueStore();
+    h = await startChatHarness({ db, kv: memory });
+  }, 60_000);
+  afterAll(async () => {
+    await h?.stop();
+    await memory?.close();
+    await db?.close();
+  });
+
+  test("gets the reader the 502 event once the first-token bound passes, asks once, saves nothing and frees the session", async () => {
+    // Half a second stands for CHAT_FIRST_TOKEN_TIMEOUT_MS's 60 s.
+    const app = await h.appWith({ config: { chatFirstTokenTimeoutMs: 500 } });
+    scriptGateway(h.gateway, { chat: { hang: true } });
+    const session = await h.newSession();
+    const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Hello?")));
+    expect(events).toEqual([{ error: MODEL_FAILED, code: 502 }]);
+    await app.settle();
+    const streamed = h.gateway.chatRequests().filter((r) => (r.body as { stream?: boolean }).stream);
+    expect(streamed).toHaveLength(1);
+    expect(streamed[0]!.aborted).toBe(true);
+    expect(await memory.get(`chat:lock:${session}`)).toBeNull();
+    expect(await db.query("SELECT 1 FROM messages WHERE session_id = $1", [session])).toEqual([]);
   });
 });

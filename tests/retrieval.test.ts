@@ -59,7 +59,12 @@ function harness(overrides: { embed?: LanguageModel["embed"]; vector?: VectorInd
   return { retriever: createRetriever(options), log, calls, stepErrors };
 }
 
-const request = { bookId: "book-1", narrativeQuery: "How did Pierre feel about the duel?", keywordQuery: "Pierre duel Dolokhov" };
+const request = {
+  bookId: "book-1",
+  narrativeQuery: "How did Pierre feel about the duel?",
+  keywordQuery: "Pierre duel Dolokhov",
+  rerankQuery: "Were you afraid when you faced Dolokhov?",
+};
 const fail = (message: string) => () => Promise.reject(new Error(message));
 const fused = (...ranks: (number | undefined)[]) => ranks.reduce<number>((s, r) => s + (r ? 1 / (RRF_K + r) : 0), 0);
 // A timer turn, as Bun.sleep(0) gives, written with web APIs so the suite also runs under Deno.
@@ -101,14 +106,14 @@ describe("createRetriever", () => {
     });
   });
 
-  test("with a reranker, scores each distinct chunk once against the narrative query and keeps its order", async () => {
+  test("with a reranker, scores each distinct chunk once against the reader's message (not the rewritten queries) and keeps its order", async () => {
     const { retriever, calls } = harness({
       rerank: async (_q, documents) =>
         documents.map((d, index): RerankResult => ({ index, relevanceScore: d === "passage 23" ? 0.9 : d === "passage 15" ? 0.6 : 0.1 })),
     });
     const result = await retriever.retrieve(request);
     expect(calls.rerank).toEqual([
-      { query: request.narrativeQuery, documents: ["passage 4", "passage 8", "passage 15", "passage 23"], topN: 5 },
+      { query: "Were you afraid when you faced Dolokhov?", documents: ["passage 4", "passage 8", "passage 15", "passage 23"], topN: 5 },
     ]);
     expect(result.rankedBy).toBe("rerank");
     expect(result.degraded).toEqual([]);

@@ -1,13 +1,15 @@
+import { MAX_CHARACTER_NAME_CHARS } from "../ingest/character-names.ts";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import fc from "fast-check";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join, resolve, sep } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { chunkTextToArray } from "../common/chunking.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { createSession, insertBook, listCharacters } from "../common/db/repositories.ts";
+import { listCharacters } from "../common/db/repositories.ts";
+import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN } from "../common/prompt.ts";
 import { ChatEvent } from "../common/schemas.ts";
@@ -85,17 +87,21 @@ describe("persona backup files", () => {
         const folder = resolve(root, bookId);
         expect(new Set(paths).size).toBe(names.length);
         for (const [i, path] of paths.entries()) {
-          expect(resolve(path).startsWith(folder + sep)).toBe(true);
-          expect(path.slice(folder.length + 1)).toMatch(/^[a-z0-9][a-z0-9_-]{0,100}\.md$/);
+          // Directly inside the book's folder: one path component, no separator or NUL, within NAME_MAX.
+          expect(dirname(resolve(path))).toBe(folder);
+          const file = path.slice(folder.length + 1);
+          expect(file).toEndWith(".md");
+          expect(file).not.toMatch(/[/\0]/);
+          expect(Buffer.byteLength(file)).toBeLessThanOrEqual(255);
           expect(await readFile(path, "utf8")).toBe(`${backups[i]!.systemPrompt}\n`);
         }
         expect((await listFiles(folder)).length).toBe(names.length);
       }),
       { numRuns: 500 },
     );
-    // Nothing was ever written beside the books' folders.
+    // Nothing was ever written beside the books' folders, or deeper than them.
     const files = await listFiles(root);
-    expect(files.every((f) => /^[0-9a-f-]{36}\/[a-z0-9_-]+\.md$/.test(f))).toBe(true);
+    expect(files.every((f) => /^[0-9a-f-]{36}\/[^/]+\.md$/.test(f))).toBe(true);
   });
 
   test("names are stable across runs, so a re-ingested book overwrites its own files", () => {
@@ -137,8 +143,9 @@ describe("characters named by a hostile model, through the whole pipeline", () =
     await env?.close();
   });
 
-  test("the book completes with a character for each name, NUL characters dropped from what the model wrote", async () => {
-    expect(names.length).toBe(HOSTILE_NAMES.filter((n) => n.trim() !== "").length);
+  test("the book completes with a character for each name a reader could use (not the one of 5,000 characters), NUL characters dropped from what the model wrote", async () => {
+    expect(names.length).toBe(HOSTILE_NAMES.filter((n) => n.trim() !== "" && n.length <= MAX_CHARACTER_NAME_CHARS).length);
+    expect(names).not.toContain("x".repeat(5_000));
     expect(names).toEqual(expect.arrayContaining(["../../../../etc/passwd", "CON", "NUL", "ab", "line break", ".."]));
     const rows = await listCharacters(env.deps.db, bookId);
     expect(JSON.stringify(rows)).not.toContain("\\u0000");
@@ -149,7 +156,8 @@ describe("characters named by a hostile model, through the whole pipeline", () =
   test("every persona backup is a plain file inside SYSTEM_PROMPT_STORAGE_PATH/{book_id}, one per character, holding its prompt", async () => {
     const files = await listFiles(env.promptDir);
     expect(files).toHaveLength(names.length);
-    for (const file of files) expect(file).toMatch(new RegExp(`^${bookId}/[a-z0-9][a-z0-9_-]*\\.md$`));
+    for (const file of files) expect(file).toMatch(new RegExp(`^${bookId}/[^/\0]+\\.md$`));
+    expect(files).toContain(`${bookId}/.._.._.._.._etc_passwd.md`);
     expect((await listFiles(env.dataDir)).filter((f) => !f.startsWith("prompts/") && !/^(vectors|text)\//.test(f))).toEqual([]);
   });
 });

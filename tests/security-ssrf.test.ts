@@ -3,7 +3,8 @@ import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { getBook, insertBook } from "../common/db/repositories.ts";
+import { getBook, getIngestion } from "../common/db/repositories.ts";
+import { insertBook } from "../common/db/frontend-rows.ts";
 import { downloadBook, type DownloadOptions } from "../common/file-url.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { PROCESSING_QUEUE } from "../common/queue.ts";
@@ -273,7 +274,8 @@ describe("file_url when the worker downloads a job queued behind the API's back"
       const run = runPipeline(env.deps, { bookId: book.id, source: { url } }, { ...TEST_PIPELINE_OPTIONS, fetch: network.fetch, resolveHost: network.resolveHost });
       await expect(run).rejects.toBeInstanceOf(BookRejectedError);
       const failed = await getBook(env.deps.db, book.id);
-      expect(failed).toMatchObject({ processingStatus: "failed", processingError: "download failed: file_url host is not a public address" });
+      expect(failed?.processingStatus).toBe("failed");
+      expect((await getIngestion(env.deps.db, book.id))?.lastError).toBe("download failed: file_url host is not a public address");
       expect(network.fetched).toEqual([]);
       expect(origin.hits).toEqual([]);
     } finally {

@@ -41,6 +41,8 @@ describe("the API server process", () => {
       body: JSON.stringify({ book_id: "x".repeat(2 * 1024 * 1024) }),
     });
     expect(res.status).toBe(413);
+    expect(res.headers.get("content-type")).toStartWith("application/json");
+    expect(await res.json()).toEqual({ error: "request body is larger than 1048576 bytes" });
   });
 
   test("serves the Swagger UI and its assets", async () => {
@@ -58,6 +60,23 @@ describe("the API server process", () => {
     const check = Bun.spawnSync([PROMTOOL!, "check", "metrics"], { stdin: Bun.file(file), stdout: "pipe", stderr: "pipe" });
     await rm(dir, { recursive: true, force: true });
     expect({ exitCode: check.exitCode, output: check.stdout.toString() + check.stderr.toString() }).toEqual({ exitCode: 0, output: "" });
+  });
+
+  test("logs plain text lines on stdout, or JSON lines with LOG_FORMAT=json", async () => {
+    const [text, json] = await Promise.all([
+      startService("api/server.ts", { LLM_GATEWAY_URL: gateway.baseURL }),
+      startService("api/server.ts", { LLM_GATEWAY_URL: gateway.baseURL, LOG_FORMAT: "json" }),
+    ]);
+    try {
+      const listening = (service: ServiceProcess) => service.output().stdout.split("\n").find((l) => l.includes("api listening"));
+      expect(listening(text)).toMatch(
+        /^\d{4}-\d\d-\d\dT[\d:.]+Z INFO  api listening address=127\.0\.0\.1:\d+ url=http:\/\/127\.0\.0\.1:\d+ docs=http:\/\/127\.0\.0\.1:\d+\/docs$/,
+      );
+      expect(JSON.parse(listening(json)!)).toMatchObject({ level: "info", msg: "api listening", url: expect.stringMatching(/^http:\/\/127\.0\.0\.1:\d+$/) });
+      for (const service of [text, json]) expect(service.output().stderr).toBe("");
+    } finally {
+      await Promise.all([text.stop(), json.stop()]);
+    }
   });
 
   test("stops cleanly on SIGTERM", async () => {

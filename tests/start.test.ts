@@ -8,7 +8,7 @@ import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { insertBook } from "../common/db/repositories.ts";
+import { FRONTEND_WRITES_FLAG, insertBook } from "../common/db/frontend-rows.ts";
 import type { ChatDoneEvent, ChatEvent } from "../common/schemas.ts";
 import { SAMPLE_BOOK } from "../ingest/sample-book.ts";
 import { parseSseEvents } from "./support/chat.ts";
@@ -77,7 +77,7 @@ describe("npm start with nothing configured", () => {
     const messages = logLines(service).map((l) => l.msg);
     expect(messages).toContain("worker stopped");
     expect(messages.at(-1)).toBe("stopped");
-    expect(existsSync(join(dataDir, "text", `${SAMPLE_BOOK.id}.bm25.json`))).toBe(true);
+    expect(existsSync(join(dataDir, "text", `${SAMPLE_BOOK.id}.bm25.log`))).toBe(true);
     expect(existsSync(join(dataDir, "local-control.json"))).toBe(false);
 
     await withEmbeddedDatabase(async (db) => {
@@ -119,7 +119,7 @@ describe("npm start with nothing configured", () => {
       expect(await db.query("SELECT id FROM books")).toEqual([{ id: SAMPLE_BOOK.id }]);
       const [session] = await db.query<{ message_count: number }>("SELECT message_count FROM chat_sessions WHERE id = $1", [first!.sessionId]);
       expect(session!.message_count).toBe(2);
-      expect(await db.query("SELECT role FROM messages ORDER BY seq")).toHaveLength(4);
+      expect(await db.query("SELECT role FROM messages ORDER BY created_at")).toHaveLength(4);
     });
   });
 });
@@ -166,7 +166,7 @@ describe.skipIf(!postgres.reachable)("npm start on a configured Postgres", () =>
       await migrate(db);
       return insertBook(db, { title: "Somebody Else's Catalogue", processingStatus: "completed" });
     });
-    const { service, ready } = await startDemo(join(pgDataDir, "with-books"), { DATABASE_URL: database.url });
+    const { service, ready } = await startDemo(join(pgDataDir, "with-books"), { DATABASE_URL: database.url }, [FRONTEND_WRITES_FLAG]);
     try {
       expect(logLines(service).find((l) => l.msg === "sample story not added")).toMatchObject({ reason: "the database already has 1 book" });
       expect(ready.chat).toBeUndefined();
@@ -181,8 +181,23 @@ describe.skipIf(!postgres.reachable)("npm start on a configured Postgres", () =>
     });
   });
 
-  test("an empty database gets the sample story and a session the printed curl chats in", async () => {
-    const { service, ready } = await startDemo(join(pgDataDir, "empty"), { DATABASE_URL: database.url });
+  test("without --write-frontend-tables an empty shared database gets nothing written to the frontend's tables", async () => {
+    const { service, ready } = await startDemo(join(pgDataDir, "not-asked"), { DATABASE_URL: database.url });
+    try {
+      expect(logLines(service).find((l) => l.msg === "sample story not added")).toMatchObject({
+        reason: `the database is shared with the frontend (pass ${FRONTEND_WRITES_FLAG} to add the sample story)`,
+      });
+      expect(ready.chat).toBeUndefined();
+    } finally {
+      expect(await service.stop()).toBe(0);
+    }
+    await withDatabase(async (db) => {
+      for (const table of ["books", "user_library", "chat_sessions"]) expect(await db.query(`SELECT 1 FROM ${table}`)).toEqual([]);
+    });
+  });
+
+  test("with --write-frontend-tables an empty database gets the sample story and a session the printed curl chats in", async () => {
+    const { service, ready } = await startDemo(join(pgDataDir, "empty"), { DATABASE_URL: database.url }, [FRONTEND_WRITES_FLAG]);
     try {
       expect(logLines(service).find((l) => l.msg === "components")).toMatchObject({ database: "postgres" });
       expect(ready.chat).toMatchObject({ book_id: SAMPLE_BOOK.id, message_count: 0 });

@@ -7,11 +7,12 @@ import {
   ChatRequest,
   ChatTokenEvent,
   ErrorBody,
+  errorBodyFor,
   MAX_PREFERENCES_CHARS,
   MAX_USER_MESSAGE_CHARS,
 } from "../../common/schemas.ts";
 import { toOpenApiSchema } from "../docs.ts";
-import { parseJsonBody } from "../json-body.ts";
+import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { formatSseEvent, sseResponse } from "../sse.ts";
 import { MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
 
@@ -35,14 +36,19 @@ blank line; a token containing line breaks or the text \`data:\` stays inside it
 ${exampleStream.trimEnd()}
 \`\`\`
 
+The stream starts at once with an SSE comment line (\`: stream open\`) and carries a comment (\`: keep-alive\`)
+every 15 s while no event is ready; SSE clients ignore comment lines.
+
 Events, in order: any number of \`{token}\`, then exactly one of \`{done: true, full_response, sources}\` (the tokens
 concatenate to \`full_response\`; \`sources\` lists the book passages used, best first) or \`{error, code}\`, then the
 stream ends:
 
-- \`code: 429\`: another reply is being written in this session (the session is locked for at most 30 s). A message
+- \`code: 429\`: another reply is being written in this session (the lock is renewed while that reply streams,
+  and lapses 30 s after a holder that died). A message
   sent while the previous reply's conversation summary is still being updated is not refused: it waits for the
   update (a second or two) and then answers with it.
-- \`code: 502\`: the language model failed before or during the reply, or the reply could not be saved.
+- \`code: 502\`: the language model failed before or during the reply, gave no first token within
+  \`CHAT_FIRST_TOKEN_TIMEOUT_MS\` (60 s) of the message, or the reply could not be saved.
 
 After an error event nothing of the exchange is saved. \`done\` is sent once the user message and the reply have
 been saved (the session's \`message_count\` grows by one and its \`preview\` is the start of the reply, ending in "…").
@@ -52,14 +58,16 @@ Before the stream begins, the request can fail with an ordinary JSON error:
 
 - **400**: malformed JSON, a field missing or of the wrong type, a blank \`user_message\` or one longer than
   ${MAX_USER_MESSAGE_CHARS} characters, \`preferences\` longer than ${MAX_PREFERENCES_CHARS} characters.
+- **413**: the body is larger than 1 MiB.
 - **404**: \`{"error": "${SESSION_NOT_FOUND}"}\` when the session does not exist or belongs to another user, character
   or book; \`character not found\` or \`book not found\` when those are missing.
 - **500**: the database is unavailable.
 
 How the reply is grounded: the message is rewritten into a narrative and a keyword query (cached), both searched
-in the book (vector and BM25 search in parallel), the passages reranked (or rank-fused), and the character answers
-with its persona, the reader's preferences for it (or the \`preferences\` override), the passages and the
-conversation summary.`;
+in the book (vector and BM25 search in parallel), the passages reranked against the reader's own message when a
+reranker key is configured (rank-fused otherwise), and the character answers with a system message of its persona,
+the reader's preferences for it (or the \`preferences\` override), the numbered passages and the conversation
+summary (on a first turn, saying there is none yet).`;
 
 const eventExample = (summary: string, value: object) => ({ summary, value });
 
@@ -105,13 +113,17 @@ export function chatRoutes(service: ChatService) {
             },
           },
           400: { description: "The body is not a valid chat request.", content: { "application/json": { schema: toOpenApiSchema(ErrorBody) } } },
+          413: {
+            description: "The body is larger than 1 MiB.",
+            content: { "application/json": { schema: toOpenApiSchema(errorBodyFor(`request body is larger than ${MAX_REQUEST_BODY_BYTES} bytes`)) } },
+          },
           404: {
             description: "No such session for this user, character and book; or the character or the book does not exist.",
             content: {
               "application/json": { schema: toOpenApiSchema(ErrorBody), example: { error: SESSION_NOT_FOUND } },
             },
           },
-          500: { description: "The database is unavailable.", content: { "application/json": { schema: toOpenApiSchema(ErrorBody) } } },
+          500: { description: "The database is unavailable.", content: { "application/json": { schema: toOpenApiSchema(errorBodyFor("database unavailable")) } } },
         },
       },
     },

@@ -6,11 +6,12 @@ import {
   type ChatCharacter,
   type ChatSessionState,
 } from "../../common/chat-cache.ts";
+import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
 import { appendExchange, getPreferences, setSessionSummary } from "../../common/db/repositories.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
-import { LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
+import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
 import type { Logger } from "../../common/log.ts";
 import type { ChatOutcome, Metrics } from "../../common/metrics.ts";
 import {
@@ -23,9 +24,9 @@ import {
   parseRewrite,
   rewriteCacheKey,
   type ConversationMessage,
-  type PreferencesRow,
   type RewrittenQueries,
 } from "../../common/prompt.ts";
+import { skippedPreferenceValues, type PreferencesRow } from "../../common/preferences.ts";
 import type { Reranker } from "../../common/rerank/index.ts";
 import { createRetriever, type Retriever } from "../../common/retrieval.ts";
 import type { ChatEvent, ChatRequest } from "../../common/schemas.ts";
@@ -56,6 +57,9 @@ export interface ChatDeps {
   textIndex: TextIndex;
   /** Without one, retrieval orders passages by rank fusion. */
   reranker: Reranker | undefined;
+  /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
+  sessionLockTtlSeconds?: number;
+  config?: Pick<Config, "chatFirstTokenTimeoutMs">;
   metrics: Metrics;
   logger: Logger;
 }
@@ -158,9 +162,9 @@ export function createChatService(deps: ChatDeps): ChatService {
     // missing one: the caller learns nothing about sessions that are not theirs.
     if (
       !session ||
-      session.userId !== request.user_id ||
-      session.characterId !== request.character_id ||
-      session.bookId !== request.book_id
+      session.user_id !== request.user_id ||
+      session.character_id !== request.character_id ||
+      session.book_id !== request.book_id
     ) {
       throw notFound(SESSION_NOT_FOUND);
     }
@@ -183,7 +187,7 @@ export function createChatService(deps: ChatDeps): ChatService {
     try {
       answer = await deps.llm.complete(
         buildRewriteMessages({
-          character: { name: character.name, profile: character.profile, description: character.description },
+          character: { name: character.name, profile: character.profile_json, description: character.description },
           userMessage: request.user_message,
           history: session.messages,
         }),
@@ -213,7 +217,10 @@ export function createChatService(deps: ChatDeps): ChatService {
 
   async function preferencesFor(request: ChatRequest): Promise<PreferencesRow | null> {
     try {
-      return await getPreferences(deps.db, request.user_id, request.character_id);
+      const preferences = await getPreferences(deps.db, request.user_id, request.character_id);
+      const skipped = preferences ? skippedPreferenceValues(preferences) : [];
+      if (skipped.length > 0) log.warn("preference values not understood, left out of the prompt", { skipped: skipped.join(", ") });
+      return preferences;
     } catch (error) {
       log.warn("preferences unavailable, replying without them", { error });
       return null;
@@ -308,17 +315,21 @@ export function createChatService(deps: ChatDeps): ChatService {
 
   /** A cache entry that could not be replaced must not outlive the turn that made it stale. */
   async function refreshSessionCache(state: ChatSessionState) {
-    const { cache } = use();
     try {
-      await cache.storeSession(state);
+      await use().cache.storeSession(state);
     } catch (error) {
       log.warn("session cache write failed, dropping the entry", { session_id: state.id, error });
-      await cache.forgetSession(state.id).catch((err: unknown) => {
-        // Left in place, the entry would feed the next turns a history without this exchange for an hour.
-        log.warn("stale session cache entry left behind; dropping it again in the background", { session_id: state.id, error: err });
-        track(retryUntilStoreAnswers(sessionCacheKey(state.id), () => cache.forgetSession(state.id)));
-      });
+      await forgetSessionCache(state.id);
     }
+  }
+
+  async function forgetSessionCache(sessionId: string) {
+    const { cache } = use();
+    await cache.forgetSession(sessionId).catch((err: unknown) => {
+      // Left in place, the entry would feed the next turns a history without this exchange for an hour.
+      log.warn("stale session cache entry left behind; dropping it again in the background", { session_id: sessionId, error: err });
+      track(retryUntilStoreAnswers(sessionCacheKey(sessionId), () => cache.forgetSession(sessionId)));
+    });
   }
 
   async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
@@ -326,10 +337,12 @@ export function createChatService(deps: ChatDeps): ChatService {
     const { retriever } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
+    let stopKeepAlive: (() => void) | undefined;
     let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
+    const lockTtl = deps.sessionLockTtlSeconds ?? DEFAULT_LOCK_TTL_SECONDS;
     try {
       try {
-        lock = await tryAcquireLock(deps.kv, lockKey(turn.session.id));
+        lock = await tryAcquireLock(deps.kv, lockKey(turn.session.id), lockTtl);
         if (!lock) {
           outcome = "429";
           yield { error: SESSION_BUSY, code: 429 };
@@ -341,6 +354,14 @@ export function createChatService(deps: ChatDeps): ChatService {
         // The set may have landed all the same: released at the end of the turn like a lock we hold.
         if (error instanceof LockUnavailableError) lock = error.attempted;
       }
+      if (lock) {
+        const key = lock.key;
+        stopKeepAlive = keepLockAlive(lock, {
+          ttlSeconds: lockTtl,
+          onLost: () => log.warn("session lock lost while replying; another message may be answered at the same time", { key }),
+          onError: (error) => log.warn("session lock renewal failed; trying again", { key, error }),
+        });
+      }
 
       const preferences = request.preferences === undefined ? preferencesFor(request) : Promise.resolve(null);
       const session = await latestSession(turn.session.id, signal);
@@ -350,10 +371,11 @@ export function createChatService(deps: ChatDeps): ChatService {
         bookId: book.id,
         narrativeQuery: queries.narrativeQuery,
         keywordQuery: queries.keywordQuery,
+        rerankQuery: request.user_message,
         signal,
       });
       const systemPrompt = buildChatSystemPrompt({
-        personaPrompt: character.systemPrompt?.trim() || fallbackPersona(character, book),
+        personaPrompt: character.system_prompt?.trim() || fallbackPersona(character, book),
         preferences: await preferences,
         preferencesOverride: request.preferences ?? null,
         passages: retrieved.chunks,
@@ -361,19 +383,35 @@ export function createChatService(deps: ChatDeps): ChatService {
       });
 
       let full = "";
+      // The reader waits for the first token at most this long from the moment the message arrived.
+      const firstTokenBudget = (deps.config?.chatFirstTokenTimeoutMs ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS) - (performance.now() - turn.receivedAt);
+      const completion = new AbortController();
+      const forwardAbort = () => completion.abort(signal.reason);
+      signal.addEventListener("abort", forwardAbort, { once: true });
+      const firstTokenTimer = setTimeout(() => completion.abort(new Error("no first token in time")), Math.max(0, firstTokenBudget));
       try {
-        const deltas = deps.llm.stream(buildChatMessages(systemPrompt, session.messages, request.user_message), { purpose: "chat", signal });
+        const deltas = deps.llm.stream(buildChatMessages(systemPrompt, session.messages, request.user_message), {
+          purpose: "chat",
+          signal: completion.signal,
+        });
         for await (const delta of deltas) {
-          if (full === "") deps.metrics.chat.timeToFirstToken.observe((performance.now() - turn.receivedAt) / 1000);
+          if (full === "") {
+            clearTimeout(firstTokenTimer);
+            deps.metrics.chat.timeToFirstToken.observe((performance.now() - turn.receivedAt) / 1000);
+          }
           full += delta;
           yield { token: delta };
         }
       } catch (error) {
         if (signal.aborted) return;
-        log.warn("chat completion failed", { session_id: session.id, error });
+        const late = full === "" && completion.signal.aborted;
+        log.warn(late ? "no first token in time; the reader gets the 502 event" : "chat completion failed", { session_id: session.id, error });
         outcome = "502";
         yield { error: MODEL_FAILED, code: 502 };
         return;
+      } finally {
+        clearTimeout(firstTokenTimer);
+        signal.removeEventListener("abort", forwardAbort);
       }
       if (signal.aborted) return;
 
@@ -394,12 +432,19 @@ export function createChatService(deps: ChatDeps): ChatService {
       ];
       const state: ChatSessionState = {
         ...session,
-        messageCount: saved.messageCount,
+        message_count: saved.messageCount,
         messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
       };
-      await refreshSessionCache(state);
-      const leaving = messagesLeavingWindow(conversation, 2);
-      if (leaving.length > 0) afterReply = (foldLock) => foldSummary(turn, state, leaving, foldLock);
+      if (saved.messageCount === session.message_count + 1) {
+        await refreshSessionCache(state);
+        const leaving = messagesLeavingWindow(conversation, 2);
+        if (leaving.length > 0) afterReply = (foldLock) => foldSummary(turn, state, leaving, foldLock);
+      } else {
+        // Another exchange was saved while this one was written (its lock had lapsed): this turn's
+        // history lacks it, so the cache entry is dropped for the next turn to read the database.
+        log.warn("session changed during the reply; its cache entry is dropped", { session_id: session.id });
+        await forgetSessionCache(session.id);
+      }
 
       outcome = "ok";
       yield { done: true, full_response: full, sources: retrieved.chunks.map((c) => ({ chunk_index: c.chunkIndex, score: c.score })) };
@@ -409,9 +454,12 @@ export function createChatService(deps: ChatDeps): ChatService {
       outcome = "502";
       yield { error: REPLY_FAILED, code: 502 };
     } finally {
+      stopKeepAlive?.();
       if (afterReply) await handOver(turn.session.id, lock, afterReply);
       else await release(lock);
-      // Counted last: once the outcome shows, the session is free (or handed to the fold).
+      // Logged and counted last: once the outcome shows, the session is free (or handed to the fold).
+      const seconds = Math.round(performance.now() - turn.receivedAt) / 1000;
+      log.info("chat turn", { session_id: turn.session.id, character_id: character.id, outcome: outcome ?? "aborted", seconds });
       deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });
     }
   }

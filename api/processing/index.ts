@@ -1,6 +1,6 @@
 import { Elysia } from "elysia";
-import { ErrorBody, ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
-import { parseJsonBody } from "../json-body.ts";
+import { ErrorBody, errorBodyFor, ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
+import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { submitBook, type ProcessingDeps } from "./service.ts";
 
 export function processingRoutes(deps: ProcessingDeps) {
@@ -10,13 +10,20 @@ export function processingRoutes(deps: ProcessingDeps) {
     {
       parse: [parseJsonBody, "json"],
       body: ProcessingRequest,
-      response: { 202: ProcessingAccepted, 400: ErrorBody, 422: ErrorBody, 500: ErrorBody },
+      response: {
+        202: ProcessingAccepted,
+        400: ErrorBody,
+        413: errorBodyFor(`request body is larger than ${MAX_REQUEST_BODY_BYTES} bytes`),
+        422: errorBodyFor("book not found"),
+        500: errorBodyFor("database unavailable"),
+      },
       detail: {
         tags: ["Books"],
         summary: "Queue a book for ingestion",
         description: `Checks the request and the file before queueing, so that a bad book is refused now rather than failing later:
 
 - **400**: malformed JSON, or a field missing or of the wrong type (the message names the field).
+- **413**: the body is larger than 1 MiB.
 - **422**: the book is not in the database; \`file_url\` is not http(s), does not end in \`.txt\` or \`.md\`, names a host
   that is or resolves to a loopback, private, link-local or metadata address (unless listed in \`FILE_URL_ALLOWED_HOSTS\`),
   cannot be downloaded within 120 s, is larger than \`MAX_BOOK_BYTES\`, or is not UTF-8 text.

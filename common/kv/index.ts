@@ -23,6 +23,8 @@ export interface KeyValueStore {
   del(key: string): Promise<void>;
   /** Atomically deletes key only if it holds value (lock release). Returns whether it deleted. */
   deleteIfEquals(key: string, value: string): Promise<boolean>;
+  /** Atomically sets key's expiry to seconds only if it holds value (a lock kept alive by its holder). Returns whether it did. */
+  expireIfEquals(key: string, value: string, seconds: number): Promise<boolean>;
   /** Sets a TTL in seconds on an existing key. Returns false when the key does not exist. */
   expire(key: string, seconds: number): Promise<boolean>;
   /** Pushes values on the left; returns the new length. */

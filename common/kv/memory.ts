@@ -85,6 +85,15 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
   const requireInteger = (n: number, command: string) => {
     if (!Number.isSafeInteger(n)) throw new KvError(`memory: ERR value is not an integer or out of range in '${command}'`);
   };
+  const expire = (key: string, seconds: number) => {
+    requireInteger(seconds, "expire");
+    const entry = live(key);
+    if (!entry) return false;
+    // Redis treats a non-positive TTL as "expire now".
+    if (seconds <= 0) entries.delete(key);
+    else entry.expiresAt = now() + seconds * 1000;
+    return true;
+  };
 
   return {
     driver: "memory",
@@ -130,15 +139,11 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
       return true;
     },
 
-    async expire(key, seconds) {
-      requireInteger(seconds, "expire");
-      const entry = live(key);
-      if (!entry) return false;
-      // Redis treats a non-positive TTL as "expire now".
-      if (seconds <= 0) entries.delete(key);
-      else entry.expiresAt = now() + seconds * 1000;
-      return true;
+    async expireIfEquals(key, value, seconds) {
+      return stringAt(key) === value && expire(key, seconds);
     },
+
+    expire: async (key, seconds) => expire(key, seconds),
 
     async lpush(key, ...values) {
       if (values.length === 0) return listAt(key)?.length ?? 0;

@@ -1,6 +1,6 @@
 import { RedisClient } from "bun";
 import { toKvError, type KeyValueStore, type ListEnd, type SetOptions } from "./index.ts";
-import { RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
 
 /**
  * Redis over TCP through Bun's built-in client.
@@ -54,12 +54,21 @@ export function createRedisKeyValueStore(options: RedisKeyValueStoreOptions): Ke
     await connecting;
   };
 
+  // A server that stopped answering (paused, swapping, a network black hole) is not asked again
+  // until a command timeout has passed: a chat turn then fails over to the database once, instead
+  // of waiting commandTimeoutMs for each of its commands.
+  let stalledUntil = 0;
+
   const run = async <T>(command: string, call: () => Promise<T>): Promise<T> => {
     let timer: ReturnType<typeof setTimeout> | undefined;
     try {
+      if (Date.now() < stalledUntil) throw new Error(`the server stalled: a command got no reply within ${commandTimeoutMs} ms`);
       await connected();
       const timeout = new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`no reply within ${commandTimeoutMs} ms`)), commandTimeoutMs);
+        timer = setTimeout(() => {
+          stalledUntil = Date.now() + commandTimeoutMs;
+          reject(new Error(`no reply within ${commandTimeoutMs} ms`));
+        }, commandTimeoutMs);
       });
       return await Promise.race([call(), timeout]);
     } catch (err) {
@@ -88,6 +97,10 @@ export function createRedisKeyValueStore(options: RedisKeyValueStoreOptions): Ke
 
     async deleteIfEquals(key, value) {
       return (await run("EVAL", () => client.eval(RELEASE_IF_EQUALS_SCRIPT, 1, key, value))) === 1;
+    },
+
+    async expireIfEquals(key, value, seconds) {
+      return (await run("EVAL", () => client.eval(EXPIRE_IF_EQUALS_SCRIPT, 1, key, value, String(seconds)))) === 1;
     },
 
     expire: async (key, seconds) => (await run("EXPIRE", () => client.expire(key, seconds))) === 1,

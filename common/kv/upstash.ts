@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis";
 import { toKvError, type KeyValueStore, type SetOptions } from "./index.ts";
-import { RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
 
 /**
  * Upstash over its REST API through `@upstash/redis`.
@@ -75,6 +75,10 @@ export function createUpstashKeyValueStore(options: UpstashKeyValueStoreOptions)
 
     async deleteIfEquals(key, value) {
       return (await run("EVAL", () => redis.eval<[string], number>(RELEASE_IF_EQUALS_SCRIPT, [key], [value]))) === 1;
+    },
+
+    async expireIfEquals(key, value, seconds) {
+      return (await run("EVAL", () => redis.eval<[string, string], number>(EXPIRE_IF_EQUALS_SCRIPT, [key], [value, String(seconds)]))) === 1;
     },
 
     expire: async (key, seconds) => (await run("EXPIRE", () => redis.expire(key, seconds))) === 1,

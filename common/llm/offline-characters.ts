@@ -22,7 +22,7 @@ const MAX_RECURRING_WORDS = 6;
 const MAX_RECURRING_PHRASES = 4;
 /** Words either side of a name searched for a relation word ("her sister Jane", "Jane, my sister"). */
 const RELATION_WINDOW = 3;
-export const MAX_PERSONA_QUOTES = 24;
+export const MAX_PERSONA_QUOTES = 60;
 /** A discovered name must be tagged as a speaker this often, so one stray capital is not a character. */
 export const MIN_SPEAKER_TAGS = 2;
 export const MAX_DISCOVERED_CHARACTERS = 30;

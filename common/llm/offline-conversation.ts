@@ -157,19 +157,27 @@ export function startsMidSentence(line: string): boolean {
 }
 
 /**
- * The lines sharing the most with the message (up to MAX_REPLY_QUOTES), lines that start
- * mid-sentence weighed down by MID_SENTENCE_WEIGHT. When none shares a word, one picked by a hash
- * of the message, from the whole lines when there are any, so unrelated messages do not all get the
- * same line.
+ * The lines to say, from those not said in the replies still in view (`earlier`): the lines sharing
+ * the most with the message (up to MAX_REPLY_QUOTES), lines that start mid-sentence weighed down by
+ * MID_SENTENCE_WEIGHT. When none shares a word with the message, the one closest to `context` (the
+ * passage retrieval found for the message and its rewritten queries, which carry the conversation's
+ * recent words); failing that too, one picked by a hash of the message, from the whole lines when
+ * there are any, so unrelated messages do not all get the same line.
  */
-function chooseQuotes(message: string, quotes: readonly string[]): string[] {
+function chooseQuotes(message: string, context: string, quotes: readonly string[], earlier: readonly string[]): string[] {
+  const fresh = quotes.filter((q) => !earlier.some((reply) => reply.includes(sayLine(q))));
+  if (fresh.length === 0) return [];
   const weight = (quote: string) => (startsMidSentence(quote) ? MID_SENTENCE_WEIGHT : 1);
-  const ranked = rankBySimilarity(message, quotes)
-    .map((r) => ({ index: r.index, score: r.score * weight(quotes[r.index]!) }))
-    .sort((a, b) => b.score - a.score || a.index - b.index);
-  if (ranked.length > 0) return ranked.slice(0, MAX_REPLY_QUOTES).map((r) => quotes[r.index]!);
-  const whole = quotes.filter((q) => !startsMidSentence(q));
-  const pool = whole.length > 0 ? whole : quotes;
+  const rank = (query: string) =>
+    rankBySimilarity(query, fresh)
+      .map((r) => ({ index: r.index, score: r.score * weight(fresh[r.index]!) }))
+      .sort((a, b) => b.score - a.score || a.index - b.index);
+  const ranked = rank(message);
+  if (ranked.length > 0) return ranked.slice(0, MAX_REPLY_QUOTES).map((r) => fresh[r.index]!);
+  const near = context ? rank(context) : [];
+  if (near.length > 0) return [fresh[near[0]!.index]!];
+  const whole = fresh.filter((q) => !startsMidSentence(q));
+  const pool = whole.length > 0 ? whole : fresh;
   return [pool[fnv1a(message) % pool.length]!];
 }
 
@@ -198,6 +206,8 @@ const CLOSING_MARK: Readonly<Record<string, string>> = { '"': '"', "“": "”",
 const OPENING_MARK: Readonly<Record<string, string>> = { '"': '"', "”": "“", "»": "«" };
 /** The end of a whole sentence, or of one already cut with an ellipsis. */
 const SENTENCE_END = /[.!?…۔؟]$/u;
+/** A sentence that ends where the book ends it, closing quotation marks and brackets included. */
+const WHOLE_SENTENCE = /[.!?…۔؟]["”’»)\]]*$/u;
 /** What may stand before a straight quotation mark that opens a quotation. */
 const BEFORE_OPENING = /[\s([{—–-]/u;
 
@@ -315,10 +325,13 @@ function excerptAt(all: readonly PassageSentence[], start: number, said: readonl
   let closed = end;
   while (closed > start && all[closed]!.openAfter.length > 0) closed--;
   if (all[closed]!.openAfter.length === 0) end = closed;
+  // A passage is a chunk of the book and may stop inside a sentence: the excerpt stops at the last whole one.
+  while (end > start && !WHOLE_SENTENCE.test(all[end]!.text)) end--;
   const openBefore = all[start]!.openBefore;
-  const body = firstWords(all.slice(start, end + 1).map((s) => s.text).join(" "), REPLY_PASSAGE_WORDS);
+  // Whole sentences only: one sentence longer than the budget is cut only past twice the budget.
+  const body = firstWords(all.slice(start, end + 1).map((s) => s.text).join(" "), end > start ? Infinity : 2 * REPLY_PASSAGE_WORDS);
   const stillOpen = scanQuotes(body, openBefore).open;
-  const cut = stillOpen.length > 0 && !SENTENCE_END.test(body) ? "…" : "";
+  const cut = !SENTENCE_END.test(body) && (stillOpen.length > 0 || !WHOLE_SENTENCE.test(body)) ? "…" : "";
   return `${openBefore.join("")}${body}${cut}${stillOpen.map((mark) => CLOSING_MARK[mark]!).reverse().join("")}`;
 }
 
@@ -348,7 +361,9 @@ export function composeChatReply(messages: readonly ChatMessage[]): string {
   const system = messages.find((m) => m.role === "system")?.content ?? "";
   const message = lastUserContent(messages);
   const { quotes, passages } = readChatMaterial(system);
-  const said = quotes.length > 0 ? chooseQuotes(message, quotes) : [];
+  const earlier = messages.filter((m) => m.role === "assistant").map((m) => m.content);
+  const context = passages[closestFirst(message, passages)[0] ?? -1] ?? "";
+  const said = quotes.length > 0 ? chooseQuotes(message, context, quotes, earlier) : [];
   const parts: string[] = [];
   if (said.length > 0) parts.push(said.map(sayLine).join(" "));
   const excerpt = closestFirst(message, passages)

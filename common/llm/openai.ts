@@ -7,10 +7,11 @@ import type { ChatMessage, CompletionOptions, LanguageModel, UsageListener } fro
 /**
  * LanguageModel over any OpenAI-compatible gateway (OpenAI, OpenRouter, vLLM, Ollama, LiteLLM).
  *
- * Failure policy: whole requests (complete, embed, and the opening of a stream) use the SDK's own
- * timeout and bounded retries. Once a stream has started, nothing is retried (part of the reply
- * may already be on the reader's screen) and `timeoutMs` becomes an idle limit between chunks,
- * because the SDK's timeout stops counting when the response headers arrive.
+ * Failure policy: whole requests (complete, embed) use the SDK's own timeout and bounded retries. A
+ * stream is never retried, not even its opening: a reader is waiting on it, and three attempts of
+ * a gateway that never answers kept one in silence for three minutes. Once a stream has started
+ * `timeoutMs` becomes an idle limit between chunks, because the SDK's timeout stops counting when
+ * the response headers arrive.
  */
 
 export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
@@ -143,7 +144,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
       try {
         chunks = await client.chat.completions.create(
           { ...requestBody(messages, opts), stream: true, stream_options: { include_usage: true } },
-          { signal: controller.signal },
+          { signal: controller.signal, maxRetries: 0 },
         );
       } catch (err) {
         throw controller.signal.aborted ? stopped() : toLlmError(err, controller.signal);

@@ -1,7 +1,7 @@
 import MiniSearch, { type AsPlainObject, type Options, type SearchResult } from "minisearch";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { appendFrame, createBookShelf, readFileIfExists, readLog, writeFileAtomic } from "../embedded-store.ts";
+import { appendFrame, createBookShelf, readFileIfExists, readLog, yieldToLoop } from "../embedded-store.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../search.ts";
 import type { TextIndex } from "./index.ts";
@@ -15,29 +15,31 @@ import { TOKENIZER_VERSION, tokenize } from "./tokenize.ts";
  * folds case, accents, Urdu spelling variants and plurals. Terms are OR-ed, so a chunk matching
  * more of them ranks higher.
  *
- * Two files per book (see embedded-store.ts for the crash-safety of each):
- * - `{bookId}.bm25.log`: one frame per upsert batch (UTF-8 JSON `[[chunk_index, text], …]`),
- *   appended and fsynced before the upsert resolves. This is what makes a batch durable.
- * - `{bookId}.bm25.json`: `{format, tokenizer, index}` with MiniSearch's own JSON, written
- *   atomically once a book has been quiet for `snapshotDelayMs` (and on close), after which the log
- *   is removed. Loading a snapshot is about twice as fast as re-indexing the texts, and writing it
- *   once instead of after every batch keeps indexing linear in the book's size.
- * Loading = snapshot, then the log replayed on top (replaying a batch twice changes nothing). A
- * snapshot written by another tokenizer version is re-indexed from its stored texts.
+ * A book is the log `{bookId}.bm25.log`: one frame per upsert batch (UTF-8 JSON
+ * `[[chunk_index, text], …]`, see embedded-store.ts), appended and fsynced before the upsert
+ * resolves. Writing never builds the index: an ingestion's memory is one batch, not the book's index
+ * (about 12 bytes per character of text: 560 MiB for a 48 MB book). A search loads the book by
+ * indexing the log's batches in order (a later chunk replaces an earlier one), letting the event loop
+ * run after each batch, so a large book loads while other requests are served.
+ *
+ * `{bookId}.bm25.json`, a whole-index snapshot that earlier versions wrote (and removed the log
+ * after), is still read first; one written by another tokenizer version is re-indexed from its
+ * stored texts.
  */
 
-export const SNAPSHOT_EXTENSION = ".bm25.json";
+const LEGACY_SNAPSHOT_EXTENSION = ".bm25.json";
 export const LOG_EXTENSION = ".bm25.log";
-export const DEFAULT_SNAPSHOT_DELAY_MS = 2_000;
-const FILE_FORMAT = 1;
+const LEGACY_FILE_FORMAT = 1;
+/** Memory of a loaded book per character of its text, measured on a 48 MB book (23,790 chunks). */
+const BYTES_PER_TEXT_CHAR = 12;
 
 export interface EmbeddedTextIndexOptions {
   /** Folder holding the books' files; created on first write. */
   dir: string;
-  /** Books kept in memory at once; the least recently used idle one is dropped beyond this. */
-  maxOpenBooks?: number;
-  /** Quiet time after the last upsert of a book before its snapshot is written. */
-  snapshotDelayMs?: number;
+  /** Estimated memory of the books kept loaded; the least recently used idle ones are dropped beyond it. */
+  maxCachedBytes?: number;
+  /** How long a search waits for its book to load (DEFAULT_MAX_LOAD_WAIT_MS). */
+  maxLoadWaitMs?: number;
   logger?: Logger;
 }
 
@@ -47,7 +49,7 @@ interface TextDocument {
   text: string;
 }
 
-interface TextSnapshot {
+interface LegacySnapshot {
   format: number;
   tokenizer: number;
   index: AsPlainObject;
@@ -55,8 +57,8 @@ interface TextSnapshot {
 
 interface BookText {
   index: MiniSearch<TextDocument>;
-  /** Documents in the log, i.e. written since the snapshot. */
-  loggedDocuments: number;
+  /** Characters of text indexed, for the memory estimate. */
+  textChars: number;
 }
 
 type LoggedChunk = [chunkIndex: number, text: string];
@@ -68,8 +70,6 @@ const MINISEARCH_OPTIONS: Options<TextDocument> = {
   tokenize,
   // tokenize already returns final terms.
   processTerm: (term) => term,
-  // Vacuuming happens before a snapshot, so the snapshot never carries discarded documents.
-  autoVacuum: false,
   searchOptions: { prefix: false, fuzzy: false, combineWith: "OR" },
 };
 
@@ -77,78 +77,67 @@ function storedChunk(result: SearchResult): IndexedChunk {
   return { chunkIndex: result.chunkIndex as number, text: result.text as string };
 }
 
-function addChunks(index: MiniSearch<TextDocument>, bookId: string, chunks: Iterable<IndexedChunk>): void {
+/** Returns the characters of text added. */
+function addChunks(index: MiniSearch<TextDocument>, bookId: string, chunks: Iterable<IndexedChunk>): number {
+  let chars = 0;
   for (const { chunkIndex, text } of chunks) {
     const id = `${bookId}:${chunkIndex}`;
     if (index.has(id)) index.discard(id);
     index.add({ id, chunkIndex, text });
+    chars += text.length;
   }
+  return chars;
 }
 
-function decodeSnapshot(bytes: Buffer, bookId: string): MiniSearch<TextDocument> {
-  const snapshot = JSON.parse(bytes.toString("utf8")) as TextSnapshot;
-  if (snapshot.format !== FILE_FORMAT) throw new Error(`text index of book ${bookId} has unknown format ${String(snapshot.format)}`);
+const parseJson = (bytes: Uint8Array): unknown => JSON.parse(new TextDecoder().decode(bytes));
+
+function decodeLegacySnapshot(bytes: Buffer, bookId: string): BookText {
+  const snapshot = parseJson(bytes) as LegacySnapshot;
+  if (snapshot.format !== LEGACY_FILE_FORMAT) throw new Error(`text index of book ${bookId} has unknown format ${String(snapshot.format)}`);
   const index = MiniSearch.loadJS<TextDocument>(snapshot.index, MINISEARCH_OPTIONS);
-  if (snapshot.tokenizer === TOKENIZER_VERSION) return index;
+  const chunks = index.search(MiniSearch.wildcard).map(storedChunk);
+  const textChars = chunks.reduce((n, c) => n + c.text.length, 0);
+  if (snapshot.tokenizer === TOKENIZER_VERSION) return { index, textChars };
   const rebuilt = new MiniSearch<TextDocument>(MINISEARCH_OPTIONS);
-  addChunks(rebuilt, bookId, index.search(MiniSearch.wildcard).map(storedChunk));
-  return rebuilt;
-}
-
-function encodeSnapshot(index: MiniSearch<TextDocument>): Uint8Array {
-  return new TextEncoder().encode(JSON.stringify({ format: FILE_FORMAT, tokenizer: TOKENIZER_VERSION, index }));
+  addChunks(rebuilt, bookId, chunks);
+  return { index: rebuilt, textChars };
 }
 
 export function createEmbeddedTextIndex(options: EmbeddedTextIndexOptions): TextIndex {
   const logger = options.logger ?? silentLogger;
-  const snapshotDelayMs = options.snapshotDelayMs ?? DEFAULT_SNAPSHOT_DELAY_MS;
-  const snapshotPath = (bookId: string) => join(options.dir, bookId + SNAPSHOT_EXTENSION);
+  const snapshotPath = (bookId: string) => join(options.dir, bookId + LEGACY_SNAPSHOT_EXTENSION);
   const logPath = (bookId: string) => join(options.dir, bookId + LOG_EXTENSION);
-  const timers = new Map<string, ReturnType<typeof setTimeout>>();
 
-  const shelf = createBookShelf<BookText>({
+  // Two shelves on one folder, as in the vector index: searches load indexes, writes only append.
+  const loaded = createBookShelf<BookText>({
     dir: options.dir,
-    maxOpenBooks: options.maxOpenBooks,
+    ...(options.maxCachedBytes === undefined ? {} : { maxCachedBytes: options.maxCachedBytes }),
+    ...(options.maxLoadWaitMs === undefined ? {} : { maxLoadWaitMs: options.maxLoadWaitMs }),
+    onSlowLoad: (bookId) => logger.warn("text index: the book is still loading; searching without it meanwhile", { book_id: bookId }),
+    sizeOf: (book) => BYTES_PER_TEXT_CHAR * book.textChars,
     async load(bookId) {
-      const [snapshot, log] = await Promise.all([readFileIfExists(snapshotPath(bookId)), readLog(logPath(bookId))]);
+      const [snapshot, log] = await Promise.all([readFileIfExists(snapshotPath(bookId)), readLog(logPath(bookId), false)]);
       if (snapshot === undefined && log === undefined) return undefined;
-      const index = snapshot === undefined ? new MiniSearch<TextDocument>(MINISEARCH_OPTIONS) : decodeSnapshot(snapshot, bookId);
-      if (log === undefined) return { index, loggedDocuments: 0 };
+      const book = snapshot === undefined ? { index: new MiniSearch<TextDocument>(MINISEARCH_OPTIONS), textChars: 0 } : decodeLegacySnapshot(snapshot, bookId);
+      if (log === undefined) return book;
       if (log.droppedBytes > 0) logger.warn("text index: dropped a torn or corrupt tail", { book_id: bookId, bytes: log.droppedBytes });
-      let loggedDocuments = 0;
       for (const payload of log.payloads) {
-        const chunks = JSON.parse(new TextDecoder().decode(payload)) as LoggedChunk[];
-        addChunks(index, bookId, chunks.map(([chunkIndex, text]) => ({ chunkIndex, text })));
-        loggedDocuments += chunks.length;
+        const chunks = parseJson(payload) as LoggedChunk[];
+        book.textChars += addChunks(book.index, bookId, chunks.map(([chunkIndex, text]) => ({ chunkIndex, text })));
+        await yieldToLoop();
       }
-      if (loggedDocuments > 0) scheduleSnapshot(bookId);
-      return { index, loggedDocuments };
+      return book;
     },
   });
-
-  function snapshot(bookId: string): Promise<void> {
-    clearTimeout(timers.get(bookId));
-    timers.delete(bookId);
-    return shelf.exclusive(bookId, async (book) => {
-      if (book === undefined || book.loggedDocuments === 0) return { state: book, result: undefined };
-      if (book.index.dirtCount > 0) await book.index.vacuum({ batchSize: Number.MAX_SAFE_INTEGER, batchWait: 0 });
-      await writeFileAtomic(snapshotPath(bookId), [encodeSnapshot(book.index)]);
-      // A crash before this line only means the log is replayed over a snapshot that already holds it.
-      await rm(logPath(bookId), { force: true });
-      book.loggedDocuments = 0;
-      return { state: book, result: undefined };
-    });
-  }
-
-  function scheduleSnapshot(bookId: string): void {
-    clearTimeout(timers.get(bookId));
-    const timer = setTimeout(() => {
-      snapshot(bookId).catch((err: unknown) => logger.warn("text index: snapshot failed, the log still holds every batch", { book_id: bookId, err }));
-    }, snapshotDelayMs);
-    // A pending snapshot must not keep a finished process alive: the log already made the data durable.
-    timer.unref();
-    timers.set(bookId, timer);
-  }
+  /** A writer only needs the log repaired (see readLog) before its first append. */
+  const writers = createBookShelf<true>({
+    dir: options.dir,
+    sizeOf: () => 0,
+    load: async (bookId) => {
+      await readLog(logPath(bookId), true);
+      return true;
+    },
+  });
 
   return {
     adapter: "embedded",
@@ -158,19 +147,15 @@ export function createEmbeddedTextIndex(options: EmbeddedTextIndexOptions): Text
       for (const { chunkIndex } of chunks) {
         if (!Number.isInteger(chunkIndex) || chunkIndex < 0) throw new RangeError(`chunk index must be a whole number, got ${chunkIndex}`);
       }
-      await shelf.exclusive(bookId, async (existing) => {
-        const book = existing ?? { index: new MiniSearch<TextDocument>(MINISEARCH_OPTIONS), loggedDocuments: 0 };
-        addChunks(book.index, bookId, chunks);
+      await writers.exclusive(bookId, async () => {
         const logged: LoggedChunk[] = chunks.map(({ chunkIndex, text }) => [chunkIndex, text]);
         await appendFrame(logPath(bookId), [new TextEncoder().encode(JSON.stringify(logged))]);
-        book.loggedDocuments += chunks.length;
-        return { state: book, result: undefined };
+        return { state: true, result: undefined };
       });
-      scheduleSnapshot(bookId);
     },
 
     async search(bookId, query, searchOptions: SearchOptions = {}): Promise<ChunkHit[]> {
-      const book = await shelf.get(bookId);
+      const book = await loaded.get(bookId);
       const limit = Math.floor(searchOptions.limit ?? DEFAULT_SEARCH_LIMIT);
       if (book === undefined || limit <= 0) return [];
       const { maxChunkIndex } = searchOptions;
@@ -179,20 +164,17 @@ export function createEmbeddedTextIndex(options: EmbeddedTextIndexOptions): Text
     },
 
     async count(bookId) {
-      return (await shelf.get(bookId))?.index.documentCount ?? 0;
+      return (await loaded.get(bookId, true))?.index.documentCount ?? 0;
     },
 
     async deleteBook(bookId) {
-      clearTimeout(timers.get(bookId));
-      timers.delete(bookId);
-      await shelf.remove(bookId, async () => {
+      await writers.remove(bookId, async () => {
         await Promise.all([rm(snapshotPath(bookId), { force: true }), rm(logPath(bookId), { force: true })]);
       });
     },
 
     async close() {
-      await Promise.all([...timers.keys()].map(snapshot));
-      await shelf.close();
+      await Promise.all([loaded.close(), writers.close()]);
     },
   };
 }

@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { appendFrame, createBookShelf, frame, readLog, writeFileAtomic } from "../embedded-store.ts";
+import { appendFrame, createBookShelf, frame, readLog, writeFileAtomic, yieldToLoop } from "../embedded-store.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../search.ts";
 import type { VectorIndex, VectorPoint } from "./index.ts";
@@ -14,13 +14,21 @@ import type { VectorIndex, VectorPoint } from "./index.ts";
  * File `{dir}/{bookId}.vec` is a log of frames (see embedded-store.ts), one per upsert batch,
  * appended and fsynced before the upsert resolves. Little-endian frame payload:
  *   u32 dimension · u32 n · i32[n] chunk indexes · f32[n × dimension] unit vectors · UTF-8 JSON array of n texts
- * Loading replays the frames in order (a later point replaces an earlier one). When replaced points
- * would make up over half the file, it is rewritten atomically as one frame of the live points.
+ * Loading replays the frames in order (a later point replaces an earlier one), yielding to the event
+ * loop after each frame, so a large book loads while other requests are served.
+ *
+ * Writing never loads the vectors: a writer keeps only a tally of the book (its dimension, the chunk
+ * indexes stored and the points in the file), so ingesting a large book costs memory for one batch,
+ * not for the book. When replaced points would make up over half the file, it is rewritten atomically
+ * with the live points, in frames of at most COMPACT_FRAME_POINTS.
  */
 
 export const VECTOR_FILE_EXTENSION = ".vec";
 const PAYLOAD_HEADER_BYTES = 8;
 const MAX_CHUNK_INDEX = 0x7fffffff;
+const COMPACT_FRAME_POINTS = 256;
+/** Per point beyond its vector and text: slot map entry, string header, chunk index. */
+const POINT_OVERHEAD_BYTES = 64;
 
 export class VectorDimensionError extends Error {
   constructor(
@@ -36,11 +44,14 @@ export class VectorDimensionError extends Error {
 export interface EmbeddedVectorIndexOptions {
   /** Folder holding one file per book; created on first write. */
   dir: string;
-  /** Books kept in memory at once; the least recently used idle one is dropped beyond this. */
-  maxOpenBooks?: number;
+  /** Estimated memory of the books kept loaded; the least recently used idle ones are dropped beyond it. */
+  maxCachedBytes?: number;
+  /** How long a search waits for its book to load (DEFAULT_MAX_LOAD_WAIT_MS). */
+  maxLoadWaitMs?: number;
   logger?: Logger;
 }
 
+/** A book loaded for searching. */
 interface BookVectors {
   dimension: number;
   count: number;
@@ -49,25 +60,72 @@ interface BookVectors {
   /** Unit vectors, slot-major; capacity × dimension. */
   vectors: Float32Array;
   texts: string[];
+  /** Characters of `texts`, for the memory estimate. */
+  textChars: number;
   slotOf: Map<number, number>;
+}
+
+/** What a writer keeps of a book. */
+interface BookTally {
+  dimension: number;
+  live: Set<number>;
   /** Points in the file, replaced ones included. */
   pointsOnDisk: number;
 }
 
-/** Frame payload for the points in `slots` (every point when "all"), read from memory so disk matches it. */
-function encodePoints(book: BookVectors, slots: readonly number[] | "all"): ArrayBufferView[] {
-  const { dimension, count } = book;
+interface FrameView {
+  dimension: number;
+  chunkIndexes: Int32Array;
+  vectors: Float32Array;
+  /** The UTF-8 JSON text table. */
+  texts: Uint8Array;
+}
+
+function readFrame(payload: Uint8Array, bookId: string): FrameView {
+  const corrupt = (why: string) => new Error(`vector file of book ${bookId} is corrupt: ${why}`);
+  if (payload.byteLength < PAYLOAD_HEADER_BYTES) throw corrupt("frame too short");
+  const header = new DataView(payload.buffer, payload.byteOffset, PAYLOAD_HEADER_BYTES);
+  const dimension = header.getUint32(0, true);
+  const n = header.getUint32(4, true);
+  const vectorsAt = payload.byteOffset + PAYLOAD_HEADER_BYTES + n * 4;
+  const textsAt = vectorsAt + n * dimension * 4;
+  if (textsAt > payload.byteOffset + payload.byteLength) throw corrupt("frame shorter than its header says");
+  return {
+    dimension,
+    chunkIndexes: new Int32Array(payload.buffer, payload.byteOffset + PAYLOAD_HEADER_BYTES, n),
+    vectors: new Float32Array(payload.buffer, vectorsAt, n * dimension),
+    texts: payload.subarray(textsAt - payload.byteOffset),
+  };
+}
+
+function framePayload(dimension: number, chunkIndexes: Int32Array, vectors: Float32Array, texts: readonly string[]): ArrayBufferView[] {
   const header = new DataView(new ArrayBuffer(PAYLOAD_HEADER_BYTES));
   header.setUint32(0, dimension, true);
-  header.setUint32(4, slots === "all" ? count : slots.length, true);
-  if (slots === "all") {
-    const texts = new TextEncoder().encode(JSON.stringify(book.texts.slice(0, count)));
-    return [header, book.chunkIndexes.subarray(0, count), book.vectors.subarray(0, count * dimension), texts];
+  header.setUint32(4, chunkIndexes.length, true);
+  return [header, chunkIndexes, vectors, new TextEncoder().encode(JSON.stringify(texts))];
+}
+
+/** One upsert batch as a frame payload; a chunk named twice is stored twice, and loading keeps the later. */
+function encodeBatch(dimension: number, points: readonly VectorPoint[]): ArrayBufferView[] {
+  const vectors = new Float32Array(points.length * dimension);
+  points.forEach((point, i) => writeUnit(vectors, i * dimension, point.vector));
+  return framePayload(dimension, Int32Array.from(points, (p) => p.chunkIndex), vectors, points.map((p) => p.text));
+}
+
+/** Every live point of a loaded book, as whole frames for writeFileAtomic. */
+function encodeAll(book: BookVectors): ArrayBufferView[] {
+  const parts: ArrayBufferView[] = [];
+  for (let start = 0; start < book.count; start += COMPACT_FRAME_POINTS) {
+    const end = Math.min(book.count, start + COMPACT_FRAME_POINTS);
+    const vectors = book.vectors.subarray(start * book.dimension, end * book.dimension);
+    parts.push(...frame(framePayload(book.dimension, book.chunkIndexes.subarray(start, end), vectors, book.texts.slice(start, end))));
   }
-  const vectors = new Float32Array(slots.length * dimension);
-  slots.forEach((slot, i) => vectors.set(book.vectors.subarray(slot * dimension, (slot + 1) * dimension), i * dimension));
-  const texts = new TextEncoder().encode(JSON.stringify(slots.map((slot) => book.texts[slot]!)));
-  return [header, Int32Array.from(slots, (slot) => book.chunkIndexes[slot]!), vectors, texts];
+  return parts;
+}
+
+function setText(book: BookVectors, slot: number, text: string): void {
+  book.textChars += text.length - (book.texts[slot]?.length ?? 0);
+  book.texts[slot] = text;
 }
 
 function slotFor(book: BookVectors, chunkIndex: number): number {
@@ -80,36 +138,40 @@ function slotFor(book: BookVectors, chunkIndex: number): number {
   return slot;
 }
 
-function decode(frames: readonly Uint8Array[], bookId: string): BookVectors | undefined {
-  let book: BookVectors | undefined;
-  for (const payload of frames) {
-    const corrupt = (why: string) => new Error(`vector file of book ${bookId} is corrupt: ${why}`);
-    if (payload.byteLength < PAYLOAD_HEADER_BYTES) throw corrupt("frame too short");
-    const header = new DataView(payload.buffer, payload.byteOffset, PAYLOAD_HEADER_BYTES);
-    const dimension = header.getUint32(0, true);
-    const n = header.getUint32(4, true);
-    const vectorsAt = payload.byteOffset + PAYLOAD_HEADER_BYTES + n * 4;
-    const textsAt = vectorsAt + n * dimension * 4;
-    if (textsAt > payload.byteOffset + payload.byteLength) throw corrupt("frame shorter than its header says");
-    book ??= emptyBook(dimension);
-    if (dimension !== book.dimension) throw corrupt(`dimension ${dimension} after ${book.dimension}`);
-    const chunkIndexes = new Int32Array(payload.buffer, payload.byteOffset + PAYLOAD_HEADER_BYTES, n);
-    const vectors = new Float32Array(payload.buffer, vectorsAt, n * dimension);
-    const texts: unknown = JSON.parse(new TextDecoder().decode(payload.subarray(textsAt - payload.byteOffset)));
-    if (!Array.isArray(texts) || texts.length !== n) throw corrupt("text table does not match its header");
-    ensureCapacity(book, book.count + n);
+async function decode(payloads: readonly Uint8Array[], bookId: string): Promise<BookVectors | undefined> {
+  const frames = payloads.map((payload) => readFrame(payload, bookId));
+  const first = frames[0];
+  if (first === undefined) return undefined;
+  const book = emptyBook(first.dimension);
+  ensureCapacity(book, frames.reduce((sum, f) => sum + f.chunkIndexes.length, 0));
+  for (const { dimension, chunkIndexes, vectors, texts: textTable } of frames) {
+    if (dimension !== book.dimension) throw new Error(`vector file of book ${bookId} is corrupt: dimension ${dimension} after ${book.dimension}`);
+    const n = chunkIndexes.length;
+    const texts: unknown = JSON.parse(new TextDecoder().decode(textTable));
+    if (!Array.isArray(texts) || texts.length !== n) throw new Error(`vector file of book ${bookId} is corrupt: text table does not match its header`);
     for (let i = 0; i < n; i++) {
       const slot = slotFor(book, chunkIndexes[i]!);
       book.vectors.set(vectors.subarray(i * dimension, (i + 1) * dimension), slot * dimension);
-      book.texts[slot] = String(texts[i]);
+      setText(book, slot, String(texts[i]));
     }
-    book.pointsOnDisk += n;
+    await yieldToLoop();
   }
   return book;
 }
 
+function tally(payloads: readonly Uint8Array[], bookId: string): BookTally | undefined {
+  let result: BookTally | undefined;
+  for (const payload of payloads) {
+    const { dimension, chunkIndexes } = readFrame(payload, bookId);
+    result ??= { dimension, live: new Set(), pointsOnDisk: 0 };
+    for (const chunkIndex of chunkIndexes) result.live.add(chunkIndex);
+    result.pointsOnDisk += chunkIndexes.length;
+  }
+  return result;
+}
+
 function emptyBook(dimension: number): BookVectors {
-  return { dimension, count: 0, chunkIndexes: new Int32Array(0), vectors: new Float32Array(0), texts: [], slotOf: new Map(), pointsOnDisk: 0 };
+  return { dimension, count: 0, chunkIndexes: new Int32Array(0), vectors: new Float32Array(0), texts: [], textChars: 0, slotOf: new Map() };
 }
 
 function ensureCapacity(book: BookVectors, needed: number): void {
@@ -224,47 +286,62 @@ function topK(book: BookVectors, query: Float32Array, k: number, maxChunkIndex: 
 export function createEmbeddedVectorIndex(options: EmbeddedVectorIndexOptions): VectorIndex {
   const pathOf = (bookId: string) => join(options.dir, bookId + VECTOR_FILE_EXTENSION);
   const logger = options.logger ?? silentLogger;
-  const shelf = createBookShelf({
+  const readPayloads = async (bookId: string, forWrite: boolean) => {
+    const log = await readLog(pathOf(bookId), forWrite);
+    if (log !== undefined && log.droppedBytes > 0) logger.warn("vector index: dropped a torn or corrupt tail", { book_id: bookId, bytes: log.droppedBytes });
+    return log?.payloads ?? [];
+  };
+  // Two shelves on one folder: searches load whole books, writes only tallies. Each sees the other's
+  // writes through the book's stamp, as another process would.
+  const loaded = createBookShelf<BookVectors>({
     dir: options.dir,
-    load: async (bookId) => {
-      const log = await readLog(pathOf(bookId));
-      if (log === undefined) return undefined;
-      if (log.droppedBytes > 0) logger.warn("vector index: dropped a torn or corrupt tail", { book_id: bookId, bytes: log.droppedBytes });
-      return decode(log.payloads, bookId);
-    },
-    maxOpenBooks: options.maxOpenBooks,
+    load: async (bookId) => decode(await readPayloads(bookId, false), bookId),
+    sizeOf: (book) => book.vectors.byteLength + book.chunkIndexes.byteLength + 2 * book.textChars + POINT_OVERHEAD_BYTES * book.count,
+    ...(options.maxCachedBytes === undefined ? {} : { maxCachedBytes: options.maxCachedBytes }),
+    ...(options.maxLoadWaitMs === undefined ? {} : { maxLoadWaitMs: options.maxLoadWaitMs }),
+    onSlowLoad: (bookId) => logger.warn("vector index: the book is still loading; searching without it meanwhile", { book_id: bookId }),
   });
+  const tallies = createBookShelf<BookTally>({
+    dir: options.dir,
+    load: async (bookId, forWrite) => tally(await readPayloads(bookId, forWrite), bookId),
+    sizeOf: (t) => 16 * t.live.size,
+  });
+
+  /** Rewrites the file with the live points once `points` are applied; the book is read whole, once. */
+  async function compact(bookId: string, points: readonly VectorPoint[]): Promise<BookTally> {
+    const book = (await decode(await readPayloads(bookId, true), bookId)) ?? emptyBook(points[0]!.vector.length);
+    ensureCapacity(book, book.count + points.length);
+    for (const point of points) {
+      const slot = slotFor(book, point.chunkIndex);
+      writeUnit(book.vectors, slot * book.dimension, point.vector);
+      setText(book, slot, point.text);
+    }
+    await writeFileAtomic(pathOf(bookId), encodeAll(book));
+    return { dimension: book.dimension, live: new Set(book.slotOf.keys()), pointsOnDisk: book.count };
+  }
 
   return {
     adapter: "embedded",
 
     async upsert(bookId, points) {
       if (points.length === 0) return;
-      await shelf.exclusive(bookId, async (existing) => {
-        const book = existing ?? emptyBook(points[0]!.vector.length);
-        if (book.dimension === 0) throw new VectorDimensionError(bookId, 0, 0);
-        validate(bookId, book.dimension, points);
-        ensureCapacity(book, book.count + points.length);
-        const touched = new Set<number>();
-        for (const point of points) {
-          const slot = slotFor(book, point.chunkIndex);
-          writeUnit(book.vectors, slot * book.dimension, point.vector);
-          book.texts[slot] = point.text;
-          touched.add(slot);
+      await tallies.exclusive(bookId, async (existing) => {
+        const dimension = existing?.dimension ?? points[0]!.vector.length;
+        if (dimension === 0) throw new VectorDimensionError(bookId, 0, 0);
+        validate(bookId, dimension, points);
+        const current = existing ?? { dimension, live: new Set<number>(), pointsOnDisk: 0 };
+        for (const point of points) current.live.add(point.chunkIndex);
+        if (current.pointsOnDisk + points.length > 2 * current.live.size) {
+          return { state: await compact(bookId, points), result: undefined };
         }
-        if (book.pointsOnDisk + touched.size > 2 * book.count) {
-          await writeFileAtomic(pathOf(bookId), frame(encodePoints(book, "all")));
-          book.pointsOnDisk = book.count;
-        } else {
-          await appendFrame(pathOf(bookId), encodePoints(book, [...touched]));
-          book.pointsOnDisk += touched.size;
-        }
-        return { state: book, result: undefined };
+        await appendFrame(pathOf(bookId), encodeBatch(dimension, points));
+        current.pointsOnDisk += points.length;
+        return { state: current, result: undefined };
       });
     },
 
     async search(bookId, vector, searchOptions: SearchOptions = {}): Promise<ChunkHit[]> {
-      const book = await shelf.get(bookId);
+      const book = await loaded.get(bookId);
       const limit = Math.floor(searchOptions.limit ?? DEFAULT_SEARCH_LIMIT);
       if (book === undefined || book.count === 0 || limit <= 0) return [];
       if (vector.length !== book.dimension) throw new VectorDimensionError(bookId, book.dimension, vector.length);
@@ -275,11 +352,15 @@ export function createEmbeddedVectorIndex(options: EmbeddedVectorIndexOptions): 
     },
 
     async count(bookId) {
-      return (await shelf.get(bookId))?.count ?? 0;
+      return (await loaded.get(bookId, true))?.count ?? 0;
     },
 
-    deleteBook: (bookId) => shelf.remove(bookId, () => rm(pathOf(bookId), { force: true })),
+    async deleteBook(bookId) {
+      await tallies.remove(bookId, () => rm(pathOf(bookId), { force: true }));
+    },
 
-    close: () => shelf.close(),
+    async close() {
+      await Promise.all([loaded.close(), tallies.close()]);
+    },
   };
 }

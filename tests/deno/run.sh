@@ -4,8 +4,8 @@
 # and npm packages. Extra arguments go to `deno test` (e.g. --filter "chunkText").
 #
 # How Deno finds things, and why it needs no network:
-# - The binary comes from the `deno` npm package (node_modules/.bin/deno); nothing is downloaded
-#   when it runs, and the update check is switched off.
+# - The binary comes from the `deno` npm package (node_modules/.bin/deno), installed by this script
+#   the first time (below); nothing else is downloaded when it runs, and the update check is switched off.
 # - deno.json beside this script sets "nodeModulesDir": "manual": bare imports such as "zod" resolve
 #   through the project's node_modules, as Node and Bun resolve them, so Deno runs the exact
 #   versions package-lock.json pins and fetches nothing. ("none" also works here, but it makes Deno
@@ -29,10 +29,13 @@ suites=(
   tests/nlp-files.test.ts
 )
 
+# Deno (92 MB) is only for this suite, so it is not a devDependency: the default install stays small.
+# The version is pinned here and fetched once with npm, without touching package.json or the lock file.
+DENO_VERSION=2.9.5
 deno=node_modules/.bin/deno
-if [ ! -x "$deno" ]; then
-  echo "deno is not installed: run npm install (it is a devDependency)" >&2
-  exit 2
+if [ ! -x "$deno" ] || [ "$("$deno" --version | head -n 1 | cut -d' ' -f2)" != "$DENO_VERSION" ]; then
+  echo "installing deno@$DENO_VERSION for this suite (npm install --no-save)"
+  npm install --no-save --no-audit --no-fund "deno@$DENO_VERSION" >/dev/null || { echo "could not install deno@$DENO_VERSION" >&2; exit 2; }
 fi
 
 # Deno colours its report even into a pipe; keep logs plain when no one is watching a terminal.

@@ -3,12 +3,13 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { AppDeps } from "../../api/app.ts";
 import type { Database } from "../../common/db/index.ts";
-import { createSession, insertBook, replaceCharacters, upsertPreferences } from "../../common/db/repositories.ts";
+import { saveCharacters, setSessionSummary } from "../../common/db/repositories.ts";
+import { createSession, insertBook, upsertPreferences } from "../../common/db/frontend-rows.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { createOpenAiLanguageModel } from "../../common/llm/openai.ts";
 import { countTokens, createMetrics, type Metrics } from "../../common/metrics.ts";
-import type { PreferencesRow } from "../../common/prompt.ts";
+import type { PreferencesRow } from "../../common/preferences.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { ChatEvent } from "../../common/schemas.ts";
 import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
@@ -34,9 +35,9 @@ export const CHARACTER_DESCRIPTION = "The lighthouse keeper's daughter.";
 export const CHARACTER_PROFILE = { voice: "plain, dry, coastal", relationships: { Thomas: "brother, estranged" } };
 /** The reader's stored preferences for Elinor, as user_preferences holds them. */
 export const STORED_PREFERENCES = {
-  relationshipMode: "mentor" as const,
-  speechModifiers: ["uses sailing terms"],
-  behavioralModifiers: ["asks the reader questions"],
+  relationshipMode: "friend",
+  speechModifiers: ["use_simple_words"],
+  behavioralModifiers: ["be_protective"],
   preferenceSummary: "Treat the reader as an apprentice keeper.",
 } satisfies PreferencesRow;
 
@@ -63,7 +64,8 @@ export interface ChatWorld {
 /** Writes the book, its characters and the reader's preferences, and indexes the passages (embedded by `llm`). */
 export async function seedChatWorld(db: Database, indexes: { vector: VectorIndex; text: TextIndex; llm: LanguageModel }): Promise<ChatWorld> {
   const book = await insertBook(db, { title: BOOK_TITLE, author: "A. N. Author", processingStatus: "completed" });
-  const [elinor, thomas] = await replaceCharacters(db, book.id, [
+  const [elinor, thomas] = (
+    await saveCharacters(db, book.id, [
     {
       name: CHARACTER_NAME,
       description: CHARACTER_DESCRIPTION,
@@ -72,7 +74,8 @@ export async function seedChatWorld(db: Database, indexes: { vector: VectorIndex
       importance: 10,
     },
     { name: "Thomas Vance", description: "Elinor's brother, gone to the city.", systemPrompt: "I am Thomas Vance.", importance: 5 },
-  ]);
+    ])
+  ).characters;
   const userId = crypto.randomUUID();
   await upsertPreferences(db, { userId, characterId: elinor!.id, ...STORED_PREFERENCES });
   const vectors = await indexes.llm.embed(PASSAGES);
@@ -131,12 +134,13 @@ export function requestsOfKind(gateway: FakeLlmGateway, kind: CallKind): ChatCom
     .filter((body) => callKind(body) === kind);
 }
 
-/** The events of an SSE body; throws unless the body is exactly `data: <JSON>\n\n` events. */
+/** The events of an SSE body; throws unless the body is exactly `data: <JSON>\n\n` events and `: comment\n\n` blocks. */
 export function parseSseEvents(text: string): ChatEvent[] {
   if (!text.endsWith("\n\n") && text !== "") throw new Error(`stream does not end with a blank line: ${JSON.stringify(text.slice(-40))}`);
   return text
     .split("\n\n")
     .slice(0, -1)
+    .filter((block) => !/^:[^\r\n]*$/.test(block))
     .map((block) => {
       const match = /^data: ([^\r\n]*)$/.exec(block);
       if (!match) throw new Error(`not a single data line: ${JSON.stringify(block)}`);
@@ -217,7 +221,7 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
     app,
     async newSession(opts = {}) {
       const session = await createSession(options.db, { userId: opts.userId ?? world.userId, characterId: opts.characterId ?? world.characterId });
-      if (opts.summary !== undefined) await options.db.query("UPDATE chat_sessions SET summary = $2 WHERE id = $1", [session.id, opts.summary]);
+      if (opts.summary !== undefined) await setSessionSummary(options.db, session.id, opts.summary);
       return session.id;
     },
     body,

@@ -32,9 +32,12 @@ export interface Demo {
   ready: ReadyLine;
 }
 
-/** Starts `npm start`'s entry with only PORT and DATA_DIR (plus `env`) and waits for its ready line. */
-export async function startDemo(dataDir: string, env: Record<string, string> = {}): Promise<Demo> {
-  const service = await startService(START_ENTRY, { DATA_DIR: dataDir, ...env }, READY_TIMEOUT_MS);
+/**
+ * Starts `npm start`'s entry with only PORT and DATA_DIR (plus `env`) and waits for its ready line.
+ * Its log is asked for as JSON lines (LOG_FORMAT=json), which the tests read field by field.
+ */
+export async function startDemo(dataDir: string, env: Record<string, string> = {}, args: readonly string[] = []): Promise<Demo> {
+  const service = await startService(START_ENTRY, { DATA_DIR: dataDir, LOG_FORMAT: "json", ...env }, READY_TIMEOUT_MS, "PORT", args);
   const deadline = Date.now() + READY_TIMEOUT_MS;
   for (;;) {
     const ready = logLines(service).find((l) => l.msg === "ready");

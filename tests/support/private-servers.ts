@@ -61,6 +61,10 @@ export interface PrivateRedis {
   start(): Promise<void>;
   /** kill() then start(). */
   restart(): Promise<void>;
+  /** SIGSTOP: the server keeps its connections and answers nothing, as a stalled Redis does. */
+  pause(): void;
+  /** SIGCONT: it reads and runs what arrived meanwhile. */
+  resume(): void;
   stop(): Promise<void>;
 }
 
@@ -95,6 +99,7 @@ export async function startPrivateRedis(options: { persistent?: boolean; passwor
     await until(`redis-server on port ${port}`, () => cli("PING") === "PONG");
   };
   const kill = async () => {
+    proc?.kill("SIGCONT");
     proc?.kill("SIGKILL");
     await proc?.exited;
     proc = undefined;
@@ -110,6 +115,8 @@ export async function startPrivateRedis(options: { persistent?: boolean; passwor
       await kill();
       await start();
     },
+    pause: () => void proc?.kill("SIGSTOP"),
+    resume: () => void proc?.kill("SIGCONT"),
     async stop() {
       await kill();
       await rm(dir, { recursive: true, force: true });

@@ -39,31 +39,44 @@ export interface ServiceProcess {
   url: string;
   dataDir: string;
   proc: ReturnType<typeof Bun.spawn>;
-  /** Everything the process wrote to stderr so far (its JSON log lines). */
+  /** Everything the process wrote so far: its log lines (stdout), then what it wrote to stderr. */
   logs(): string;
+  /** The same, stream by stream. */
+  output(): { stdout: string; stderr: string };
   stop(signal?: NodeJS.Signals): Promise<number>;
 }
 
-/** Starts a long-running entry point on a free port with a fresh DATA_DIR and waits until /health answers. */
-export async function startService(entry: string, env: Record<string, string> = {}, readyTimeoutMs = 90_000): Promise<ServiceProcess> {
+/**
+ * Starts a long-running entry point on a free port with a fresh DATA_DIR and waits until /health
+ * answers. The port goes in PORT, or in `portVariable` (the worker listens on METRICS_PORT).
+ */
+export async function startService(
+  entry: string,
+  env: Record<string, string> = {},
+  readyTimeoutMs = 90_000,
+  portVariable = "PORT",
+  args: readonly string[] = [],
+): Promise<ServiceProcess> {
   const port = await freePort();
   const dataDir = await mkdtemp(join(tmpdir(), "service-data-"));
-  const proc = Bun.spawn([process.execPath, entry], {
+  const proc = Bun.spawn([process.execPath, entry, ...args], {
     cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", PORT: String(port), DATA_DIR: dataDir, ...env },
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", [portVariable]: String(port), DATA_DIR: dataDir, ...env },
     stdout: "pipe",
     stderr: "pipe",
   });
-  let stderr = "";
-  void (async () => {
-    const decoder = new TextDecoder();
-    for await (const chunk of proc.stderr as ReadableStream<Uint8Array>) stderr += decoder.decode(chunk, { stream: true });
-  })();
-  void new Response(proc.stdout as ReadableStream<Uint8Array>).text();
+  const output = { stdout: "", stderr: "" };
+  for (const stream of ["stdout", "stderr"] as const) {
+    void (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of proc[stream] as ReadableStream<Uint8Array>) output[stream] += decoder.decode(chunk, { stream: true });
+    })();
+  }
+  const logs = () => output.stdout + output.stderr;
   const url = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + readyTimeoutMs;
   for (;;) {
-    if (proc.exitCode !== null) throw new Error(`${entry} exited with ${proc.exitCode} before it was ready:\n${stderr}`);
+    if (proc.exitCode !== null) throw new Error(`${entry} exited with ${proc.exitCode} before it was ready:\n${logs()}`);
     try {
       if ((await fetch(`${url}/health`)).ok) break;
     } catch {
@@ -71,7 +84,7 @@ export async function startService(entry: string, env: Record<string, string> = 
     }
     if (Date.now() > deadline) {
       proc.kill();
-      throw new Error(`${entry} was not ready after ${readyTimeoutMs} ms:\n${stderr}`);
+      throw new Error(`${entry} was not ready after ${readyTimeoutMs} ms:\n${logs()}`);
     }
     await Bun.sleep(100);
   }
@@ -79,7 +92,8 @@ export async function startService(entry: string, env: Record<string, string> = 
     url,
     dataDir,
     proc,
-    logs: () => stderr,
+    logs,
+    output: () => ({ ...output }),
     async stop(signal = "SIGTERM") {
       proc.kill(signal);
       const code = await proc.exited;

@@ -72,6 +72,7 @@ export function prefixedKeyValueStore(kv: KeyValueStore, prefix: string): KeyVal
     set: (key, value, options) => kv.set(k(key), value, options),
     del: (key) => kv.del(k(key)),
     deleteIfEquals: (key, value) => kv.deleteIfEquals(k(key), value),
+    expireIfEquals: (key, value, seconds) => kv.expireIfEquals(k(key), value, seconds),
     expire: (key, seconds) => kv.expire(k(key), seconds),
     lpush: (key, ...values) => kv.lpush(k(key), ...values),
     rpop: (key) => kv.rpop(k(key)),
