@@ -214,6 +214,8 @@ describe("a gateway that accepts the connection and never answers", () => {
     const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Hello?")));
     expect(events).toEqual([{ error: MODEL_FAILED, code: 502 }]);
     await app.settle();
+    // The gateway learns of the hang-up a moment after the client drops the connection.
+    await h.gateway.waitForAbort(1);
     const streamed = h.gateway.chatRequests().filter((r) => (r.body as { stream?: boolean }).stream);
     expect(streamed).toHaveLength(1);
     expect(streamed[0]!.aborted).toBe(true);
