@@ -1,9 +1,11 @@
 import { z } from "zod";
 import type { Database } from "./db/index.ts";
 import { getBook, getCharacter, getSessionWithRecentMessages } from "./db/repositories.ts";
+import { getBookReadingPositions, getCharacterKnowledge } from "./db/reading-positions.ts";
 import type { KeyValueStore } from "./kv/index.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
+import { positionFromPages } from "./reading-position.ts";
 
 /**
  * What a chat turn reads before it can answer (the character, the session with its recent history
@@ -14,7 +16,7 @@ import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
  * Entries carry the spec's field names (SPEC: Key-value store keys): chat:char {id, name,
  * system_prompt, profile_json} plus the description a character without a persona is introduced
  * with; chat:sess {id, user_id, character_id, message_count} plus the book_id a turn checks, then
- * the last messages and the summary; chat:book {id, title, author, description}. An entry in any
+ * the last messages, the summary and the reader's position; chat:book {id, title, author, description}. An entry in any
  * other shape (one written by an earlier version during a rolling deploy) is never trusted: it is
  * read from the database instead and replaced (a session entry only by a turn holding the session's
  * lock, so that a fill can never put back an older history).
@@ -25,6 +27,10 @@ export const CHAT_CACHE_TTL_SECONDS = 3600;
 export const characterCacheKey = (characterId: string) => `chat:char:${characterId}`;
 export const sessionCacheKey = (sessionId: string) => `chat:sess:${sessionId}`;
 export const bookCacheKey = (bookId: string) => `chat:book:${bookId}`;
+/** Spoiler-safe chat, read only for a reader with a position: the book's chunk ends and checkpoints. */
+export const readingPositionsCacheKey = (bookId: string) => `chat:positions:${bookId}`;
+/** Spoiler-safe chat: a character's first appearance and checkpoint profiles and personas. */
+export const knowledgeCacheKey = (characterId: string) => `chat:knowledge:${characterId}`;
 
 const ChatCharacter = z.object({
   id: z.string(),
@@ -48,8 +54,23 @@ const ChatSessionState = z.object({
   /** The last CONVERSATION_WINDOW_MESSAGES messages, oldest first. */
   messages: z.array(z.object({ role: z.enum(["user", "assistant"]), content: z.string() })),
   summary: z.string().nullable(),
+  /** Where the reader is in the book, from user_library (common/reading-position.ts); null: the whole book. */
+  reading_position: z.number().min(0).max(1).nullable(),
 });
 export type ChatSessionState = z.infer<typeof ChatSessionState>;
+
+const BookPositions = z.object({ chunk_ends: z.array(z.number()), checkpoints: z.array(z.number()) });
+const CharacterKnowledge = z.object({
+  first_appearance: z.number().nullable(),
+  checkpoints: z.array(z.object({ position: z.number(), profile_json: z.record(z.string(), z.unknown()), system_prompt: z.string() })),
+});
+
+/** What a turn with a reading position needs besides the usual context (common/reading-position.ts). */
+export interface PositionedContext {
+  /** null: the book was ingested before reading positions were recorded. */
+  book: z.infer<typeof BookPositions> | null;
+  character: z.infer<typeof CharacterKnowledge>;
+}
 
 export interface ChatContext {
   character: ChatCharacter | null;
@@ -88,6 +109,8 @@ export interface ChatCache {
   storeSession(session: ChatSessionState): Promise<void>;
   /** Drops the session's entry, so the next turn reads the database. Rejects with KvError when the store fails. */
   forgetSession(sessionId: string): Promise<void>;
+  /** For a reader with a position only: the book's chunk ends and the character's checkpoints, in one KV round trip. */
+  loadPositioned(bookId: string, characterId: string): Promise<PositionedContext>;
 }
 
 function decode<T>(schema: z.ZodType<T>, raw: string | null | undefined): T | null {
@@ -128,6 +151,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       message_count: row.messageCount,
       messages: row.recentMessages,
       summary: row.summary,
+      reading_position: positionFromPages(row.currentPage, row.pageCount),
     };
   }
 
@@ -186,6 +210,30 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     },
     async forgetSession(sessionId) {
       await kv.del(sessionCacheKey(sessionId));
+    },
+    async loadPositioned(bookId, characterId) {
+      const keys = [readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)] as const;
+      let cached: (string | null)[] | null;
+      try {
+        cached = await kv.mget([...keys]);
+      } catch (error) {
+        logger.warn("chat cache unavailable, reading the database", { error });
+        cached = null;
+      }
+      const [book, character] = await Promise.all([
+        fromCacheOrDb(keys[0], cached?.[0], BookPositions, async () => {
+          const row = await getBookReadingPositions(db, bookId);
+          return row && { chunk_ends: row.chunkEnds, checkpoints: row.checkpoints };
+        }, cached !== null, true),
+        fromCacheOrDb(keys[1], cached?.[1], CharacterKnowledge, async () => {
+          const row = await getCharacterKnowledge(db, characterId);
+          return {
+            first_appearance: row.firstAppearance,
+            checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })),
+          };
+        }, cached !== null, true),
+      ]);
+      return { book, character: character ?? { first_appearance: null, checkpoints: [] } };
     },
   };
 }

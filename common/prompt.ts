@@ -24,6 +24,7 @@ const MAX_PROFILE_FIELD_CHARS = 800;
 export const PREFERENCES_HEADING = "## USER PREFERENCE MODIFIERS";
 export const PASSAGES_HEADING = "## Relevant Passages";
 export const SUMMARY_HEADING = "## Conversation Summary";
+export const READING_POSITION_HEADING = "## How Far the Reader Has Read";
 export const PASSAGE_OPEN = "<<<BOOK PASSAGE>>>";
 export const PASSAGE_CLOSE = "<<<END BOOK PASSAGE>>>";
 /** Labels of the user-message sections of the rewrite and summary prompts (read back by the offline provider). */
@@ -120,9 +121,16 @@ export function parseRewrite(text: string | null | undefined, userMessage: strin
  * of the user message followed by the contents of the last REWRITE_CONTEXT_MESSAGES messages of
  * history, oldest first, concatenated with no separator (roles are not part of it).
  */
-export function rewriteCacheKey(characterId: string, userMessage: string, history: readonly Pick<ChatMessage, "content">[]): string {
+export function rewriteCacheKey(
+  characterId: string,
+  userMessage: string,
+  history: readonly Pick<ChatMessage, "content">[],
+  /** For a reader with a position: which knowledge of the character the rewrite saw (its queries must not serve another). */
+  knowledge?: string,
+): string {
   const material = userMessage + history.slice(-REWRITE_CONTEXT_MESSAGES).map((m) => m.content).join("");
-  return `chat:qr:${characterId}:${bytesToHex(sha256(new TextEncoder().encode(material))).slice(0, 16)}`;
+  const key = `chat:qr:${characterId}:${bytesToHex(sha256(new TextEncoder().encode(material))).slice(0, 16)}`;
+  return knowledge === undefined ? key : `${key}:${knowledge}`;
 }
 
 // Chat system message --------------------------------------------------------------------------
@@ -140,11 +148,17 @@ export interface ChatPromptInput {
   /** Best first. */
   passages: readonly Passage[];
   summary?: string | null;
+  /** How far the reader has read (0 to 1); null or absent: the whole book, and no such section. */
+  readingPosition?: number | null;
 }
 
-/** Persona, then preference modifiers, then numbered fenced passages, then the conversation summary (on every turn). */
+/**
+ * Persona, then (for a reader part-way through) how far they have read, then preference modifiers,
+ * then numbered fenced passages, then the conversation summary (on every turn).
+ */
 export function buildChatSystemPrompt(input: ChatPromptInput): string {
   const sections = [input.personaPrompt.trim()];
+  if (input.readingPosition != null) sections.push(readingPositionSection(input.readingPosition));
   const preferences = input.preferencesOverride?.trim() || compilePreferences(input.preferences);
   if (preferences) {
     sections.push(
@@ -159,6 +173,17 @@ export function buildChatSystemPrompt(input: ChatPromptInput): string {
       : `${SUMMARY_HEADING}\n${NO_SUMMARY_SECTION}`,
   );
   return sections.join("\n\n");
+}
+
+/** Whole percents, never rounded up to the end: 0.996 is "99%", not "100%". */
+function readingPositionSection(position: number): string {
+  const percent = Math.min(99, Math.floor(position * 100));
+  return (
+    `${READING_POSITION_HEADING}\nThe reader has read about ${percent}% of the book so far. You know only what happens up to that ` +
+    `point. Do not reveal, hint at or confirm anything that happens later in the book (events, outcomes, identities, ` +
+    `relationships or fates), even if the reader asks directly or guesses. If they ask about what comes later, say in ` +
+    `character that they will have to read on.`
+  );
 }
 
 function passagesSection(passages: readonly Passage[]): string {

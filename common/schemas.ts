@@ -104,6 +104,19 @@ export const ChatRequest = z
           "Replaces the reader's stored preferences for this character (the `USER PREFERENCE MODIFIERS` block) for this " +
           "message only; an empty string sends none. Omitted, the stored preferences (user_preferences) are used.",
       }),
+    reading_position: z
+      .number({ error: "reading_position must be a number from 0 to 1" })
+      .min(0, { error: "reading_position must be a number from 0 to 1" })
+      .max(1, { error: "reading_position must be a number from 0 to 1" })
+      .optional()
+      .meta({
+        description:
+          "How far the reader has read, as a fraction of the book's text (0 to 1), for this message only. The reply then " +
+          "uses only passages that end before it and the character as known at it, and the model is told not to reveal " +
+          "anything after it. Omitted, it is current_page / page_count from the reader's user_library row; with no row, " +
+          "no page count, page 0 or a page past the end, the whole book is used. 1 is the whole book.",
+        example: 0.4,
+      }),
   })
   .meta({
     title: "ChatRequest",

@@ -413,7 +413,11 @@ for (const variant of variants) {
         // The spec's field names (SPEC: Key-value store keys), in its order.
         const fields = async (key: string) => Object.keys(JSON.parse((await h.kv.get(key))!) as object);
         expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description"]);
-        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary"]);
+        // Then ours: the book a turn checks, and the reader's position (null: no library row).
+        expect(await fields(sessionCacheKey(session))).toEqual([
+          "id", "user_id", "character_id", "book_id", "message_count", "messages", "summary", "reading_position",
+        ]);
+        expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!)).toMatchObject({ reading_position: null });
         expect(await fields(bookCacheKey(h.world.bookId))).toEqual(["id", "title", "author", "description"]);
       });
 

@@ -486,10 +486,31 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         ]);
       });
 
+      test("a session is read, and an exchange saved, with the reader's page in the book and the book's page count", async () => {
+        const book = await fr.insertBook(db, { title: "Emma", author: "Jane Austen", pageCount: 474 });
+        const { characters } = await repo.saveCharacters(db, book.id, [{ name: "Emma", importance: 1 }]);
+        const userId = crypto.randomUUID();
+        const session = await fr.createSession(db, { userId, characterId: characters[0]!.id });
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toMatchObject({ currentPage: null, pageCount: 474 });
+        await fr.addToLibrary(db, userId, book.id);
+        await db.query("UPDATE user_library SET current_page = 120 WHERE user_id = $1 AND book_id = $2", [userId, book.id]);
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toMatchObject({ currentPage: 120, pageCount: 474 });
+        // Another reader's library row is not this reader's position.
+        await fr.addToLibrary(db, crypto.randomUUID(), book.id);
+        await db.query("UPDATE user_library SET current_page = 300 WHERE user_id <> $1 AND book_id = $2", [userId, book.id]);
+        expect(await repo.appendExchange(db, session.id, "Hello?", "Good morning.", "Good morning.")).toMatchObject({ currentPage: 120, pageCount: 474 });
+      });
+
       test("a session is read with its last messages, oldest first, and its summary, in one statement", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, summary: null, recentMessages: [] });
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({
+          ...session,
+          summary: null,
+          recentMessages: [],
+          currentPage: null,
+          pageCount: null,
+        });
 
         await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         const saved = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");

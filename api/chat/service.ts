@@ -5,6 +5,7 @@ import {
   type ChatCache,
   type ChatCharacter,
   type ChatSessionState,
+  type PositionedContext,
 } from "../../common/chat-cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
@@ -28,7 +29,8 @@ import {
 } from "../../common/prompt.ts";
 import { skippedPreferenceValues, type PreferencesRow } from "../../common/preferences.ts";
 import type { Reranker } from "../../common/rerank/index.ts";
-import { createRetriever, type Retriever } from "../../common/retrieval.ts";
+import { knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/reading-position.ts";
+import { createRetriever, type RetrievalResult, type Retriever } from "../../common/retrieval.ts";
 import type { ChatEvent, ChatRequest } from "../../common/schemas.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
@@ -119,10 +121,26 @@ export function previewOf(reply: string): string {
   return `${codePoints.slice(0, PREVIEW_CHARS).join("").trimEnd()}…`;
 }
 
-/** For a character whose persona prompt ingestion has not written yet. */
-function fallbackPersona(character: ChatCharacter, book: ChatBook): string {
+/**
+ * For a character whose persona prompt ingestion has not written yet, or (without the description,
+ * which is written from the whole book) for a reader part-way through when no checkpoint fits.
+ */
+function fallbackPersona(character: Pick<ChatCharacter, "name" | "description">, book: ChatBook): string {
   const about = character.description?.trim() ? ` ${character.description.trim()}` : "";
   return `You are ${character.name}, a character in the book "${book.title}".${about} Speak as ${character.name}, in the first person, and stay in character.`;
+}
+
+/** What a turn may use of the book and the character (common/reading-position.ts). */
+interface Knowledge {
+  /** null: the whole book. */
+  position: number | null;
+  /** Only passages up to this chunk; -1: none; undefined: any. */
+  maxChunkIndex: number | undefined;
+  persona: string;
+  profile: Record<string, unknown> | null;
+  description: string | null;
+  /** Tells apart rewrites made from different knowledge of the character (undefined: the whole book's). */
+  tag: string | undefined;
 }
 
 export function createChatService(deps: ChatDeps): ChatService {
@@ -173,9 +191,9 @@ export function createChatService(deps: ChatDeps): ChatService {
     return { request, character, book, session, receivedAt };
   }
 
-  async function rewrite(turn: ChatTurn, session: ChatSessionState, signal: AbortSignal): Promise<RewrittenQueries> {
+  async function rewrite(turn: ChatTurn, session: ChatSessionState, knowledge: Knowledge, signal: AbortSignal): Promise<RewrittenQueries> {
     const { character, request } = turn;
-    const key = rewriteCacheKey(character.id, request.user_message, session.messages);
+    const key = rewriteCacheKey(character.id, request.user_message, session.messages, knowledge.tag);
     const cached = await deps.kv.get(key).catch((error: unknown) => {
       log.warn("rewrite cache unavailable", { error });
       return null;
@@ -187,7 +205,7 @@ export function createChatService(deps: ChatDeps): ChatService {
     try {
       answer = await deps.llm.complete(
         buildRewriteMessages({
-          character: { name: character.name, profile: character.profile_json, description: character.description },
+          character: { name: character.name, profile: knowledge.profile, description: knowledge.description },
           userMessage: request.user_message,
           history: session.messages,
         }),
@@ -213,6 +231,51 @@ export function createChatService(deps: ChatDeps): ChatService {
       deps.kv.set(key, value, { ex: REWRITE_CACHE_TTL_SECONDS }).catch((error: unknown) => log.warn("rewrite cache write failed", { error })),
     );
     return queries;
+  }
+
+  /** The whole book for a reader with no position; else only what comes before it. */
+  async function knowledgeFor(turn: ChatTurn, session: ChatSessionState): Promise<Knowledge> {
+    const { character, book, request } = turn;
+    const position = turnPosition(request.reading_position, session.reading_position);
+    const persona = character.system_prompt?.trim() || fallbackPersona(character, book);
+    if (position === null) {
+      return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined };
+    }
+    let context: PositionedContext;
+    try {
+      context = await use().cache.loadPositioned(book.id, character.id);
+    } catch (error) {
+      log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
+      context = { book: null, character: { first_appearance: null, checkpoints: [] } };
+    }
+    const nameOnly: Knowledge = {
+      position,
+      maxChunkIndex: -1,
+      persona: fallbackPersona({ name: character.name, description: null }, book),
+      profile: null,
+      description: null,
+      tag: "name",
+    };
+    if (!context.book) {
+      // Ingested before positions were recorded: nothing can be told apart by position until it is ingested again.
+      log.warn("book has no reading positions; re-ingest it for spoiler-safe passages and characters", { book_id: book.id });
+      return nameOnly;
+    }
+    const maxChunkIndex = lastChunkWithin(context.book.chunk_ends, position);
+    const known = knowledgeAt(position, context.book.checkpoints, context.character.checkpoints, context.character.first_appearance);
+    if (known.kind === "whole-book") {
+      return { position, maxChunkIndex, persona, profile: character.profile_json, description: character.description, tag: undefined };
+    }
+    if (known.kind === "name-only") return { ...nameOnly, maxChunkIndex };
+    const { checkpoint } = known;
+    return {
+      position,
+      maxChunkIndex,
+      persona: checkpoint.system_prompt,
+      profile: checkpoint.profile_json,
+      description: null,
+      tag: `at${checkpoint.position}`,
+    };
   }
 
   async function preferencesFor(request: ChatRequest): Promise<PreferencesRow | null> {
@@ -366,20 +429,27 @@ export function createChatService(deps: ChatDeps): ChatService {
       const preferences = request.preferences === undefined ? preferencesFor(request) : Promise.resolve(null);
       const session = await latestSession(turn.session.id, signal);
       if (!session) throw new Error("the session was deleted before the reply");
-      const queries = await rewrite(turn, session, signal);
-      const retrieved = await retriever.retrieve({
-        bookId: book.id,
-        narrativeQuery: queries.narrativeQuery,
-        keywordQuery: queries.keywordQuery,
-        rerankQuery: request.user_message,
-        signal,
-      });
+      const knowledge = await knowledgeFor(turn, session);
+      const queries = await rewrite(turn, session, knowledge, signal);
+      // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
+      const retrieved: RetrievalResult =
+        knowledge.maxChunkIndex === -1
+          ? { chunks: [], rankedBy: "fusion", degraded: [] }
+          : await retriever.retrieve({
+              bookId: book.id,
+              narrativeQuery: queries.narrativeQuery,
+              keywordQuery: queries.keywordQuery,
+              rerankQuery: request.user_message,
+              signal,
+              ...(knowledge.maxChunkIndex !== undefined ? { maxChunkIndex: knowledge.maxChunkIndex } : {}),
+            });
       const systemPrompt = buildChatSystemPrompt({
-        personaPrompt: character.system_prompt?.trim() || fallbackPersona(character, book),
+        personaPrompt: knowledge.persona,
         preferences: await preferences,
         preferencesOverride: request.preferences ?? null,
         passages: retrieved.chunks,
         summary: session.summary,
+        readingPosition: knowledge.position,
       });
 
       let full = "";
@@ -432,6 +502,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       ];
       const state: ChatSessionState = {
         ...session,
+        reading_position: positionFromPages(saved.currentPage, saved.pageCount),
         message_count: saved.messageCount,
         messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
       };

@@ -358,7 +358,8 @@ export function getSession(db: Queryable, id: string): Promise<ChatSession | nul
  * The frontend orders messages by created_at alone, so the question is stamped after every message
  * already in the session and the reply after the question, never equal: clocks can be coarser than
  * the time between two statements (the embedded database's ticks in milliseconds).
- * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip.
+ * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip,
+ * and learns the reader's page with it (the session cache it then writes carries the position).
  */
 export async function appendExchange(
   db: Queryable,
@@ -366,9 +367,9 @@ export async function appendExchange(
   userMessage: string,
   assistantMessage: string,
   preview: string,
-): Promise<ChatSession | null> {
+): Promise<(ChatSession & ReadingPages) | null> {
   if (!isUuid(sessionId)) return null;
-  const [session] = await db.query<ChatSessionRow>(
+  const [session] = await db.query<ChatSessionRow & ReadingPagesRow>(
     `WITH session AS (
        UPDATE chat_sessions SET message_count = message_count + 1, preview = $2, updated_at = now() WHERE id = $1
        RETURNING ${SESSION_COLUMNS}
@@ -380,11 +381,18 @@ export async function appendExchange(
               CASE m.role WHEN 'user' THEN asked.at ELSE GREATEST(clock_timestamp(), asked.at + interval '1 microsecond') END
        FROM session, asked, (VALUES ('user', $3::text), ('assistant', $4::text)) AS m (role, content)
      )
-     SELECT * FROM session`,
+     SELECT session.*, ${readingPagesOf("session")} FROM session`,
     [sessionId, preview, userMessage, assistantMessage],
   );
   return session ? camelize(session) : null;
 }
+
+type ReadingPagesRow = { current_page: number | null; page_count: number | null };
+/** The reader's page in the session's book (user_library) and the book's page count: where the reader is. */
+export type ReadingPages = Camelize<ReadingPagesRow>;
+const readingPagesOf = (session: string) =>
+  `(SELECT l.current_page FROM user_library l WHERE l.user_id = ${session}.user_id AND l.book_id = ${session}.book_id) AS current_page,
+   (SELECT b.page_count FROM books b WHERE b.id = ${session}.book_id) AS page_count`;
 
 export interface RecentMessage {
   role: Message["role"];
@@ -395,15 +403,15 @@ export interface RecentMessage {
 const MESSAGE_ORDER = "created_at, CASE role WHEN 'user' THEN 0 ELSE 1 END, id";
 const MESSAGE_ORDER_DESC = "created_at DESC, CASE role WHEN 'user' THEN 0 ELSE 1 END DESC, id DESC";
 
-/** The session with its last `limit` messages (oldest first) and its rolling summary, in one statement. */
+/** The session with its last `limit` messages (oldest first), its rolling summary and the reader's page, in one statement. */
 export async function getSessionWithRecentMessages(
   db: Queryable,
   sessionId: string,
   limit: number,
-): Promise<(ChatSession & { recentMessages: RecentMessage[]; summary: string | null }) | null> {
+): Promise<(ChatSession & ReadingPages & { recentMessages: RecentMessage[]; summary: string | null }) | null> {
   if (!isUuid(sessionId)) return null;
-  const [row] = await db.query<ChatSessionRow & { recent_messages: RecentMessage[]; summary: string | null }>(
-    `SELECT ${SESSION_COLUMNS.split(", ").map((c) => `s.${c}`).join(", ")},
+  const [row] = await db.query<ChatSessionRow & ReadingPagesRow & { recent_messages: RecentMessage[]; summary: string | null }>(
+    `SELECT ${SESSION_COLUMNS.split(", ").map((c) => `s.${c}`).join(", ")}, ${readingPagesOf("s")},
        (SELECT summary FROM chat_session_summaries WHERE session_id = s.id) AS summary,
        COALESCE(
          (SELECT jsonb_agg(jsonb_build_object('role', m.role, 'content', m.content) ORDER BY m.n DESC)

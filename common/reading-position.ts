@@ -1,0 +1,90 @@
+/**
+ * Spoiler-safe chat: how far a reader has read, and what a character may know at that point.
+ *
+ * A position is a fraction of the book's text, counted in characters: 0 is the first character,
+ * 1 the end. The frontend knows pages, so a reader on page `current_page` of `page_count` is at
+ * `current_page / page_count` — pages are taken to hold equal shares of the text. `null` stands for
+ * the whole book: no position known (no library row, no page count, page 0), or a reader at or past
+ * the end.
+ *
+ * Pure: no I/O.
+ */
+
+/** Profiles and personas are written at the end of each quarter of the book unless configured otherwise. */
+export const DEFAULT_CHARACTER_CHECKPOINTS = 4;
+
+/** The reader's position from the library row; null (the whole book) when it cannot be told. */
+export function positionFromPages(currentPage: number | null | undefined, pageCount: number | null | undefined): number | null {
+  if (currentPage == null || pageCount == null) return null;
+  // Page 0 is the column's default, what a reader who never moved their bookmark has: not a position.
+  if (!Number.isFinite(currentPage) || !Number.isFinite(pageCount) || pageCount <= 0 || currentPage <= 0) return null;
+  if (currentPage > pageCount) return null;
+  return wholeBookAsNull(currentPage / pageCount);
+}
+
+/** The position a turn uses: the one in the request body when given, else the library's. */
+export function turnPosition(requested: number | undefined, fromLibrary: number | null): number | null {
+  return requested === undefined ? fromLibrary : wholeBookAsNull(requested);
+}
+
+function wholeBookAsNull(position: number): number | null {
+  return position >= 1 ? null : Math.max(0, position);
+}
+
+/**
+ * The last chunk that ends at or before the position, or -1 when none does (the reader has not
+ * finished the first chunk: no passage may be used). `chunkEnds` is ascending.
+ */
+export function lastChunkWithin(chunkEnds: readonly number[], position: number): number {
+  let low = 0;
+  let high = chunkEnds.length - 1;
+  let found = -1;
+  while (low <= high) {
+    const mid = (low + high) >> 1;
+    if (chunkEnds[mid]! <= position) {
+      found = mid;
+      low = mid + 1;
+    } else {
+      high = mid - 1;
+    }
+  }
+  return found;
+}
+
+/** The checkpoints before the end of the book: 4 → [0.25, 0.5, 0.75]; 1 → [] (the whole book only). */
+export function checkpointPositions(count: number): number[] {
+  const n = Math.max(1, Math.floor(count));
+  return Array.from({ length: n - 1 }, (_, i) => (i + 1) / n);
+}
+
+export interface Checkpoint {
+  /** The position the knowledge is written as of. */
+  position: number;
+}
+
+/**
+ * Which of a character's knowledge a turn at `position` uses:
+ * - `whole-book`: the characters row (the book has no checkpoints, as before this feature);
+ * - `checkpoint`: the latest checkpoint at or before the position; for a character first seen after
+ *   the position, the earliest checkpoint that has them;
+ * - `name-only`: none fits without looking past the position (the passes for the earlier
+ *   checkpoints failed), so the persona is built from the name alone.
+ * `checkpoints` are the ones written for the character (failed ones are absent), `attempted` the
+ * book's checkpoint positions.
+ */
+export type Knowledge<T extends Checkpoint> = { kind: "whole-book" } | { kind: "checkpoint"; checkpoint: T } | { kind: "name-only" };
+
+export function knowledgeAt<T extends Checkpoint>(
+  position: number,
+  attempted: readonly number[],
+  checkpoints: readonly T[],
+  firstAppearance: number | null,
+): Knowledge<T> {
+  if (attempted.length === 0) return { kind: "whole-book" };
+  const ordered = [...checkpoints].sort((a, b) => a.position - b.position);
+  const before = ordered.filter((c) => c.position <= position).at(-1);
+  if (before) return { kind: "checkpoint", checkpoint: before };
+  const notMetYet = firstAppearance !== null && firstAppearance > position;
+  if (notMetYet && ordered[0]) return { kind: "checkpoint", checkpoint: ordered[0] };
+  return { kind: "name-only" };
+}
