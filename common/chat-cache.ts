@@ -61,7 +61,6 @@ export type ChatSessionState = z.infer<typeof ChatSessionState>;
 
 const BookPositions = z.object({ chunk_ends: z.array(z.number()), checkpoints: z.array(z.number()) });
 const CharacterKnowledge = z.object({
-  first_appearance: z.number().nullable(),
   checkpoints: z.array(z.object({ position: z.number(), profile_json: z.record(z.string(), z.unknown()), system_prompt: z.string() })),
 });
 
@@ -227,13 +226,10 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
         }, cached !== null, true),
         fromCacheOrDb(keys[1], cached?.[1], CharacterKnowledge, async () => {
           const row = await getCharacterKnowledge(db, characterId);
-          return {
-            first_appearance: row.firstAppearance,
-            checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })),
-          };
+          return { checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })) };
         }, cached !== null, true),
       ]);
-      return { book, character: character ?? { first_appearance: null, checkpoints: [] } };
+      return { book, character: character ?? { checkpoints: [] } };
     },
   };
 }

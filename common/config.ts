@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { DEFAULT_CHARACTER_CHECKPOINTS } from "./reading-position.ts";
 
 /**
  * The one place that reads the environment. Every variable is parsed once into a typed object;
@@ -105,6 +106,7 @@ const envSchema = z.object({
   METRICS_PORT: integer(1, 65535, "a port number 1-65535"),
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
+  CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
   LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
   LOG_FORMAT: z.preprocess(empty, z.enum(["text", "json"]).optional()),
 });
@@ -147,6 +149,8 @@ export interface Config {
   metricsPort: number;
   maxAttempts: number;
   chatFirstTokenTimeoutMs: number;
+  /** Parts of the book characters are written for: a profile and persona at the end of each part but the last (spoiler-safe chat). */
+  characterCheckpoints: number;
   logLevel: LogLevel;
   logFormat: LogFormat;
 }
@@ -212,6 +216,7 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: e.METRICS_PORT ?? DEFAULT_METRICS_PORT,
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
+    characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,
     logLevel: e.LOG_LEVEL ?? "info",
     logFormat: e.LOG_FORMAT ?? "text",
   };

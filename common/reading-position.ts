@@ -65,10 +65,12 @@ export interface Checkpoint {
 /**
  * Which of a character's knowledge a turn at `position` uses:
  * - `whole-book`: the characters row (the book has no checkpoints, as before this feature);
- * - `checkpoint`: the latest checkpoint at or before the position; for a character first seen after
- *   the position, the earliest checkpoint that has them;
- * - `name-only`: none fits without looking past the position (the passes for the earlier
- *   checkpoints failed), so the persona is built from the name alone.
+ * - `checkpoint`: the latest checkpoint at or before the position;
+ * - `name-only`: none fits without looking past the position, so the persona is built from the name
+ *   alone: the passes for the earlier checkpoints failed, or the character is first seen after the
+ *   latest one. Never a later checkpoint, not even for a character the reader has yet to meet: it is
+ *   written from what comes after the position, all of it a spoiler (the passages, cut at the
+ *   position, still show what the reader has read of them).
  * `checkpoints` are the ones written for the character (failed ones are absent), `attempted` the
  * book's checkpoint positions.
  */
@@ -78,13 +80,8 @@ export function knowledgeAt<T extends Checkpoint>(
   position: number,
   attempted: readonly number[],
   checkpoints: readonly T[],
-  firstAppearance: number | null,
 ): Knowledge<T> {
   if (attempted.length === 0) return { kind: "whole-book" };
-  const ordered = [...checkpoints].sort((a, b) => a.position - b.position);
-  const before = ordered.filter((c) => c.position <= position).at(-1);
-  if (before) return { kind: "checkpoint", checkpoint: before };
-  const notMetYet = firstAppearance !== null && firstAppearance > position;
-  if (notMetYet && ordered[0]) return { kind: "checkpoint", checkpoint: ordered[0] };
-  return { kind: "name-only" };
+  const before = [...checkpoints].sort((a, b) => a.position - b.position).filter((c) => c.position <= position).at(-1);
+  return before ? { kind: "checkpoint", checkpoint: before } : { kind: "name-only" };
 }

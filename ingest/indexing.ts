@@ -1,4 +1,4 @@
-import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
+import { chunkEndLocator, chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../common/chunking.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { IndexingPipeline, Metrics } from "../common/metrics.ts";
 import type { IndexedChunk, IndexStoreLabel } from "../common/search.ts";
@@ -47,6 +47,16 @@ export interface IndexReport {
   vectors: number;
   /** Chunks written to the full-text index. */
   documents: number;
+  /** Where chunk i ends in the book, as a position (0-1), for every chunk, written or skipped: spoiler-safe chat searches by it. */
+  chunkEnds: number[];
+}
+
+/** The chunks as they are made, each one's end recorded in `ends` (in order: the chunker is sequential). */
+function* withEnds(chunks: Iterable<Chunk>, locate: (chunk: string) => number, ends: number[]): Generator<Chunk> {
+  for (const chunk of chunks) {
+    ends.push(locate(chunk.text));
+    yield chunk;
+  }
 }
 
 export class IndexUnavailableError extends Error {
@@ -58,7 +68,7 @@ export class IndexUnavailableError extends Error {
 
 export async function indexBook(deps: IndexDeps, bookId: string, text: string, options: IndexOptions): Promise<IndexReport> {
   const { metrics } = deps;
-  const report: IndexReport = { chunks: 0, vectors: 0, documents: 0 };
+  const report: IndexReport = { chunks: 0, vectors: 0, documents: 0, chunkEnds: [] };
   let lastError: unknown;
   await Promise.all([deps.vectorIndex.deleteBook(bookId), deps.textIndex.deleteBook(bookId)]);
 
@@ -115,7 +125,7 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
   };
 
   let indexedChars = 0;
-  const chunks = chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS });
+  const chunks = withEnds(chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS }), chunkEndLocator(text), report.chunkEnds);
   await forEachBounded(batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (batch) => {
     options.signal?.throwIfAborted();
     const items = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));

@@ -4,13 +4,15 @@ import { join } from "node:path";
 import type { BookInfo } from "../common/character-prompts.ts";
 import type { Config } from "../common/config.ts";
 import { DatabaseError, type Database } from "../common/db/index.ts";
-import { characterCacheKey } from "../common/chat-cache.ts";
+import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "../common/chat-cache.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
+import { saveBookReadingPositions, saveCharacterKnowledge, type CharacterCheckpoint } from "../common/db/reading-positions.ts";
 import { getBook, saveCharacters, setProcessingStatus, type Book, type Character, type CharacterInput, type SavedCharacters } from "../common/db/repositories.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Logger, LogFields } from "../common/log.ts";
 import { observePhase, type Metrics, type PipelinePhase } from "../common/metrics.ts";
+import { checkpointPositions } from "../common/reading-position.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import { withRetries } from "../common/upstream.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
@@ -18,6 +20,7 @@ import { bookBackupDir, writeBackups } from "./backups.ts";
 import { createGate } from "./one-at-a-time.ts";
 import { NlpError, runBookNlpCommand, runInThread } from "./booknlp.ts";
 import { checkCharacterName, cleanAliases } from "./character-names.ts";
+import { createTextLocator, firstMention, knownAt, placeCharacter } from "./checkpoints.ts";
 import { characterStyle, describe, mergeDiscoveries, type FoundCharacter, type SampledDiscovery, type SelectionOptions } from "./characters.ts";
 import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "./discovery.ts";
 import { indexBook, type IndexReport } from "./indexing.ts";
@@ -81,6 +84,8 @@ export interface PipelineOptions {
   index?: { batchSize?: number; concurrency?: number; chunkTokens?: number };
   discovery?: { samples?: number; samplesPerCall?: number };
   downloadTimeoutMs?: number;
+  /** Overrides the configured CHARACTER_CHECKPOINTS. */
+  characterCheckpoints?: number;
   /** Overrides DEFAULT_MIN_DOWNLOAD_BYTES_PER_SECOND and its grace period (common/file-url.ts). */
   downloadMinRate?: { bytesPerSecond: number; graceMs: number };
   booknlpTimeoutMs?: number;
@@ -98,6 +103,8 @@ export interface SavedCharacter {
 export interface PipelineResult {
   bookId: string;
   characters: SavedCharacter[];
+  /** Checkpoint profiles and personas written, and the checkpoint passes that failed (spoiler-safe chat). */
+  checkpoints: { written: number; failed: number };
   index: IndexReport;
   skipped: Partial<Record<SkipKind, number>>;
   /** Seconds per phase. */
@@ -207,16 +214,21 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       deps.metrics.processing.charactersExtracted.inc(extracted.length);
       const found = admitNames(run, extracted);
       await stillThere(run);
-      const profiled = await timed("extract", () => extractProfiles(run, book, found));
+      const checkpoints = checkpointPositions(options.characterCheckpoints ?? deps.config.characterCheckpoints);
+      const items = await timed("extract", () => extractProfiles(run, book, text, found, checkpoints));
       await stillThere(run);
-      const characters = await timed("prompt", () => writePersonas(run, book, found, profiled));
+      const { characters, written } = await timed("prompt", () => writePersonas(run, book, text, found, items));
       deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, characters.length);
       await stillThere(run);
       const index = await timed("index", () => indexText(run, text));
+      await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) });
       if (!completed) throw new BookDeletedError(job.bookId);
-      log.info("book ingested", { characters: characters.length, chunks: index.chunks, skipped });
-      return { bookId: job.bookId, characters, index, skipped, durations };
+      await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
+      const attempted = items.filter((i) => i.at !== undefined).length;
+      const checkpointReport = { written, failed: attempted - written };
+      log.info("book ingested", { characters: characters.length, chunks: index.chunks, checkpoints: `${written} written, ${attempted - written} failed`, skipped });
+      return { bookId: job.bookId, characters, checkpoints: checkpointReport, index, skipped, durations };
     } catch (err) {
       if (err instanceof BookDeletedError) {
         await removeWhatWasWritten(run);
@@ -386,16 +398,43 @@ function admitNames(run: Run, found: readonly FoundCharacter[]): FoundCharacter[
 
 // extract and prompt ------------------------------------------------------------------------------
 
-interface Profiled {
+/**
+ * One character as the passes see it: as of the whole book, or (spoiler-safe chat) as of a
+ * checkpoint, fed only what comes before it.
+ */
+interface PassItem {
   character: FoundCharacter;
+  /** The checkpoint's position; undefined for the whole book. */
+  at?: number;
+}
+
+interface Profiled extends PassItem {
   profile: Awaited<ReturnType<typeof extractProfile>>;
 }
 
+/** The whole-book items, then each character as known at each checkpoint where the book has something of them before it. */
+function passItems(text: string, found: readonly FoundCharacter[], checkpoints: readonly number[]): PassItem[] {
+  const items: PassItem[] = found.map((character) => ({ character }));
+  if (checkpoints.length === 0) return items;
+  const locate = createTextLocator(text);
+  const cast = found.map((c) => placeCharacter(c, locate, text.length));
+  for (const at of checkpoints) {
+    const cutoff = Math.floor(at * text.length);
+    for (const placed of cast) {
+      const character = knownAt(placed, cutoff, text, cast);
+      if (character) items.push({ character, at });
+    }
+  }
+  return items;
+}
+
 /**
- * Runs one LLM pass over the items with bounded concurrency; an item that fails after its retries is
- * skipped and counted. If every item failed, the model is unavailable and the attempt fails.
+ * Runs one LLM pass over the items with bounded concurrency (whole-book and checkpoint items share
+ * one pool). A whole-book item that fails after its retries is skipped and counted; if every one
+ * failed, the model is unavailable and the attempt fails. A checkpoint item that fails is only logged:
+ * chat then uses an earlier checkpoint, never a later one, and the book does not fail for it.
  */
-async function characterPass<T, R>(run: Run, phase: "extract" | "prompt", items: readonly T[], name: (item: T) => string, fn: (item: T) => Promise<R>): Promise<R[]> {
+async function characterPass<T extends PassItem, R>(run: Run, phase: "extract" | "prompt", items: readonly T[], fn: (item: T) => Promise<R>): Promise<(R | undefined)[]> {
   let done = 0;
   let lastError: unknown;
   run.progress(phase, 0, items.length);
@@ -404,40 +443,50 @@ async function characterPass<T, R>(run: Run, phase: "extract" | "prompt", items:
       return await retryItem(() => fn(item), run.retry);
     } catch (err) {
       if (run.signal?.aborted) throw err;
+      if (item.at !== undefined) {
+        run.log.warn("checkpoint pass failed; chat falls back to an earlier checkpoint", { character: item.character.name, checkpoint: item.at, pass: phase, error: err });
+        return undefined;
+      }
       lastError = err;
       run.deps.metrics.processing.charactersProcessed.inc({ status: "failed" });
-      run.skip("character", err, { character: name(item), pass: phase });
+      run.skip("character", err, { character: item.character.name, pass: phase });
       return undefined;
     } finally {
       run.progress(phase, ++done, items.length);
     }
   });
-  const ok = results.filter((r): r is Awaited<R> => r !== undefined);
-  if (items.length > 0 && ok.length === 0) throw new PassUnavailableError(`the ${phase} pass failed for every character`, { cause: lastError });
-  return ok;
+  const whole = items.filter((item) => item.at === undefined).length;
+  if (whole > 0 && !results.some((r, i) => r !== undefined && items[i]!.at === undefined)) {
+    throw new PassUnavailableError(`the ${phase} pass failed for every character`, { cause: lastError });
+  }
+  return results;
 }
 
-function extractProfiles(run: Run, book: Book, found: readonly FoundCharacter[]): Promise<Profiled[]> {
-  return characterPass(run, "extract", found, (c) => c.name, async (character) => ({
-    character,
-    profile: await extractProfile(run.deps.llm, bookInfo(book), character, run.signal),
-  }));
+async function extractProfiles(run: Run, book: Book, text: string, found: readonly FoundCharacter[], checkpoints: readonly number[]): Promise<Profiled[]> {
+  const items = passItems(text, found, checkpoints);
+  const profiles = await characterPass(run, "extract", items, (item) => extractProfile(run.deps.llm, bookInfo(book), item.character, run.signal));
+  return items.flatMap((item, i) => (profiles[i] === undefined ? [] : [{ ...item, profile: profiles[i] }]));
 }
 
-async function writePersonas(run: Run, book: Book, found: readonly FoundCharacter[], profiled: readonly Profiled[]): Promise<SavedCharacter[]> {
-  const personas = await characterPass(run, "prompt", profiled, (p) => p.character.name, async (p) => ({
-    ...p,
-    systemPrompt: await writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal),
-  }));
+async function writePersonas(
+  run: Run,
+  book: Book,
+  text: string,
+  found: readonly FoundCharacter[],
+  profiled: readonly Profiled[],
+): Promise<{ characters: SavedCharacter[]; written: number }> {
+  const prompts = await characterPass(run, "prompt", profiled, (p) => writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal));
+  const personas = profiled.flatMap((p, i) => (prompts[i] === undefined ? [] : [{ ...p, systemPrompt: prompts[i] }]));
+  const whole = personas.filter((p) => p.at === undefined);
   const paths = await writeBackups(
     run.deps.config.systemPromptStoragePath,
     book.id,
-    personas.map((p) => ({ name: p.character.name, systemPrompt: p.systemPrompt })),
+    whole.map((p) => ({ name: p.character.name, systemPrompt: p.systemPrompt })),
   );
   const rows = await storeCharacters(
     run,
     book.id,
-    personas.map(({ character, profile, systemPrompt }) => ({
+    whole.map(({ character, profile, systemPrompt }) => ({
       name: character.name,
       aliases: character.aliases,
       description: describe(profile),
@@ -448,9 +497,28 @@ async function writePersonas(run: Run, book: Book, found: readonly FoundCharacte
     })),
     found.map((c) => c.name),
   );
-  await forgetCachedCharacters(run, rows);
-  const pathOf = new Map(personas.map((p, i) => [p.character.name, paths[i]!]));
-  return rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! }));
+  const checkpointsOf = new Map<string, CharacterCheckpoint[]>();
+  for (const p of personas) {
+    if (p.at === undefined) continue;
+    const list = checkpointsOf.get(p.character.name) ?? [];
+    list.push({ position: p.at, profileJson: p.profile, systemPrompt: p.systemPrompt });
+    checkpointsOf.set(p.character.name, list);
+  }
+  const firstSeen = firstAppearances(text, found);
+  await saveCharacterKnowledge(
+    run.deps.db,
+    rows.map((row) => ({ characterId: row.id, firstAppearance: firstSeen.get(row.name) ?? 0, checkpoints: checkpointsOf.get(row.name) ?? [] })),
+  );
+  await forgetCached(run, rows.flatMap((row) => [characterCacheKey(row.id), knowledgeCacheKey(row.id)]));
+  const pathOf = new Map(whole.map((p, i) => [p.character.name, paths[i]!]));
+  const written = rows.reduce((n, row) => n + (checkpointsOf.get(row.name)?.length ?? 0), 0);
+  return { characters: rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! })), written };
+}
+
+/** Where each character is first mentioned, as a position (0 when not found: shown rather than hidden). */
+function firstAppearances(text: string, found: readonly FoundCharacter[]): Map<string, number> {
+  const locate = createTextLocator(text);
+  return new Map(found.map((c) => [c.name, (firstMention(c, locate) ?? 0) / Math.max(1, text.length)]));
 }
 
 /**
@@ -485,11 +553,11 @@ async function storeCharacters(run: Run, bookId: string, inputs: CharacterInput[
   return saved.characters;
 }
 
-/** Chat caches characters for an hour; a re-ingested persona must reach the next chat turn. */
-async function forgetCachedCharacters(run: Run, rows: readonly Character[]): Promise<void> {
-  const results = await Promise.allSettled(rows.map((row) => run.deps.kv.del(characterCacheKey(row.id))));
+/** Chat caches characters, their checkpoints and the book's positions for an hour; a re-ingestion must reach the next chat turn. */
+async function forgetCached(run: Run, keys: readonly string[]): Promise<void> {
+  const results = await Promise.allSettled(keys.map((key) => run.deps.kv.del(key)));
   if (results.some((r) => r.status === "rejected")) {
-    run.log.warn("could not drop cached characters; chat may serve the old persona for up to an hour", { book_id: run.job.bookId });
+    run.log.warn("could not drop cached characters or positions; chat may serve the old ones for up to an hour", { book_id: run.job.bookId });
   }
 }
 

@@ -41,6 +41,12 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ PLAYGROUND: "yes" })).toThrow("invalid PLAYGROUND: expected on or off");
   });
 
+  test("CHARACTER_CHECKPOINTS is 4 (the quarters) unless set; 1 is the whole book only", () => {
+    expect(loadConfig({}).characterCheckpoints).toBe(4);
+    expect(loadConfig({ CHARACTER_CHECKPOINTS: "1" }).characterCheckpoints).toBe(1);
+    expect(loadConfig({ CHARACTER_CHECKPOINTS: "10" }).characterCheckpoints).toBe(10);
+  });
+
   test("empty strings count as unset", () => {
     expect(loadConfig({ PORT: "", DATABASE_URL: " " }).database.driver).toBe("pglite");
   });
@@ -88,6 +94,9 @@ describe("loadConfig", () => {
     ["LLM_GATEWAY_URL", "ftp://x", "LLM_GATEWAY_URL"],
     ["MAX_BOOK_BYTES", "-5", "MAX_BOOK_BYTES"],
     ["MAX_ATTEMPTS", "0", "MAX_ATTEMPTS"],
+    ["CHARACTER_CHECKPOINTS", "0", "CHARACTER_CHECKPOINTS"],
+    ["CHARACTER_CHECKPOINTS", "21", "CHARACTER_CHECKPOINTS"],
+    ["CHARACTER_CHECKPOINTS", "2.5", "CHARACTER_CHECKPOINTS"],
     ["METRICS_PORT", "1e3", "METRICS_PORT"],
     ["LOG_LEVEL", "verbose", "LOG_LEVEL"],
     ["LOG_FORMAT", "logfmt", "LOG_FORMAT"],

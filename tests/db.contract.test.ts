@@ -9,6 +9,7 @@ import { createNeonDatabase } from "../common/db/neon.ts";
 import { createPgliteDatabase, type PgliteDatabaseOptions } from "../common/db/pglite.ts";
 import { createPostgresDatabase } from "../common/db/postgres.ts";
 import * as fr from "../common/db/frontend-rows.ts";
+import * as positions from "../common/db/reading-positions.ts";
 import * as repo from "../common/db/repositories.ts";
 import { insertFrontendRows } from "./support/frontend-schema.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "./support/postgres.ts";
@@ -484,6 +485,37 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
           "I hardly know, sir.",
           "Are you still there?",
         ]);
+      });
+
+      test("reading positions: chunk ends, first appearances and checkpoints are stored and read back; a re-run replaces a character's checkpoints", async () => {
+        const { book, characters } = await bookWithCharacters(["Mara", "The Stranger"]);
+        const [mara, stranger] = characters as [repo.Character, repo.Character];
+        expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
+        await positions.saveBookReadingPositions(db, book.id, { chunkEnds: [0.25, 0.5, 1], checkpoints: [0.25, 0.5, 0.75] });
+        await positions.saveBookReadingPositions(db, book.id, { chunkEnds: [0.125, 0.5, 0.75, 1], checkpoints: [0.5] });
+        expect(await positions.getBookReadingPositions(db, book.id)).toEqual({ chunkEnds: [0.125, 0.5, 0.75, 1], checkpoints: [0.5] });
+
+        const early = { position: 0.25, profileJson: { voice: "wary", quotes: ["Who goes there?"] }, systemPrompt: "I am Mara, as of the first quarter." };
+        const later = { position: 0.5, profileJson: { voice: "warmer" }, systemPrompt: "I am Mara, half-way." };
+        await positions.saveCharacterKnowledge(db, [
+          { characterId: mara.id, firstAppearance: 0, checkpoints: [later, early] },
+          { characterId: stranger.id, firstAppearance: 0.62, checkpoints: [] },
+        ]);
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0, checkpoints: [early, later] });
+        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [] });
+
+        // A second run where the half-way pass failed: the old half-way persona must not survive it.
+        await positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 0.01, checkpoints: [early] }]);
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0.01, checkpoints: [early] });
+        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [] });
+        expect(await positions.getCharacterKnowledge(db, "not-a-uuid")).toEqual({ firstAppearance: null, checkpoints: [] });
+        await expectDatabaseError(positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 1.5, checkpoints: [] }]), "check_violation");
+
+        // Both go with their character, and the positions with their book.
+        await db.query("DELETE FROM characters WHERE id = $1", [mara.id]);
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: null, checkpoints: [] });
+        await db.query("DELETE FROM books WHERE id = $1", [book.id]);
+        expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
       });
 
       test("a session is read, and an exchange saved, with the reader's page in the book and the book's page count", async () => {

@@ -153,14 +153,15 @@ describe("a chat turn for a reader part-way through the book", () => {
     expect(upstreamText()).not.toContain(PERSONA);
   });
 
-  test("a character first seen after the position speaks from their earliest checkpoint", async () => {
+  test("a character first seen after the position speaks from the name alone, never from their later checkpoint", async () => {
     const persona = "I am Thomas Vance, writing from the city to a sister I left behind.";
     await saveCharacterKnowledge(db, [
       { characterId: h.world.otherCharacterId, firstAppearance: 0.3, checkpoints: [{ position: 0.5, profileJson: { a: 1 }, systemPrompt: persona }] },
     ]);
     const session = await h.newSession({ characterId: h.world.otherCharacterId });
     const { system } = await turn(session, "Why did you leave?", { reading_position: 0.2, character_id: h.world.otherCharacterId });
-    expect(system).toStartWith(persona);
+    expect(system).toStartWith('You are Thomas Vance, a character in the book "The Tidewater Light".');
+    expect(upstreamText()).not.toContain(persona);
   });
 
   test("a book ingested before positions were recorded gives a positioned reader no passages and the name alone", async () => {

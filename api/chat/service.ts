@@ -246,7 +246,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       context = await use().cache.loadPositioned(book.id, character.id);
     } catch (error) {
       log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
-      context = { book: null, character: { first_appearance: null, checkpoints: [] } };
+      context = { book: null, character: { checkpoints: [] } };
     }
     const nameOnly: Knowledge = {
       position,
@@ -262,7 +262,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       return nameOnly;
     }
     const maxChunkIndex = lastChunkWithin(context.book.chunk_ends, position);
-    const known = knowledgeAt(position, context.book.checkpoints, context.character.checkpoints, context.character.first_appearance);
+    const known = knowledgeAt(position, context.book.checkpoints, context.character.checkpoints);
     if (known.kind === "whole-book") {
       return { position, maxChunkIndex, persona, profile: character.profile_json, description: character.description, tag: undefined };
     }

@@ -31,7 +31,7 @@ export async function saveBookReadingPositions(db: Queryable, bookId: string, po
   await db.query(
     `INSERT INTO book_reading_positions (book_id, chunk_ends, checkpoints) VALUES ($1, $2::jsonb, $3::jsonb)
      ON CONFLICT (book_id) DO UPDATE SET chunk_ends = EXCLUDED.chunk_ends, checkpoints = EXCLUDED.checkpoints, updated_at = now()`,
-    [bookId, JSON.stringify(positions.chunkEnds), JSON.stringify(positions.checkpoints)],
+    [bookId, positions.chunkEnds, positions.checkpoints],
   );
 }
 
@@ -69,7 +69,7 @@ export async function saveCharacterKnowledge(db: Queryable, knowledge: readonly 
      SELECT character_id, position, profile_json, system_prompt
        FROM jsonb_to_recordset($2::jsonb) AS c (character_id uuid, position double precision, profile_json jsonb, system_prompt text)
      ON CONFLICT (character_id, position) DO UPDATE SET profile_json = EXCLUDED.profile_json, system_prompt = EXCLUDED.system_prompt, created_at = now()`,
-    [JSON.stringify(appearances), JSON.stringify(checkpoints)],
+    [appearances, checkpoints],
   );
 }
 
