@@ -6,6 +6,7 @@
  * - time to first token (request sent → first token event received) at 1 to 128 concurrent
  *   sessions, each request a first turn in a fresh session (session, character, book and history
  *   read, a query rewrite, an embedding, two searches, a streamed reply, the exchange saved);
+ * - the same first turn with and without a reader's position (spoiler-safe chat);
  * - streaming 2,000 tokens through the endpoint, beside reading the same 2,000 tokens straight from
  *   the gateway with the openai SDK.
  */
@@ -15,10 +16,11 @@ import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { createSession } from "../common/db/frontend-rows.ts";
+import { saveBookReadingPositions, saveCharacterKnowledge } from "../common/db/reading-positions.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
-import { PASSAGES, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
+import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { startService } from "../tests/support/process.ts";
 import { cpuNanoseconds, formatSummary, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
@@ -64,6 +66,16 @@ async function seedDataDir(baseURL: string, sessionCount: number): Promise<{ dat
   const text = createEmbeddedTextIndex({ dir: join(dataDir, "text") });
   const llm = createTestLanguageModel({ baseURL }, createMetrics({ defaultMetrics: false }));
   const world = await seedChatWorld(db, { vector, text, llm });
+  // What ingestion records for spoiler-safe chat: where each chunk ends, and the character at each quarter.
+  const chunkCount = PASSAGES.length + EXTRA_CHUNKS;
+  await saveBookReadingPositions(db, world.bookId, { chunkEnds: Array.from({ length: chunkCount }, (_, i) => (i + 1) / chunkCount), checkpoints: [0.25, 0.5, 0.75] });
+  await saveCharacterKnowledge(db, [
+    {
+      characterId: world.characterId,
+      firstAppearance: 0,
+      checkpoints: [0.25, 0.5, 0.75].map((position) => ({ position, profileJson: { voice: "plain" }, systemPrompt: `${PERSONA} (as of ${position})` })),
+    },
+  ]);
   // A few hundred more chunks, so that searches have something to rank.
   const extra = Array.from({ length: EXTRA_CHUNKS }, (_, i) => ({ chunkIndex: PASSAGES.length + i, text: `${PASSAGES[i % PASSAGES.length]} Part ${i}.` }));
   const vectors = await llm.embed(extra.map((c) => c.text));
@@ -84,20 +96,21 @@ interface Exchange {
 export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
   const requestsPerRow = reps(ctx, 160, 32);
   const streamRuns = reps(ctx, 5, 2);
+  const positionRuns = reps(ctx, 100, 10);
   const requestsOf = (c: number) => Math.max(requestsPerRow, 3 * c);
-  const sessionCount = WARMUP + CONCURRENCY.reduce((n, c) => n + requestsOf(c), 0) + streamRuns;
+  const sessionCount = WARMUP + CONCURRENCY.reduce((n, c) => n + requestsOf(c), 0) + 2 * positionRuns + streamRuns;
 
   const gateway = await startGatewayProcess();
   ctx.progress(`chat: seeding ${sessionCount} sessions`);
   const { dataDir, world, sessions } = await seedDataDir(gateway.baseURL, sessionCount);
   const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" });
-  const body = (sessionId: string, message: string) =>
-    JSON.stringify({ user_id: world.userId, character_id: world.characterId, book_id: world.bookId, session_id: sessionId, user_message: message });
+  const body = (sessionId: string, message: string, extra: Record<string, unknown>) =>
+    JSON.stringify({ user_id: world.userId, character_id: world.characterId, book_id: world.bookId, session_id: sessionId, user_message: message, ...extra });
 
   /** Milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
-  async function exchange(message: string): Promise<Exchange> {
+  async function exchange(message: string, extra: Record<string, unknown> = {}): Promise<Exchange> {
     const start = performance.now();
-    const res = await fetch(`${api.url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message) });
+    const res = await fetch(`${api.url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message, extra) });
     if (!res.ok || !res.body) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
     const stream = res.body.getReader();
     let firstToken = NaN;
@@ -158,6 +171,23 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
       ]);
     }
 
+    ctx.progress("chat: with and without a reading position");
+    // One client, turns with and without a position interleaved, so that both see the same machine.
+    const positioned: Record<"none" | "at", { ttft: number[]; cpuNs: number }> = { none: { ttft: [], cpuNs: 0 }, at: { ttft: [], cpuNs: 0 } };
+    for (let i = 0; i < positionRuns; i++) {
+      for (const kind of ["none", "at"] as const) {
+        const cpuBefore = await cpuNanoseconds(api.proc.pid);
+        positioned[kind].ttft.push((await exchange(`What happened in the storm? (${kind}.${i})`, kind === "at" ? { reading_position: 0.6 } : {})).firstToken);
+        const cpuAfter = await cpuNanoseconds(api.proc.pid);
+        if (cpuBefore !== undefined && cpuAfter !== undefined) positioned[kind].cpuNs += cpuAfter - cpuBefore;
+      }
+    }
+    const positionRow = (label: string, kind: "none" | "at") => [
+      label,
+      formatSummary(summarise(positioned[kind].ttft), 2),
+      (positioned[kind].cpuNs / 1e6 / positionRuns).toFixed(2),
+    ];
+
     ctx.progress("chat: streaming 2,000 tokens");
     const sdk = new OpenAI({ baseURL: gateway.baseURL, apiKey: "bench", maxRetries: 0 });
     const direct: number[] = [];
@@ -183,6 +213,14 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
           "what the rate and latency are made of, less whatever else the machine runs; the gateway and this client take their own.",
         "",
         markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "API CPU ms per exchange", "errors"], rows),
+        "",
+        `Spoiler-safe chat: the same first turn without a position and with \`reading_position: 0.6\` (the book's chunk ends and the character's ` +
+          `checkpoints looked up, cached after the first turn; both searches filtered), one client, ${positionRuns} turns each, interleaved:`,
+        "",
+        markdownTable(
+          ["turn", "TTFT median (min–max) ms", "API CPU ms per exchange"],
+          [positionRow("no position (whole book)", "none"), positionRow("`reading_position: 0.6`", "at")],
+        ),
         "",
         `Streaming ${STREAM_TOKENS.toLocaleString("en")} tokens, median (min–max) of ${streamRuns} runs, ms:`,
         "",

@@ -41,12 +41,12 @@ interface Run {
   embeddingRequests: number;
 }
 
-async function ingestOnce(book: BenchBook, gateway: ScriptedGateway): Promise<Run> {
+async function ingestOnce(book: BenchBook, gateway: ScriptedGateway, env: Record<string, string> = {}): Promise<Run> {
   const dataDir = await freshDataDir();
   gateway.clearRequests();
   try {
     const run = await measuredSpawn([process.execPath, CLI, book.path, "--title", book.title], {
-      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "warn" },
+      env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "warn", ...env },
     });
     const counts = /: (\d+) characters, (\d+) chunks/.exec(run.stdout);
     const times = /^time: (.*)$/m.exec(run.stdout);
@@ -115,6 +115,46 @@ function growthTable(results: readonly BookRuns[]): string {
   );
 }
 
+/** What spoiler-safe chat's checkpoints cost: the same books with CHARACTER_CHECKPOINTS 1 (whole book only) and 4 (the default). */
+async function checkpointCost(ctx: BenchContext, runs: number): Promise<string> {
+  const latency = LATENCIES[1]!;
+  const gateway = startScriptedGateway({ embeddingDimension: EMBEDDING_DIMENSION, chatLatencyMs: latency.chatMs, embeddingsLatencyMs: latency.embeddingsMs });
+  const rows: string[][] = [];
+  try {
+    for (const book of ctx.books) {
+      const medians: Record<number, { calls: number; llm: number; total: number }> = {};
+      for (const checkpoints of [1, 4]) {
+        const bookRuns: Run[] = [];
+        for (let r = 0; r < runs; r++) {
+          ctx.progress(`ingestion, CHARACTER_CHECKPOINTS=${checkpoints}: ${book.title}, run ${r + 1}/${runs}`);
+          bookRuns.push(await ingestOnce(book, gateway, { CHARACTER_CHECKPOINTS: String(checkpoints) }));
+        }
+        medians[checkpoints] = {
+          calls: median(bookRuns, (r) => r.chatCalls),
+          llm: median(bookRuns, (r) => r.phases.extract + r.phases.prompt),
+          total: median(bookRuns, (r) => r.phases.total),
+        };
+        rows.push([
+          `${book.title} (${mb(book.bytes).toFixed(2)} MB)`,
+          String(checkpoints),
+          String(medians[checkpoints]!.calls),
+          seconds(bookRuns, (r) => r.phases.extract + r.phases.prompt),
+          seconds(bookRuns, (r) => r.phases.total),
+          checkpoints === 1 ? "1.00" : (medians[checkpoints]!.total / medians[1]!.total).toFixed(2),
+        ]);
+      }
+    }
+  } finally {
+    gateway.stop();
+  }
+  return [
+    `**What spoiler-safe checkpoints cost** (${latency.label}; median (min–max) of ${runs} runs): each checkpoint adds a profile and a persona call ` +
+      "for every character already seen before it, all in the passes' shared pool of concurrent calls.",
+    "",
+    markdownTable(["Book", "CHARACTER_CHECKPOINTS", "chat calls", "extract + prompt s", "pipeline s", "pipeline ratio"], rows),
+  ].join("\n");
+}
+
 export async function ingestionSection(ctx: BenchContext): Promise<BenchSection> {
   const runs = reps(ctx, 3, 1);
   const parts: string[] = [
@@ -139,5 +179,6 @@ export async function ingestionSection(ctx: BenchContext): Promise<BenchSection>
       gateway.stop();
     }
   }
+  parts.push("", await checkpointCost(ctx, runs));
   return { title: "Ingestion end to end", body: parts.join("\n") };
 }
