@@ -79,6 +79,8 @@ function report(result: PipelineResult, title: string): string {
   }
   const skipped = Object.entries(result.skipped).map(([kind, n]) => `${kind} ${n}`);
   if (skipped.length > 0) lines.push("", `skipped after retries: ${skipped.join(", ")}`);
+  const { written, failed } = result.checkpoints;
+  if (written + failed > 0) lines.push("", `spoiler-safe checkpoints: ${written} profiles and personas written${failed > 0 ? `, ${failed} failed` : ""}`);
   const durations = PIPELINE_PHASES.map((p) => `${p} ${(result.durations[p] ?? 0).toFixed(2)} s`);
   lines.push("", `time: ${durations.join(", ")}`);
   return `${lines.join("\n")}\n`;

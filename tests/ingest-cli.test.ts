@@ -41,6 +41,7 @@ test("bun run ingest registers a local book, runs the pipeline and prints the ch
   expect({ exitCode, stderr: exitCode === 0 ? "" : stderr }).toEqual({ exitCode: 0, stderr: "" });
   expect(stdout).toStartWith("The Keeper's Ledger: 3 characters, ");
   for (const name of ["Clara", "Tobias Finch"]) expect(stdout).toContain(name);
+  expect(stdout).toMatch(/\nspoiler-safe checkpoints: [1-9]\d* profiles and personas written\n/);
   expect(stdout).toMatch(/time: download [\d.]+ s, booknlp [\d.]+ s, extract [\d.]+ s, prompt [\d.]+ s, index [\d.]+ s, total [\d.]+ s/);
   const backups = await listFiles(join(dataDir, "prompts"));
   expect(backups).toHaveLength(3);
