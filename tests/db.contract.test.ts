@@ -6,7 +6,7 @@ import { createDatabase } from "../common/db/create.ts";
 import { type Database, DatabaseError, type DatabaseErrorCode } from "../common/db/index.ts";
 import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from "../common/db/migrate.ts";
 import { createNeonDatabase } from "../common/db/neon.ts";
-import { createPgliteDatabase, type PgliteDatabaseOptions } from "../common/db/pglite.ts";
+import { PGLITE_SHARED_BUFFERS, createPgliteDatabase, type PgliteDatabaseOptions } from "../common/db/pglite.ts";
 import { createPostgresDatabase } from "../common/db/postgres.ts";
 import * as fr from "../common/db/frontend-rows.ts";
 import * as positions from "../common/db/reading-positions.ts";
@@ -684,6 +684,15 @@ function pgliteTarget(options: PgliteDatabaseOptions): () => AdapterUnderTest {
 
 databaseContract("PGlite (in memory)", pgliteTarget({}));
 databaseContract("PGlite in a worker thread", pgliteTarget({ thread: true }));
+
+test.each([[false], [true]])("the embedded database keeps a small buffer cache (in a worker thread: %p)", async (thread) => {
+  const db = await createPgliteDatabase({ thread });
+  try {
+    expect(await db.query("SELECT current_setting('shared_buffers') AS s")).toEqual([{ s: PGLITE_SHARED_BUFFERS }]);
+  } finally {
+    await db.close();
+  }
+}, SETUP_TIMEOUT_MS);
 
 const postgres = await probePostgres();
 if (!postgres.reachable) console.warn(`db contract: skipping the Postgres and Neon variants: ${postgres.reason}`);

@@ -5,7 +5,7 @@
  */
 import { parentPort } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
-import { TYPE_PARSERS } from "./adapter-support.ts";
+import { pgliteCreateOptions } from "./pglite.ts";
 import { DatabaseError } from "./index.ts";
 
 export type ThreadRequest =
@@ -22,7 +22,7 @@ let pg: PGlite | undefined;
 
 async function handle(request: ThreadRequest): Promise<unknown> {
   if (request.op === "open") {
-    pg = await PGlite.create({ ...(request.dataDir ? { dataDir: request.dataDir } : {}), parsers: TYPE_PARSERS });
+    pg = await PGlite.create(pgliteCreateOptions(request.dataDir));
     return undefined;
   }
   if (!pg) throw new DatabaseError("the database is not open", "connection");
