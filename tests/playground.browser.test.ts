@@ -122,6 +122,31 @@ describe.skipIf(!available)("the chat page in a headless browser", () => {
     console.log(`chat page screenshot: ${SCREENSHOT}`);
   });
 
+  test("the reading slider below 100% sends the reader's position with the message; at 100% none is sent", async () => {
+    const page = await browser.newPage();
+    const bodies: Record<string, unknown>[] = [];
+    page.on("request", (request) => {
+      if (request.url().endsWith("/character/chat")) bodies.push(JSON.parse(request.postData() ?? "{}") as Record<string, unknown>);
+    });
+    await page.goto(`http://127.0.0.1:${server.port}/playground`);
+    await page.waitForSelector("#message:not([disabled])");
+    expect(await page.locator("#position-value").textContent()).toBe("the whole book");
+
+    await page.locator("#position").fill("40");
+    expect(await page.locator("#position-value").textContent()).toBe("40%");
+    await page.locator("#message").fill("Who is Mr. Crane?");
+    await page.locator("#send").click();
+    await page.waitForFunction(() => document.querySelectorAll(".character").length === 1 && !document.querySelector("#message[disabled]"));
+    expect(await page.locator(".error").count()).toBe(0);
+    expect((await page.locator(".character .reply").textContent())!.length).toBeGreaterThan(0);
+
+    await page.locator("#position").fill("100");
+    await page.locator("#message").fill("And now?");
+    await page.locator("#send").click();
+    await page.waitForFunction(() => document.querySelectorAll(".character").length === 2 && !document.querySelector("#message[disabled]"));
+    expect(bodies.map((b) => b.reading_position)).toEqual([0.4, undefined]);
+  });
+
   test("the page and its helper routes are not part of the documented API", async () => {
     const spec = (await (await fetch(`http://127.0.0.1:${server.port}/docs/json`)).json()) as { paths: Record<string, object> };
     expect(Object.keys(spec.paths).filter((p) => p.startsWith("/playground"))).toEqual([]);
