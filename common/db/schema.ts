@@ -28,7 +28,14 @@ export const FRONTEND_COLUMNS: Readonly<Record<string, Readonly<Record<string, E
     description: { family: "text" },
     language: { family: "text" },
     file_path: { family: "text" },
+    // Spoiler-safe chat: the reader's position is current_page / page_count.
+    page_count: { family: "integer" },
     processing_status: { family: "text", writes: ["pending", "processing", "completed", "failed"] },
+  },
+  user_library: {
+    user_id: { family: "uuid" },
+    book_id: { family: "uuid" },
+    current_page: { family: "integer" },
   },
   chat_sessions: {
     id: { family: "uuid" },
