@@ -9,14 +9,15 @@ import { getBookReadingPositions, getCharacterKnowledge } from "../common/db/rea
 import { listCharacters, type Character } from "../common/db/repositories.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
+import { createLogger } from "../common/log.ts";
 import { createMetrics } from "../common/metrics.ts";
 import { READING_POSITION_HEADING } from "../common/prompt.ts";
 import { createHttpReranker } from "../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../ingest/pipeline.ts";
 import { buildTestApp } from "./support/app.ts";
 import { createTestLanguageModel, readSse, requestsOfKind, scriptGateway } from "./support/chat.ts";
-import { startFakeLlmGateway, type FakeLlmGateway } from "./support/fake-llm-gateway.ts";
-import { startFakeReranker, type FakeReranker } from "./support/fake-reranker.ts";
+import { startFakeLlmGateway } from "./support/fake-llm-gateway.ts";
+import { startFakeReranker } from "./support/fake-reranker.ts";
 import { openLiveStores, type LiveStores } from "./support/live-stores.ts";
 import { probePostgres } from "./support/postgres.ts";
 import { probeRedis } from "./support/redis.ts";
@@ -109,10 +110,12 @@ async function chatOver(env: IngestEnv, db: Database, kv: KeyValueStore) {
   const gateway = startFakeLlmGateway();
   const reranker = startFakeReranker();
   const metrics = createMetrics({ defaultMetrics: false });
+  const logLines: string[] = [];
   const app = await buildTestApp({
     db,
     kv,
     metrics,
+    logger: createLogger({ write: (line) => logLines.push(line) }),
     llm: createTestLanguageModel(gateway, metrics),
     vectorIndex: env.deps.vectorIndex,
     textIndex: env.deps.textIndex,
@@ -123,11 +126,11 @@ async function chatOver(env: IngestEnv, db: Database, kv: KeyValueStore) {
     gateway.stop();
     reranker.stop();
   });
-  return { gateway, reranker, app };
+  return { gateway, reranker, app, logLines };
 }
 
 async function turn(
-  chat: { gateway: FakeLlmGateway; reranker: FakeReranker; app: Awaited<ReturnType<typeof buildTestApp>> },
+  chat: Awaited<ReturnType<typeof chatOver>>,
   db: Database,
   story: Ingested,
   character: Character,
@@ -241,6 +244,11 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
         expect({ name, question, leaks: leaksAfter(0.4, upstream) }).toEqual({ name, question, leaks: [] });
       }
     }
+    // The operator sees how far each reader was and which knowledge of the character spoke.
+    const turns = chat.logLines.filter((line) => line.includes(" chat turn "));
+    expect(turns).toHaveLength(4);
+    expect(turns[0]).toContain(" reading_position=0.4 knowledge=at0.25 outcome=ok ");
+    expect(turns[3]).toContain(" reading_position=0.4 knowledge=name outcome=ok ");
   });
 
   test("at 100 % the reveal is reachable", async () => {

@@ -13,7 +13,7 @@ import { appendExchange, getPreferences, setSessionSummary } from "../../common/
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
-import type { Logger } from "../../common/log.ts";
+import type { LogFields, Logger } from "../../common/log.ts";
 import type { ChatOutcome, Metrics } from "../../common/metrics.ts";
 import {
   buildChatMessages,
@@ -403,6 +403,8 @@ export function createChatService(deps: ChatDeps): ChatService {
     let stopKeepAlive: (() => void) | undefined;
     let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
     const lockTtl = deps.sessionLockTtlSeconds ?? DEFAULT_LOCK_TTL_SECONDS;
+    /** For the turn's log line: how far the reader was and which knowledge of the character spoke. */
+    let positioned: LogFields = {};
     try {
       try {
         lock = await tryAcquireLock(deps.kv, lockKey(turn.session.id), lockTtl);
@@ -430,6 +432,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       const session = await latestSession(turn.session.id, signal);
       if (!session) throw new Error("the session was deleted before the reply");
       const knowledge = await knowledgeFor(turn, session);
+      if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
       const queries = await rewrite(turn, session, knowledge, signal);
       // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
       const retrieved: RetrievalResult =
@@ -530,7 +533,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       else await release(lock);
       // Logged and counted last: once the outcome shows, the session is free (or handed to the fold).
       const seconds = Math.round(performance.now() - turn.receivedAt) / 1000;
-      log.info("chat turn", { session_id: turn.session.id, character_id: character.id, outcome: outcome ?? "aborted", seconds });
+      log.info("chat turn", { session_id: turn.session.id, character_id: character.id, ...positioned, outcome: outcome ?? "aborted", seconds });
       deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });
     }
   }
