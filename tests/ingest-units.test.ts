@@ -23,6 +23,11 @@ import { characterStyle, describe as describeProfile, mergeDiscoveries, selectCh
 import { discoveryCalls, sampleText } from "../ingest/discovery.ts";
 import { parseBookNlp } from "../ingest/nlp/booknlp-files.ts";
 import { batches, forEachBounded, mapBounded, retryItem } from "../ingest/work-items.ts";
+import { indexBook } from "../ingest/indexing.ts";
+import { createOfflineLanguageModel } from "../common/llm/offline.ts";
+import { createMetrics } from "../common/metrics.ts";
+import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
+import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 
 const BOOK_ID = "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b";
 const sha256Hex = (text: string) => createHash("sha256").update(text).digest("hex");
@@ -304,5 +309,29 @@ describe("work items", () => {
     });
     await expect(run).rejects.toThrow("three");
     expect(seen).toEqual([1, 2, 3]);
+  });
+});
+
+describe("indexing a book", () => {
+  test("collects garbage after every so many chunks, so a long book's batches do not pile up in memory", async () => {
+    const dir = await mkdtemp(join(tmpdir(), "index-collect-"));
+    const vectorIndex = createEmbeddedVectorIndex({ dir: join(dir, "vectors") });
+    const textIndex = createEmbeddedTextIndex({ dir: join(dir, "text") });
+    try {
+      const text = Array.from({ length: 36 }, (_, i) => `Paragraph ${i} tells of the lamp, the gale and the green dory.`).join("\n\n");
+      let collections = 0;
+      const report = await indexBook(
+        { llm: createOfflineLanguageModel(), vectorIndex, textIndex, metrics: createMetrics({ defaultMetrics: false }) },
+        crypto.randomUUID(),
+        text,
+        { chunkTokens: 24, batchSize: 3, retry: { retries: 0, baseDelayMs: 1 }, collectEvery: 10, collect: () => collections++ },
+      );
+      expect(report.chunks).toBe(36);
+      // Batches of 3: a collection once 10 or more chunks have passed since the last, at 12, 24 and 36.
+      expect(collections).toBe(3);
+    } finally {
+      await Promise.all([vectorIndex.close?.(), textIndex.close?.()]);
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
