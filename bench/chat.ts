@@ -14,6 +14,8 @@ import OpenAI from "openai";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
+import { createDatabase } from "../common/db/create.ts";
+import type { Database } from "../common/db/index.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { createSession } from "../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../common/db/reading-positions.ts";
@@ -22,7 +24,9 @@ import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
+import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startService } from "../tests/support/process.ts";
+import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
 import { cpuNanoseconds, formatSummary, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
@@ -57,10 +61,47 @@ async function startGatewayProcess(): Promise<{ baseURL: string; stop(): void }>
   return { baseURL, stop: () => child.kill() };
 }
 
-/** A data dir holding the chat world, its indexes and `sessions` fresh sessions. */
-async function seedDataDir(baseURL: string, sessionCount: number): Promise<{ dataDir: string; world: ChatWorld; sessions: string[] }> {
-  const dataDir = await freshDataDir();
-  const db = await createPgliteDatabase({ dataDir: join(dataDir, "pg") });
+/** Where the API keeps its data: the embedded database in DATA_DIR, or Postgres and Redis. */
+interface Stores {
+  label: string;
+  /** The API's environment besides DATA_DIR, LLM_GATEWAY_URL and LOG_LEVEL. */
+  env: Record<string, string>;
+  /** The database the world is seeded into (closed before the API starts). */
+  open(dataDir: string): Promise<Database>;
+  /** Removes what the run left in the stores (the data dir goes anyway). */
+  cleanup(world: ChatWorld | undefined, sessions: readonly string[]): Promise<void>;
+}
+
+const EMBEDDED: Stores = {
+  label: "embedded stores (PGlite in a worker thread, in-process key-value store)",
+  env: {},
+  async open(dataDir) {
+    return createPgliteDatabase({ dataDir: join(dataDir, "pg") });
+  },
+  async cleanup() {},
+};
+
+/** The production shape: a throwaway database on the machine's Postgres and its Redis. */
+async function liveStores(): Promise<Stores | string> {
+  const [postgres, redis] = await Promise.all([probePostgres(), probeRedis()]);
+  if (!postgres.reachable) return postgres.reason;
+  if (!redis.reachable) return redis.reason;
+  const testDb = await createTestDatabase(postgres.url);
+  return {
+    label: "Postgres (Bun SQL) and Redis of this machine",
+    env: { DATABASE_URL: testDb.url, REDIS_URL: redis.url },
+    open: async () => createDatabase({ driver: "postgres", url: testDb.url }),
+    async cleanup(world, sessions) {
+      // Every key a chat writes names the book, the character or the session: remove exactly those.
+      const ids = new Set([...sessions, ...(world ? [world.bookId, world.characterId] : [])]);
+      await deleteKeysMatching((key) => key.split(":").some((part) => ids.has(part)), redis.url);
+      await testDb.drop();
+    },
+  };
+}
+
+/** The chat world, its indexes and `sessionCount` fresh sessions, seeded into `db` and the data dir's indexes. */
+async function seedWorld(baseURL: string, dataDir: string, db: Database, sessionCount: number): Promise<{ world: ChatWorld; sessions: string[] }> {
   await migrate(db);
   const vector = createEmbeddedVectorIndex({ dir: join(dataDir, "vectors") });
   const text = createEmbeddedTextIndex({ dir: join(dataDir, "text") });
@@ -84,8 +125,7 @@ async function seedDataDir(baseURL: string, sessionCount: number): Promise<{ dat
   const sessions: string[] = [];
   for (let i = 0; i < sessionCount; i++) sessions.push((await createSession(db, { userId: world.userId, characterId: world.characterId })).id);
   await Promise.all([vector.close?.(), text.close?.()]);
-  await db.close();
-  return { dataDir, world, sessions };
+  return { world, sessions };
 }
 
 interface Exchange {
@@ -93,54 +133,77 @@ interface Exchange {
   total: number;
 }
 
-export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
-  const requestsPerRow = reps(ctx, 160, 32);
-  const streamRuns = reps(ctx, 5, 2);
-  const positionRuns = reps(ctx, 100, 10);
-  const requestsOf = (c: number) => Math.max(requestsPerRow, 3 * c);
-  const sessionCount = WARMUP + CONCURRENCY.reduce((n, c) => n + requestsOf(c), 0) + 2 * positionRuns + streamRuns;
+interface Counts {
+  requestsOf(concurrency: number): number;
+  streamRuns: number;
+  positionRuns: number;
+  sessions: number;
+}
 
-  const gateway = await startGatewayProcess();
-  ctx.progress(`chat: seeding ${sessionCount} sessions`);
-  const { dataDir, world, sessions } = await seedDataDir(gateway.baseURL, sessionCount);
-  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" });
-  const body = (sessionId: string, message: string, extra: Record<string, unknown>) =>
-    JSON.stringify({ user_id: world.userId, character_id: world.characterId, book_id: world.bookId, session_id: sessionId, user_message: message, ...extra });
+interface StoreResults {
+  concurrencyRows: string[][];
+  positionRows: string[][];
+  direct: number[];
+  endpoint: number[];
+  /** API CPU ms per 1,000 tokens streamed through the endpoint; undefined off Linux. */
+  cpuPerThousandTokens: number | undefined;
+}
 
-  /** Milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
-  async function exchange(message: string, extra: Record<string, unknown> = {}): Promise<Exchange> {
-    const start = performance.now();
-    const res = await fetch(`${api.url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message, extra) });
-    if (!res.ok || !res.body) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
-    const stream = res.body.getReader();
-    let firstToken = NaN;
-    let received = "";
-    const decoder = new TextDecoder();
-    for (;;) {
-      const { done, value } = await stream.read();
-      if (done) break;
-      received += decoder.decode(value, { stream: true });
-      if (Number.isNaN(firstToken) && received.includes('data: {"token"')) firstToken = performance.now() - start;
-    }
-    const total = performance.now() - start;
-    const last = received.trimEnd().split("\n\n").at(-1) ?? "";
-    if (!last.startsWith('data: {"done":true')) throw new Error(`chat did not finish: ${last.slice(0, 200)}`);
-    return { firstToken, total };
-  }
-
+/** The API server process on `stores`, measured at each concurrency, with and without a position, and streaming. */
+async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, counts: Counts): Promise<StoreResults> {
+  const dataDir = await freshDataDir();
+  let world: ChatWorld | undefined;
+  let sessions: string[] = [];
+  let api: Awaited<ReturnType<typeof startService>> | undefined;
   try {
+    ctx.progress(`chat on ${stores.label}: seeding ${counts.sessions} sessions`);
+    const db = await stores.open(dataDir);
+    try {
+      ({ world, sessions } = await seedWorld(gatewayURL, dataDir, db, counts.sessions));
+    } finally {
+      await db.close();
+    }
+    const seeded = world;
+    const allSessions = [...sessions];
+    api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env });
+    const url = api.url;
+    const body = (sessionId: string, message: string, extra: Record<string, unknown>) =>
+      JSON.stringify({ user_id: seeded.userId, character_id: seeded.characterId, book_id: seeded.bookId, session_id: sessionId, user_message: message, ...extra });
+
+    /** Milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
+    const exchange = async (message: string, extra: Record<string, unknown> = {}): Promise<Exchange> => {
+      const start = performance.now();
+      const res = await fetch(`${url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message, extra) });
+      if (!res.ok || !res.body) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
+      const stream = res.body.getReader();
+      let firstToken = NaN;
+      let received = "";
+      const decoder = new TextDecoder();
+      for (;;) {
+        const { done, value } = await stream.read();
+        if (done) break;
+        received += decoder.decode(value, { stream: true });
+        if (Number.isNaN(firstToken) && received.includes('data: {"token"')) firstToken = performance.now() - start;
+      }
+      const total = performance.now() - start;
+      const last = received.trimEnd().split("\n\n").at(-1) ?? "";
+      if (!last.startsWith('data: {"done":true')) throw new Error(`chat did not finish: ${last.slice(0, 200)}`);
+      return { firstToken, total };
+    };
+    const pid = api.proc.pid;
+
     for (let i = 0; i < WARMUP; i++) await exchange(`Tell me about the storm. (${i})`);
 
-    const rows: string[][] = [];
+    const concurrencyRows: string[][] = [];
     for (const c of CONCURRENCY) {
-      ctx.progress(`chat: ${c} concurrent sessions`);
-      const total = requestsOf(c);
+      ctx.progress(`chat on ${stores.label}: ${c} concurrent sessions`);
+      const total = counts.requestsOf(c);
       const samples: number[] = [];
       let errors = 0;
       let started = 0;
       let firstError = "";
       const start = performance.now();
-      const cpuBefore = await cpuNanoseconds(api.proc.pid);
+      const cpuBefore = await cpuNanoseconds(pid);
       // c clients, each sending its next message as soon as the previous reply has ended.
       await Promise.all(
         Array.from({ length: c }, async (_, client) => {
@@ -157,10 +220,10 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
         }),
       );
       const seconds = (performance.now() - start) / 1000;
-      const cpuAfter = await cpuNanoseconds(api.proc.pid);
+      const cpuAfter = await cpuNanoseconds(pid);
       const cpuMs = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / 1e6 / total : undefined;
       if (firstError) ctx.progress(`chat: ${errors} errors at ${c} sessions, first: ${firstError}`);
-      rows.push([
+      concurrencyRows.push([
         String(c),
         String(total),
         samples.length ? percentile(samples, 50).toFixed(1) : "–",
@@ -171,58 +234,97 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
       ]);
     }
 
-    ctx.progress("chat: with and without a reading position");
+    ctx.progress(`chat on ${stores.label}: with and without a reading position`);
     // One client, turns with and without a position interleaved, so that both see the same machine.
     const positioned: Record<"none" | "at", { ttft: number[]; cpuNs: number }> = { none: { ttft: [], cpuNs: 0 }, at: { ttft: [], cpuNs: 0 } };
-    for (let i = 0; i < positionRuns; i++) {
+    for (let i = 0; i < counts.positionRuns; i++) {
       for (const kind of ["none", "at"] as const) {
-        const cpuBefore = await cpuNanoseconds(api.proc.pid);
+        const cpuBefore = await cpuNanoseconds(pid);
         positioned[kind].ttft.push((await exchange(`What happened in the storm? (${kind}.${i})`, kind === "at" ? { reading_position: 0.6 } : {})).firstToken);
-        const cpuAfter = await cpuNanoseconds(api.proc.pid);
+        const cpuAfter = await cpuNanoseconds(pid);
         if (cpuBefore !== undefined && cpuAfter !== undefined) positioned[kind].cpuNs += cpuAfter - cpuBefore;
       }
     }
     const positionRow = (label: string, kind: "none" | "at") => [
       label,
       formatSummary(summarise(positioned[kind].ttft), 2),
-      (positioned[kind].cpuNs / 1e6 / positionRuns).toFixed(2),
+      (positioned[kind].cpuNs / 1e6 / counts.positionRuns).toFixed(2),
     ];
 
-    ctx.progress("chat: streaming 2,000 tokens");
-    const sdk = new OpenAI({ baseURL: gateway.baseURL, apiKey: "bench", maxRetries: 0 });
+    ctx.progress(`chat on ${stores.label}: streaming 2,000 tokens`);
+    const sdk = new OpenAI({ baseURL: gatewayURL, apiKey: "bench", maxRetries: 0 });
     const direct: number[] = [];
     const endpoint: number[] = [];
-    for (let run = 0; run < streamRuns; run++) {
+    let streamCpuNs: number | undefined = 0;
+    for (let run = 0; run < counts.streamRuns; run++) {
       const start = performance.now();
       const chunks = await sdk.chat.completions.create({ model: "bench", stream: true, messages: [{ role: "user", content: `${STREAM_PREFIX} ${run}` }] });
       let tokens = 0;
       for await (const chunk of chunks) if (chunk.choices[0]?.delta?.content) tokens++;
       if (tokens !== STREAM_TOKENS) throw new Error(`the gateway streamed ${tokens} tokens`);
       direct.push(performance.now() - start);
+      const cpuBefore = await cpuNanoseconds(pid);
       endpoint.push((await exchange(`${STREAM_PREFIX} ${run}`)).total);
+      const cpuAfter = await cpuNanoseconds(pid);
+      streamCpuNs = cpuBefore !== undefined && cpuAfter !== undefined && streamCpuNs !== undefined ? streamCpuNs + cpuAfter - cpuBefore : undefined;
     }
-    const [d, e] = [summarise(direct), summarise(endpoint)];
+    sessions = allSessions;
     return {
-      title: "Chat",
-      body: [
-        "The API server process (`bun run api`) on embedded defaults, with the loopback gateway answering at once in its own process " +
-          `(${REPLY_TOKENS}-token replies), so the times are the backend's own work plus loopback hops. Every request is the first turn of a fresh session: ` +
-          "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search, streamed reply, exchange saved. " +
-          `${WARMUP} warm-up requests; then c clients each send a request as soon as their previous reply ended. ` +
-          "TTFT is request sent → first token event received. The API server's CPU time per exchange (from /proc, Linux only) is " +
-          "what the rate and latency are made of, less whatever else the machine runs; the gateway and this client take their own.",
+      concurrencyRows,
+      positionRows: [positionRow("no position (whole book)", "none"), positionRow("`reading_position: 0.6`", "at")],
+      direct,
+      endpoint,
+      cpuPerThousandTokens: streamCpuNs === undefined ? undefined : streamCpuNs / 1e6 / counts.streamRuns / (STREAM_TOKENS / 1000),
+    };
+  } finally {
+    await api?.stop();
+    await stores.cleanup(world, sessions);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
+
+export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
+  const requestsPerRow = reps(ctx, 160, 32);
+  const requestsOf = (c: number) => Math.max(requestsPerRow, 3 * c);
+  const streamRuns = reps(ctx, 5, 2);
+  const positionRuns = reps(ctx, 100, 10);
+  const counts: Counts = {
+    requestsOf,
+    streamRuns,
+    positionRuns,
+    sessions: WARMUP + CONCURRENCY.reduce((n, c) => n + requestsOf(c), 0) + 2 * positionRuns + streamRuns,
+  };
+
+  const gateway = await startGatewayProcess();
+  const parts: string[] = [
+    "The API server process (`bun run api`) with the loopback gateway answering at once in its own process " +
+      `(${REPLY_TOKENS}-token replies), so the times are the backend's own work plus loopback hops. Every request is the first turn of a fresh session: ` +
+      "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search (embedded indexes), streamed reply, exchange saved. " +
+      `${WARMUP} warm-up requests; then c clients each send a request as soon as their previous reply ended. ` +
+      "TTFT is request sent → first token event received. The API server's CPU time per exchange (from /proc, Linux only, all its threads: " +
+      "the embedded database's worker thread included) is what the rate and latency are made of, less whatever else the machine runs; the gateway and this client take their own. " +
+      "Run once on the embedded stores and once on the production shape, Postgres and Redis (a throwaway database; the keys the run wrote are deleted after it).",
+  ];
+  try {
+    const live = await liveStores();
+    const setups: Stores[] = typeof live === "string" ? [EMBEDDED] : [EMBEDDED, live];
+    if (typeof live === "string") parts.push("", `(Postgres + Redis run skipped: ${live}.)`);
+    for (const stores of setups) {
+      const r = await measureOn(ctx, stores, gateway.baseURL, counts);
+      const [d, e] = [summarise(r.direct), summarise(r.endpoint)];
+      parts.push(
         "",
-        markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "API CPU ms per exchange", "errors"], rows),
+        `**On the ${stores.label}**`,
+        "",
+        markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "API CPU ms per exchange", "errors"], r.concurrencyRows),
         "",
         `Spoiler-safe chat: the same first turn without a position and with \`reading_position: 0.6\` (the book's chunk ends and the character's ` +
           `checkpoints looked up, cached after the first turn; both searches filtered), one client, ${positionRuns} turns each, interleaved:`,
         "",
-        markdownTable(
-          ["turn", "TTFT median (min–max) ms", "API CPU ms per exchange"],
-          [positionRow("no position (whole book)", "none"), positionRow("`reading_position: 0.6`", "at")],
-        ),
+        markdownTable(["turn", "TTFT median (min–max) ms", "API CPU ms per exchange"], r.positionRows),
         "",
-        `Streaming ${STREAM_TOKENS.toLocaleString("en")} tokens, median (min–max) of ${streamRuns} runs, ms:`,
+        `Streaming ${STREAM_TOKENS.toLocaleString("en")} tokens, median (min–max) of ${streamRuns} runs, ms` +
+          (r.cpuPerThousandTokens === undefined ? ":" : `; the API's CPU: ${r.cpuPerThousandTokens.toFixed(1)} ms per 1,000 streamed tokens (the whole turn included):`),
         "",
         markdownTable(
           ["path", "total ms", "ratio"],
@@ -231,12 +333,11 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
             ["`POST /character/chat` (rewrite, retrieval, stream, save)", formatSummary(e, 1), (e.median / d.median).toFixed(2)],
           ],
         ),
-      ].join("\n"),
-    };
+      );
+    }
+    return { title: "Chat", body: parts.join("\n") };
   } finally {
-    await api.stop();
     gateway.stop();
-    await rm(dataDir, { recursive: true, force: true });
   }
 }
 

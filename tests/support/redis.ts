@@ -46,19 +46,38 @@ export function uniqueKeyPrefix(suite: string): string {
   return `test:${suite}:${crypto.randomUUID().slice(0, 8)}:`;
 }
 
-/** Deletes every key under prefix; returns how many. SCAN, so a big shared server is never blocked. */
+/** Every key matching a SCAN pattern: SCAN, so a big shared server is never blocked. */
+async function scanKeys(client: RedisClient, pattern: string): Promise<string[]> {
+  const keys: string[] = [];
+  let cursor = "0";
+  do {
+    const reply = (await client.send("SCAN", [cursor, "MATCH", pattern, "COUNT", "500"])) as [string, string[]];
+    cursor = reply[0];
+    keys.push(...reply[1]);
+  } while (cursor !== "0");
+  return keys;
+}
+
+async function unlink(client: RedisClient, keys: readonly string[]): Promise<number> {
+  let deleted = 0;
+  for (let i = 0; i < keys.length; i += 500) deleted += Number(await client.send("UNLINK", keys.slice(i, i + 500)));
+  return deleted;
+}
+
+function checkedPrefix(prefix: string): string {
+  if (!/^[\w:.-]+$/.test(prefix)) throw new Error(`refusing to match by a prefix with glob characters: ${prefix}`);
+  return `${prefix}*`;
+}
+
+/** Deletes every key under prefix; returns how many. */
 export async function deleteKeysWithPrefix(prefix: string, url: string = testRedisUrl): Promise<number> {
-  if (!/^[\w:.-]+$/.test(prefix)) throw new Error(`refusing to delete by a prefix with glob characters: ${prefix}`);
-  return withClient(url, async (client) => {
-    let cursor = "0";
-    let deleted = 0;
-    do {
-      const reply = (await client.send("SCAN", [cursor, "MATCH", `${prefix}*`, "COUNT", "500"])) as [string, string[]];
-      cursor = reply[0];
-      if (reply[1].length > 0) deleted += Number(await client.send("UNLINK", reply[1]));
-    } while (cursor !== "0");
-    return deleted;
-  });
+  const pattern = checkedPrefix(prefix);
+  return withClient(url, async (client) => unlink(client, await scanKeys(client, pattern)));
+}
+
+/** Deletes every key `matches` picks, for keys that share no prefix (e.g. those naming given ids); returns how many. */
+export async function deleteKeysMatching(matches: (key: string) => boolean, url: string = testRedisUrl): Promise<number> {
+  return withClient(url, async (client) => unlink(client, (await scanKeys(client, "*")).filter(matches)));
 }
 
 /** A free loopback port with nothing listening on it (for "server is down" cases). */
@@ -69,17 +88,8 @@ export function closedPort(): number {
   return port;
 }
 
-/** Every key under prefix, sorted; SCAN, like deleteKeysWithPrefix. */
+/** Every key under prefix, sorted. */
 export async function keysWithPrefix(prefix: string, url: string = testRedisUrl): Promise<string[]> {
-  if (!/^[\w:.-]+$/.test(prefix)) throw new Error(`refusing to scan by a prefix with glob characters: ${prefix}`);
-  return withClient(url, async (client) => {
-    const keys: string[] = [];
-    let cursor = "0";
-    do {
-      const reply = (await client.send("SCAN", [cursor, "MATCH", `${prefix}*`, "COUNT", "500"])) as [string, string[]];
-      cursor = reply[0];
-      keys.push(...reply[1]);
-    } while (cursor !== "0");
-    return keys.sort();
-  });
+  const pattern = checkedPrefix(prefix);
+  return withClient(url, async (client) => (await scanKeys(client, pattern)).sort());
 }
