@@ -1,3 +1,6 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { chunkEndLocator, chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../common/chunking.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { IndexingPipeline, Metrics } from "../common/metrics.ts";
@@ -7,12 +10,15 @@ import type { VectorIndex } from "../common/vector/index.ts";
 import { batches, forEachBounded, retryItem, type ItemRetryOptions } from "./work-items.ts";
 
 /**
- * The index phase: the book is chunked lazily, and each batch of chunks is written to the full-text
- * index and, once embedded, to the vector index, both at once. The book's collections are dropped
- * first, so a second run leaves exactly one copy of each chunk.
+ * The index phase, in two stages. prepareIndex chunks the book lazily and embeds each batch, spooling
+ * both to files; it needs only the text, so the pipeline runs it beside the NLP and the character
+ * passes. writeIndex then drops the book's collections and writes every spooled batch to the
+ * full-text index and, once embedded, to the vector index, both at once. Only the second stage
+ * touches the indexes, and it runs only once the characters are saved: a re-ingestion whose
+ * character passes fail leaves the book's indexes as they were.
  *
  * A batch that still fails after its retries is skipped and counted (an embedding batch that fails
- * leaves its chunks in the full-text index only). If an index ends up with nothing at all, the
+ * leaves its chunks in the full-text index only). If an index would end up with nothing at all, the
  * store or the embedding model is down rather than one batch being bad: that fails the attempt, so
  * the job is retried later instead of leaving a book nobody can search.
  */
@@ -77,9 +83,107 @@ export class IndexUnavailableError extends Error {
   }
 }
 
-export async function indexBook(deps: IndexDeps, bookId: string, text: string, options: IndexOptions): Promise<IndexReport> {
+/** What the first stage leaves for the second: the spooled batches and their counts. */
+export interface PreparedIndex {
+  /** The folder holding one file per batch, `<n>.json`, n from 0 to batches - 1. */
+  spoolDir: string;
+  batches: number;
+  chunks: number;
+  /** Chunks that have a vector (their embedding batch did not fail). */
+  embedded: number;
+  chunkEnds: number[];
+  /** The text's length, the unit of progress. */
+  textLength: number;
+  /** The last failure of an embedding batch, for the error when none succeeded. */
+  lastError?: unknown;
+}
+
+/** Counts the chunks a stage has passed and makes a full collection every `collectEvery` of them. */
+function collector(options: Pick<IndexOptions, "collectEvery" | "collect">): (chunks: number) => void {
+  const every = options.collectEvery ?? COLLECT_EVERY_CHUNKS;
+  const collect = options.collect ?? (() => Bun.gc(true));
+  let since = 0;
+  return (chunks) => {
+    since += chunks;
+    if (since < every) return;
+    since = 0;
+    collect();
+  };
+}
+
+/** One spooled batch: its chunks, their vectors (float32, base64; null when the batch's embedding failed) and the embedding's time. */
+interface SpooledBatch {
+  chunks: IndexedChunk[];
+  vectors: string | null;
+  dimension: number;
+  embedSeconds: number;
+}
+
+/**
+ * The first stage: the book is chunked lazily and each batch embedded (a few at a time), and both
+ * are spooled to files in `spoolDir`; nothing is written to the indexes. It needs only the text, so
+ * the pipeline runs it beside the NLP and the character passes, and a book whose character passes
+ * fail keeps the indexes it had.
+ */
+export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, text: string, spoolDir: string, options: IndexOptions): Promise<PreparedIndex> {
   const { metrics } = deps;
-  const report: IndexReport = { chunks: 0, vectors: 0, documents: 0, chunkEnds: [] };
+  await mkdir(spoolDir, { recursive: true });
+  const prepared: PreparedIndex = { spoolDir, batches: 0, chunks: 0, embedded: 0, chunkEnds: [], textLength: text.length };
+  let indexedChars = 0;
+  const collect = collector(options);
+  const chunks = withEnds(chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS }), chunkEndLocator(text), prepared.chunkEnds);
+  const numbered = (function* () {
+    let n = 0;
+    for (const batch of batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE)) yield { n: n++, batch };
+  })();
+  await forEachBounded(numbered, options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async ({ n, batch }) => {
+    options.signal?.throwIfAborted();
+    const items: IndexedChunk[] = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
+    prepared.batches = Math.max(prepared.batches, n + 1);
+    prepared.chunks += items.length;
+    metrics.indexing.chunksGenerated.inc(items.length);
+    const started = performance.now();
+    let spooled: SpooledBatch = { chunks: items, vectors: null, dimension: 0, embedSeconds: 0 };
+    try {
+      const vectors = await retryItem(
+        () => deps.llm.embed(items.map((c) => c.text), options.signal ? { signal: options.signal } : {}),
+        options.retry,
+      );
+      metrics.indexing.embeddingsGenerated.inc(vectors.length);
+      const dimension = vectors[0]?.length ?? 0;
+      const packed = new Float32Array(vectors.length * dimension);
+      vectors.forEach((v, i) => packed.set(v, i * dimension));
+      spooled = { chunks: items, vectors: Buffer.from(packed.buffer).toString("base64"), dimension, embedSeconds: (performance.now() - started) / 1000 };
+      prepared.embedded += items.length;
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      prepared.lastError = err;
+      options.onSkip?.("embedding_batch", "embedding", items.map((c) => c.chunkIndex), err);
+    }
+    await writeFile(join(spoolDir, `${n}.json`), JSON.stringify(spooled));
+    indexedChars += batch.reduce((total, c) => total + c.text.length, 0);
+    // Progress is counted in characters of the text, the first half of it for this stage.
+    options.onProgress?.(Math.floor(Math.min(indexedChars, text.length) / 2), text.length);
+    collect(items.length);
+  });
+  return prepared;
+}
+
+/**
+ * The second stage: the book's collections are dropped (so a second run leaves exactly one copy of
+ * each chunk), then every spooled batch is written to the full-text index and, where it has vectors,
+ * to the vector index, both at once, a few batches at a time. A batch that still fails after its
+ * retries is skipped and counted. If an index would end up with nothing at all, the store or the
+ * embedding model is down rather than one batch being bad: that fails the attempt, so the job is
+ * retried later instead of leaving a book nobody can search — checked before anything is dropped
+ * where it can be (no vector at all), after the writes otherwise.
+ */
+export async function writeIndex(deps: IndexDeps, bookId: string, prepared: PreparedIndex, options: IndexOptions): Promise<IndexReport> {
+  const { metrics } = deps;
+  const report: IndexReport = { chunks: prepared.chunks, vectors: 0, documents: 0, chunkEnds: prepared.chunkEnds };
+  if (prepared.chunks > 0 && prepared.embedded === 0) {
+    throw new IndexUnavailableError("no chunk reached the vector index", { cause: prepared.lastError });
+  }
   let lastError: unknown;
   await Promise.all([deps.vectorIndex.deleteBook(bookId), deps.textIndex.deleteBook(bookId)]);
 
@@ -107,54 +211,41 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
     }
   };
 
-  /** One batch through one pipeline, timed in indexing_duration_seconds{pipeline}, retries included. */
-  const timed = async <T>(pipeline: IndexingPipeline, fn: () => Promise<T>): Promise<T> => {
-    const stop = metrics.indexing.duration.startTimer({ pipeline });
+  /** One batch through one pipeline, timed in indexing_duration_seconds{pipeline}, retries included (and, for vectors, the embedding's time). */
+  const timed = async <T>(pipeline: IndexingPipeline, fn: () => Promise<T>, earlierSeconds = 0): Promise<T> => {
+    const started = performance.now();
     try {
       return await fn();
     } finally {
-      stop();
+      metrics.indexing.duration.observe({ pipeline }, earlierSeconds + (performance.now() - started) / 1000);
     }
   };
 
-  const embedAndWrite = async (chunks: IndexedChunk[]) => {
-    let vectors: number[][];
-    try {
-      vectors = await retryItem(
-        () => deps.llm.embed(chunks.map((c) => c.text), options.signal ? { signal: options.signal } : {}),
-        options.retry,
-      );
-    } catch (err) {
-      if (options.signal?.aborted) throw err;
-      lastError = err;
-      options.onSkip?.("embedding_batch", "embedding", chunks.map((c) => c.chunkIndex), err);
-      return;
-    }
-    metrics.indexing.embeddingsGenerated.inc(vectors.length);
-    const points = chunks.map((c, i) => ({ ...c, vector: vectors[i]! }));
-    if (await write("qdrant", chunks, () => deps.vectorIndex.upsert(bookId, points))) report.vectors += chunks.length;
-  };
-
-  let indexedChars = 0;
-  let sinceCollect = 0;
-  const chunks = withEnds(chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS }), chunkEndLocator(text), report.chunkEnds);
-  await forEachBounded(batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (batch) => {
+  let written = 0;
+  const collect = collector(options);
+  await forEachBounded(Array.from({ length: prepared.batches }, (_, n) => n), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (n) => {
     options.signal?.throwIfAborted();
-    const items = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
-    report.chunks += items.length;
-    metrics.indexing.chunksGenerated.inc(items.length);
-    const [written] = await Promise.all([
-      timed("full_text", () => write("typesense", items, () => deps.textIndex.upsert(bookId, items))),
-      timed("vector", () => embedAndWrite(items)),
+    const batch = JSON.parse(await readFile(join(prepared.spoolDir, `${n}.json`), "utf8")) as SpooledBatch;
+    const { chunks, dimension } = batch;
+    const [documents, vectors] = await Promise.all([
+      timed("full_text", () => write("typesense", chunks, () => deps.textIndex.upsert(bookId, chunks))),
+      batch.vectors === null
+        ? Promise.resolve(false)
+        : timed(
+            "vector",
+            () => {
+              const packed = new Float32Array(Buffer.from(batch.vectors!, "base64").buffer.slice(0));
+              const points = chunks.map((c, i) => ({ ...c, vector: Array.from(packed.subarray(i * dimension, (i + 1) * dimension)) }));
+              return write("qdrant", chunks, () => deps.vectorIndex.upsert(bookId, points));
+            },
+            batch.embedSeconds,
+          ),
     ]);
-    if (written) report.documents += items.length;
-    sinceCollect += items.length;
-    if (sinceCollect >= (options.collectEvery ?? COLLECT_EVERY_CHUNKS)) {
-      sinceCollect = 0;
-      (options.collect ?? (() => Bun.gc(true)))();
-    }
-    indexedChars += batch.reduce((n, c) => n + c.text.length, 0);
-    options.onProgress?.(Math.min(indexedChars, text.length), text.length);
+    if (documents) report.documents += chunks.length;
+    if (vectors) report.vectors += chunks.length;
+    written += chunks.length;
+    options.onProgress?.(Math.floor((prepared.textLength * (prepared.chunks + written)) / (2 * prepared.chunks)), prepared.textLength);
+    collect(chunks.length);
   });
 
   if (report.chunks > 0 && (report.vectors === 0 || report.documents === 0)) {
@@ -162,4 +253,14 @@ export async function indexBook(deps: IndexDeps, bookId: string, text: string, o
     throw new IndexUnavailableError(`no chunk reached the ${empty} index`, { cause: lastError });
   }
   return report;
+}
+
+/** Both stages, one after the other, with the spool in a temporary folder. */
+export async function indexBook(deps: IndexDeps, bookId: string, text: string, options: IndexOptions): Promise<IndexReport> {
+  const spoolDir = await mkdtemp(join(tmpdir(), "index-spool-"));
+  try {
+    return await writeIndex(deps, bookId, await prepareIndex(deps, text, spoolDir, options), options);
+  } finally {
+    await rm(spoolDir, { recursive: true, force: true });
+  }
 }

@@ -23,7 +23,7 @@ import { checkCharacterName, cleanAliases } from "./character-names.ts";
 import { createTextLocator, firstMention, knownAt, placeCharacter } from "./checkpoints.ts";
 import { characterStyle, describe, mergeDiscoveries, type FoundCharacter, type SampledDiscovery, type SelectionOptions } from "./characters.ts";
 import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "./discovery.ts";
-import { indexBook, type IndexReport } from "./indexing.ts";
+import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
 import type { NlpTask } from "./nlp-thread.ts";
 import { extractProfile, writePersona } from "./profiles.ts";
 import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, mapBounded, retryItem, type ItemRetryOptions } from "./work-items.ts";
@@ -192,14 +192,16 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
     progress: (phase, done, total) => options.onProgress?.({ phase, done, total }),
   };
   const durations: PipelineResult["durations"] = {};
+  const record = (phase: PipelinePhase, seconds: number) => {
+    durations[phase] = seconds;
+    observePhase(deps.metrics, phase, seconds);
+  };
   const timed = async <T>(phase: PipelinePhase, fn: () => Promise<T>): Promise<T> => {
     const started = performance.now();
     try {
       return await fn();
     } finally {
-      const seconds = (performance.now() - started) / 1000;
-      durations[phase] = seconds;
-      observePhase(deps.metrics, phase, seconds);
+      record(phase, (performance.now() - started) / 1000);
     }
   };
 
@@ -210,17 +212,35 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       const textPath = await timed("download", () => download(run, workDir));
       const text = await readBookText(run, textPath);
       await stillThere(run);
-      const extracted = await timed("booknlp", () => findCharacters(run, book, text, textPath, workDir));
-      deps.metrics.processing.charactersExtracted.inc(extracted.length);
-      const found = admitNames(run, extracted);
-      await stillThere(run);
       const checkpoints = checkpointPositions(options.characterCheckpoints ?? deps.config.characterCheckpoints);
-      const items = await timed("extract", () => extractProfiles(run, book, text, found, checkpoints));
+      // The index needs only the text: it is chunked and embedded while the characters are found and
+      // written, and reaches the indexes only once they are saved (see ingest/indexing.ts).
+      let prepareSeconds = 0;
+      const [{ characters, written, items }, prepared] = await sideBySide(
+        run,
+        async (branch) => {
+          const extracted = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir));
+          deps.metrics.processing.charactersExtracted.inc(extracted.length);
+          const found = admitNames(branch, extracted);
+          await stillThere(branch);
+          const items = await timed("extract", () => extractProfiles(branch, book, text, found, checkpoints));
+          await stillThere(branch);
+          const saved = await timed("prompt", () => writePersonas(branch, book, text, found, items));
+          deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, saved.characters.length);
+          return { ...saved, items };
+        },
+        async (branch) => {
+          const started = performance.now();
+          const prepared = await prepareIndex(deps, text, join(workDir, "index-spool"), indexOptions(branch));
+          prepareSeconds = (performance.now() - started) / 1000;
+          return prepared;
+        },
+      );
       await stillThere(run);
-      const { characters, written } = await timed("prompt", () => writePersonas(run, book, text, found, items));
-      deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, characters.length);
-      await stillThere(run);
-      const index = await timed("index", () => indexText(run, text));
+      const writeStarted = performance.now();
+      const index = await writeIndex(deps, job.bookId, prepared, indexOptions(run));
+      // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
+      record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) });
       if (!completed) throw new BookDeletedError(job.bookId);
@@ -563,13 +583,32 @@ async function forgetCached(run: Run, keys: readonly string[]): Promise<void> {
 
 // index -------------------------------------------------------------------------------------------
 
-function indexText(run: Run, text: string): Promise<IndexReport> {
-  const { deps, options } = run;
-  return indexBook(deps, run.job.bookId, text, {
-    ...options.index,
+function indexOptions(run: Run): IndexOptions {
+  return {
+    ...run.options.index,
     retry: run.retry,
     ...(run.signal ? { signal: run.signal } : {}),
     onSkip: (kind, store, chunkIndexes, err) => run.skip(kind, err, { store, chunks: `${chunkIndexes[0]}-${chunkIndexes.at(-1)}` }),
     onProgress: (done, total) => run.progress("index", done, total),
-  });
+  };
+}
+
+/**
+ * Runs two branches of a job at once. When one fails the other is stopped (its signal aborted) and
+ * awaited, so nothing of it runs on after the job, and the job fails with the first failure.
+ */
+async function sideBySide<A, B>(run: Run, first: (branch: Run) => Promise<A>, second: (branch: Run) => Promise<B>): Promise<[A, B]> {
+  const stop = new AbortController();
+  const signal = run.signal ? AbortSignal.any([run.signal, stop.signal]) : stop.signal;
+  const branch: Run = { ...run, signal, retry: { ...run.retry, signal } };
+  let failure: { error: unknown } | undefined;
+  const guarded = <T>(work: Promise<T>) =>
+    work.catch((error: unknown) => {
+      failure ??= { error };
+      stop.abort(error);
+      throw error;
+    });
+  const [a, b] = await Promise.allSettled([guarded(first(branch)), guarded(second(branch))]);
+  if (failure) throw failure.error;
+  return [(a as PromiseFulfilledResult<A>).value, (b as PromiseFulfilledResult<B>).value];
 }

@@ -327,8 +327,9 @@ describe("indexing a book", () => {
         { chunkTokens: 24, batchSize: 3, retry: { retries: 0, baseDelayMs: 1 }, collectEvery: 10, collect: () => collections++ },
       );
       expect(report.chunks).toBe(36);
-      // Batches of 3: a collection once 10 or more chunks have passed since the last, at 12, 24 and 36.
-      expect(collections).toBe(3);
+      // Batches of 3: a collection once 10 or more chunks have passed since the last, at 12, 24 and 36,
+      // in each of the two stages (embedding, then writing).
+      expect(collections).toBe(6);
     } finally {
       await Promise.all([vectorIndex.close?.(), textIndex.close?.()]);
       await rm(dir, { recursive: true, force: true });

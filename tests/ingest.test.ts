@@ -236,6 +236,39 @@ describe("ingesting an English book", () => {
     expect(metricValue(metrics, "indexing_embeddings_generated_total")).toBe(chunks - lost);
   });
 
+  test("the book is chunked and embedded while its characters are written, and reaches the indexes only once they are saved", async () => {
+    const { gateway, env } = await setup();
+    const release = Promise.withResolvers<void>();
+    const extracting = Promise.withResolvers<void>();
+    const answer = gateway.override;
+    gateway.override = {
+      ...answer,
+      extract: async () => {
+        extracting.resolve();
+        await release.promise;
+        return undefined;
+      },
+    };
+    const book = await newBook("The Keeper's Ledger, side by side");
+    const run = runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+    const { batchSize } = TEST_PIPELINE_OPTIONS.index! as { batchSize: number };
+    const chunks = chunkCount(englishText);
+    try {
+      await extracting.promise;
+      // Every batch is embedded while the profile pass is still waiting for the model...
+      await eventually(async () => gateway.embeddingRequests().length === Math.ceil(chunks / batchSize), "every batch to be embedded");
+      // ...and nothing of this book is in the indexes yet.
+      expect(await env.deps.textIndex.count(book.id)).toBe(0);
+      expect(await env.deps.vectorIndex.count(book.id)).toBe(0);
+    } finally {
+      release.resolve();
+    }
+    const result = await run;
+    expect(result.index).toMatchObject({ chunks, vectors: chunks, documents: chunks });
+    expect(await env.deps.textIndex.count(book.id)).toBe(chunks);
+    expect(await statusOf(book.id)).toBe("completed");
+  });
+
   test("a batch of chunks the full-text index keeps refusing is skipped and counted; the rest of the book is indexed", async () => {
     const { env } = await setup();
     const textIndex = env.deps.textIndex;
