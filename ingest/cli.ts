@@ -42,18 +42,25 @@ interface Bar {
   done(): void;
 }
 
-/** One line per phase, redrawn in place; the line is kept when the next phase starts. */
+/**
+ * One line per phase, redrawn in place; the line is kept when the next phase starts. The index runs
+ * beside the NLP and the character passes: until they are done its progress rides on their line.
+ */
 function progressBar(enabled: boolean): Bar {
   if (!enabled) return { update: () => {}, done: () => {} };
   let phase: string | undefined;
   let last: ProgressEvent | undefined;
+  let beside = "";
+  const shareOf = (e: ProgressEvent) => (e.total > 0 ? Math.min(1, e.done / e.total) : 0);
   const draw = (e: ProgressEvent) => {
-    const share = e.total > 0 ? Math.min(1, e.done / e.total) : 0;
+    const share = shareOf(e);
     const filled = Math.round(share * BAR_WIDTH);
     const count =
       e.phase === "download" ? `${(e.done / 1e6).toFixed(1)} MB` : e.phase === "index" ? `${Math.round(share * 100)}%` : `${e.done}/${e.total}`;
-    process.stderr.write(`\r${e.phase.padEnd(9)} [${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}] ${count.padEnd(10)}`);
+    const side = e.phase === "index" ? "" : beside;
+    process.stderr.write(`\r${e.phase.padEnd(9)} [${"#".repeat(filled)}${"-".repeat(BAR_WIDTH - filled)}] ${count.padEnd(10)}${side.padEnd(14)}`);
   };
+  const charactersDone = () => last?.phase === "prompt" && last.done >= last.total;
   const finish = () => {
     if (!last) return;
     draw(last.total > 0 ? { ...last, done: last.total } : last);
@@ -61,6 +68,11 @@ function progressBar(enabled: boolean): Bar {
   };
   return {
     update(e) {
+      if (e.phase === "index" && last?.phase !== "index" && !charactersDone()) {
+        beside = ` · index ${Math.round(shareOf(e) * 100)}%`;
+        if (last && last.phase !== "download") draw(last);
+        return;
+      }
       if (phase !== undefined && e.phase !== phase) finish();
       phase = e.phase;
       last = e;
