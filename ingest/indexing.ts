@@ -85,7 +85,7 @@ export class IndexUnavailableError extends Error {
 
 /** What the first stage leaves for the second: the spooled batches and their counts. */
 export interface PreparedIndex {
-  /** The folder holding one file per batch, `<n>.json`, n from 0 to batches - 1. */
+  /** The folder holding the batches, `<n>.json` and `<n>.f32` for n from 0 to batches - 1. */
   spoolDir: string;
   batches: number;
   chunks: number;
@@ -111,10 +111,12 @@ function collector(options: Pick<IndexOptions, "collectEvery" | "collect">): (ch
   };
 }
 
-/** One spooled batch: its chunks, their vectors (float32, base64; null when the batch's embedding failed) and the embedding's time. */
+/**
+ * One spooled batch, `<n>.json`: its chunks, the vectors' dimension (0 when the batch's embedding
+ * failed) and the embedding's time; the vectors themselves are `<n>.f32`, raw float32, row after row.
+ */
 interface SpooledBatch {
   chunks: IndexedChunk[];
-  vectors: string | null;
   dimension: number;
   embedSeconds: number;
 }
@@ -143,7 +145,7 @@ export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, tex
     prepared.chunks += items.length;
     metrics.indexing.chunksGenerated.inc(items.length);
     const started = performance.now();
-    let spooled: SpooledBatch = { chunks: items, vectors: null, dimension: 0, embedSeconds: 0 };
+    let spooled: SpooledBatch = { chunks: items, dimension: 0, embedSeconds: 0 };
     try {
       const vectors = await retryItem(
         () => deps.llm.embed(items.map((c) => c.text), options.signal ? { signal: options.signal } : {}),
@@ -153,7 +155,8 @@ export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, tex
       const dimension = vectors[0]?.length ?? 0;
       const packed = new Float32Array(vectors.length * dimension);
       vectors.forEach((v, i) => packed.set(v, i * dimension));
-      spooled = { chunks: items, vectors: Buffer.from(packed.buffer).toString("base64"), dimension, embedSeconds: (performance.now() - started) / 1000 };
+      await writeFile(join(spoolDir, `${n}.f32`), packed);
+      spooled = { chunks: items, dimension, embedSeconds: (performance.now() - started) / 1000 };
       prepared.embedded += items.length;
     } catch (err) {
       if (options.signal?.aborted) throw err;
@@ -229,12 +232,12 @@ export async function writeIndex(deps: IndexDeps, bookId: string, prepared: Prep
     const { chunks, dimension } = batch;
     const [documents, vectors] = await Promise.all([
       timed("full_text", () => write("typesense", chunks, () => deps.textIndex.upsert(bookId, chunks))),
-      batch.vectors === null
+      dimension === 0
         ? Promise.resolve(false)
         : timed(
             "vector",
-            () => {
-              const packed = new Float32Array(Buffer.from(batch.vectors!, "base64").buffer.slice(0));
+            async () => {
+              const packed = new Float32Array(await Bun.file(join(prepared.spoolDir, `${n}.f32`)).arrayBuffer());
               const points = chunks.map((c, i) => ({ ...c, vector: Array.from(packed.subarray(i * dimension, (i + 1) * dimension)) }));
               return write("qdrant", chunks, () => deps.vectorIndex.upsert(bookId, points));
             },
