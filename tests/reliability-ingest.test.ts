@@ -150,6 +150,25 @@ describe("a failed re-ingestion of a completed book", () => {
     expect((await getIngestion(db, book.id))?.lastError).toBe("download failed: file_url answered HTTP 404");
   });
 
+  test("a new edition whose character passes all fail leaves the book's indexes as they were, although it was embedded meanwhile", async () => {
+    const { gateway, env } = await setup();
+    const book = await insertBook(db, { title: "The Keeper's Ledger" });
+    await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+    const indexed = [await env.deps.textIndex.count(book.id), await env.deps.vectorIndex.count(book.id)];
+    gateway.clearRequests();
+    // The model fails only once the new edition's first batch has been embedded.
+    gateway.override.extract = async () => {
+      await eventually(async () => gateway.embeddingRequests().length > 0, "an embedding request");
+      return { status: 500, message: "the model is down" };
+    };
+
+    const again = runPipeline(env.deps, { bookId: book.id, source: { url: books.url("the-lamp-on-gull-rock.txt") } }, TEST_PIPELINE_OPTIONS);
+    await expect(again).rejects.toThrow("the extract pass failed for every character");
+    expect(gateway.embeddingRequests().length).toBeGreaterThan(0);
+    expect([await env.deps.textIndex.count(book.id), await env.deps.vectorIndex.count(book.id)]).toEqual(indexed);
+    expect((await getBook(db, book.id))?.processingStatus).toBe("completed");
+  });
+
   test("through the worker, a job given up on leaves it completed", async () => {
     const { gateway, env } = await setup();
     const book = await insertBook(db, { title: "The Keeper's Ledger" });
