@@ -8,11 +8,11 @@ import { createSseDataDecoder } from "./sse-data.ts";
 /**
  * LanguageModel over any OpenAI-compatible gateway (OpenAI, OpenRouter, vLLM, Ollama, LiteLLM).
  *
- * Failure policy: whole requests (complete, embed) use the SDK's own timeout and bounded retries. A
- * stream is never retried, not even its opening: a reader is waiting on it, and three attempts of
- * a gateway that never answers kept one in silence for three minutes. Once a stream has started
- * `timeoutMs` becomes an idle limit between chunks, because the SDK's timeout stops counting when
- * the response headers arrive.
+ * Failure policy: whole requests (complete, embed) go through the SDK, with its own timeout and
+ * bounded retries. A stream is read with fetch (see `stream`) and never retried, not even its
+ * opening: a reader is waiting on it, and three attempts of a gateway that never answers kept one in
+ * silence for three minutes. `timeoutMs` bounds the wait for its headers, then each wait between
+ * chunks.
  */
 
 export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
