@@ -314,7 +314,7 @@ function* pack(source: Iterable<Unit>, budget: number): Generator<Chunk> {
 }
 
 /** What String.prototype.trim and `\s` count as whitespace: all the chunker ever drops or rewrites. */
-function isWhitespace(code: number): boolean {
+export function isWhitespace(code: number): boolean {
   return (
     (code >= 0x09 && code <= 0x0d) ||
     code === 0x20 ||

@@ -1,3 +1,4 @@
+import { isWhitespace } from "../common/chunking.ts";
 import type { FoundCharacter } from "./characters.ts";
 
 /**
@@ -32,7 +33,7 @@ export function createTextLocator(text: string): TextLocator {
     for (let i = 0; i < words.length; i++) {
       if (i > 0) {
         const before = pos;
-        while (pos < text.length && /\s/.test(text[pos]!)) pos++;
+        while (pos < text.length && isWhitespace(text.charCodeAt(pos))) pos++;
         if (pos === before) return null;
       }
       if (!text.startsWith(words[i]!, pos)) return null;

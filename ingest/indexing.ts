@@ -134,11 +134,7 @@ export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, tex
   let indexedChars = 0;
   const collect = collector(options);
   const chunks = withEnds(chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS }), chunkEndLocator(text), prepared.chunkEnds);
-  const numbered = (function* () {
-    let n = 0;
-    for (const batch of batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE)) yield { n: n++, batch };
-  })();
-  await forEachBounded(numbered, options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async ({ n, batch }) => {
+  await forEachBounded(batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (batch, n) => {
     options.signal?.throwIfAborted();
     const items: IndexedChunk[] = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
     prepared.batches = Math.max(prepared.batches, n + 1);

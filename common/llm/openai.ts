@@ -1,7 +1,7 @@
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, type ClientOptions } from "openai";
 import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { z } from "zod";
-import { UpstreamError, toUpstreamError } from "../upstream.ts";
+import { UpstreamError, toUpstreamError, upstreamErrorFromResponse } from "../upstream.ts";
 import type { ChatMessage, CompletionOptions, LanguageModel, UsageListener } from "./index.ts";
 import { createSseDataDecoder } from "./sse-data.ts";
 
@@ -134,19 +134,6 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
   };
   const fetchStream = options.fetch ?? fetch;
 
-  /** The gateway's refusal of a stream, as the SDK words it: the status and the error's message when the body has one. */
-  async function refusal(res: Response): Promise<UpstreamError> {
-    const text = await res.text().catch(() => "");
-    let message = `${res.status} status code${text ? "" : " (no body)"}`;
-    try {
-      const body = JSON.parse(text) as { error?: { message?: unknown } };
-      if (typeof body.error?.message === "string") message = `${res.status} ${body.error.message}`;
-    } catch {
-      if (text) message = `${res.status} ${text.slice(0, 200)}`;
-    }
-    return new UpstreamError("llm", "http", message, { status: res.status });
-  }
-
   /**
    * A streamed reply, read with fetch and a small SSE decoder rather than the SDK: on the chat's hot
    * path the SDK's stream decoding was close to half of the API's CPU per exchange. `timeoutMs`
@@ -168,8 +155,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
 
     const stopped = () =>
       timedOut ? new UpstreamError("llm", "timeout", `no stream data for ${timeoutMs} ms`) : new UpstreamError("llm", "aborted", "stream aborted by the caller");
-    const failed = (err: unknown, what: string) =>
-      controller.signal.aborted ? stopped() : new UpstreamError("llm", "connection", `${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+    const failed = (err: unknown) => (controller.signal.aborted ? stopped() : toUpstreamError("llm", err));
 
     let finished = false;
     let reader: ReadableStreamDefaultReader<string> | undefined;
@@ -184,11 +170,11 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
           signal: controller.signal,
         });
       } catch (err) {
-        throw failed(err, "connection error");
+        throw failed(err);
       } finally {
         clearTimeout(timer);
       }
-      if (!res.ok) throw await refusal(res);
+      if (!res.ok) throw await upstreamErrorFromResponse("llm", res);
       if (!res.body) throw new UpstreamError("llm", "connection", "stream response without a body");
       reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       const decoder = createSseDataDecoder();
@@ -200,7 +186,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
         try {
           read = await reader.read();
         } catch (err) {
-          throw failed(err, "stream cut");
+          throw failed(err);
         } finally {
           clearTimeout(timer);
         }
