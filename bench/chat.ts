@@ -11,7 +11,8 @@
  *   the gateway with the openai SDK.
  */
 import OpenAI from "openai";
-import { rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createDatabase } from "../common/db/create.ts";
@@ -27,13 +28,17 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startService } from "../tests/support/process.ts";
 import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
-import { cpuNanoseconds, formatSummary, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { cpuByGroup, cpuNanoseconds, formatSummary, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
 const CONCURRENCY = [1, 8, 32, 128];
 const EXTRA_CHUNKS = 500;
-const WARMUP = 20;
+/**
+ * Turns before any is measured. The JIT keeps compiling the hot path for the first hundred or so
+ * turns (its threads' CPU is the process's); these are measured on their own, as the warm-up.
+ */
+const WARMUP = 200;
 const STREAM_PREFIX = "stream:";
 
 /** The gateway child: replies of REPLY_TOKENS tokens, or STREAM_TOKENS when the message asks for a stream. */
@@ -141,6 +146,8 @@ interface Counts {
 }
 
 interface StoreResults {
+  /** API CPU ms per exchange over the warm-up turns. */
+  warmupCpuMs: number | undefined;
   concurrencyRows: string[][];
   positionRows: string[][];
   direct: number[];
@@ -151,28 +158,34 @@ interface StoreResults {
   cpuPerThousandTokens: number | undefined;
 }
 
-/** The API server process on `stores`, measured at each concurrency, with and without a position, and streaming. */
-async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, counts: Counts): Promise<StoreResults> {
+interface ChatApi {
+  pid: number;
+  /** One first turn in a fresh session: milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
+  exchange(message: string, extra?: Record<string, unknown>): Promise<Exchange>;
+}
+
+/**
+ * Seeds the chat world and `sessionCount` sessions on `stores`, starts the API server process on them
+ * (with Bun's `runtimeArgs`), runs `use`, and stops and cleans up whatever happens.
+ */
+async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: number, runtimeArgs: readonly string[], use: (api: ChatApi) => Promise<T>): Promise<T> {
   const dataDir = await freshDataDir();
   let world: ChatWorld | undefined;
-  let sessions: string[] = [];
+  let allSessions: string[] = [];
   let api: Awaited<ReturnType<typeof startService>> | undefined;
   try {
-    ctx.progress(`chat on ${stores.label}: seeding ${counts.sessions} sessions`);
     const db = await stores.open(dataDir);
     try {
-      ({ world, sessions } = await seedWorld(gatewayURL, dataDir, db, counts.sessions));
+      ({ world, sessions: allSessions } = await seedWorld(gatewayURL, dataDir, db, sessionCount));
     } finally {
       await db.close();
     }
     const seeded = world;
-    const allSessions = [...sessions];
-    api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env });
+    const sessions = [...allSessions];
+    api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env }, undefined, undefined, [], runtimeArgs);
     const url = api.url;
     const body = (sessionId: string, message: string, extra: Record<string, unknown>) =>
       JSON.stringify({ user_id: seeded.userId, character_id: seeded.characterId, book_id: seeded.bookId, session_id: sessionId, user_message: message, ...extra });
-
-    /** Milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
     const exchange = async (message: string, extra: Record<string, unknown> = {}): Promise<Exchange> => {
       const start = performance.now();
       const res = await fetch(`${url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message, extra) });
@@ -192,9 +205,22 @@ async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, 
       if (!last.startsWith('data: {"done":true')) throw new Error(`chat did not finish: ${last.slice(0, 200)}`);
       return { firstToken, total };
     };
-    const pid = api.proc.pid;
+    return await use({ pid: api.proc.pid, exchange });
+  } finally {
+    await api?.stop();
+    await stores.cleanup(world, allSessions);
+    await rm(dataDir, { recursive: true, force: true });
+  }
+}
 
+/** The API server process on `stores`, measured at each concurrency, with and without a position, and streaming. */
+async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, counts: Counts): Promise<StoreResults> {
+  ctx.progress(`chat on ${stores.label}: seeding ${counts.sessions} sessions`);
+  return withChatApi(stores, gatewayURL, counts.sessions, [], async ({ pid, exchange }) => {
+    const warmupBefore = await cpuNanoseconds(pid);
     for (let i = 0; i < WARMUP; i++) await exchange(`Tell me about the storm. (${i})`);
+    const warmupAfter = await cpuNanoseconds(pid);
+    const warmupCpuMs = warmupBefore !== undefined && warmupAfter !== undefined ? (warmupAfter - warmupBefore) / 1e6 / WARMUP : undefined;
 
     const concurrencyRows: string[][] = [];
     for (const c of CONCURRENCY) {
@@ -205,7 +231,7 @@ async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, 
       let started = 0;
       let firstError = "";
       const start = performance.now();
-      const cpuBefore = await cpuNanoseconds(pid);
+      const cpuBefore = await threadTimes(pid);
       // c clients, each sending its next message as soon as the previous reply has ended.
       await Promise.all(
         Array.from({ length: c }, async (_, client) => {
@@ -222,8 +248,9 @@ async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, 
         }),
       );
       const seconds = (performance.now() - start) / 1000;
-      const cpuAfter = await cpuNanoseconds(pid);
-      const cpuMs = cpuBefore !== undefined && cpuAfter !== undefined ? (cpuAfter - cpuBefore) / 1e6 / total : undefined;
+      const cpuAfter = await threadTimes(pid);
+      const groups = cpuBefore && cpuAfter ? cpuByGroup(cpuBefore, cpuAfter) : undefined;
+      const perExchange = (ns: number) => (ns / 1e6 / total).toFixed(2);
       if (firstError) ctx.progress(`chat: ${errors} errors at ${c} sessions, first: ${firstError}`);
       concurrencyRows.push([
         String(c),
@@ -231,7 +258,11 @@ async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, 
         samples.length ? percentile(samples, 50).toFixed(1) : "–",
         samples.length ? percentile(samples, 99).toFixed(1) : "–",
         (samples.length / seconds).toFixed(0),
-        cpuMs === undefined ? "–" : cpuMs.toFixed(2),
+        groups ? perExchange(groups.main + groups.worker + groups["jit and gc"] + groups.other) : "–",
+        groups ? perExchange(groups.main) : "–",
+        groups ? perExchange(groups.worker) : "–",
+        groups ? perExchange(groups["jit and gc"]) : "–",
+        groups ? perExchange(groups.other) : "–",
         String(errors),
       ]);
     }
@@ -281,8 +312,8 @@ async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, 
       const cpuAfter = await cpuNanoseconds(pid);
       streamCpuNs = cpuBefore !== undefined && cpuAfter !== undefined && streamCpuNs !== undefined ? streamCpuNs + cpuAfter - cpuBefore : undefined;
     }
-    sessions = allSessions;
     return {
+      warmupCpuMs,
       concurrencyRows,
       positionRows: [positionRow("no position (whole book)", "none"), positionRow("`reading_position: 0.6`", "at")],
       direct,
@@ -290,11 +321,7 @@ async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, 
       endpoint,
       cpuPerThousandTokens: streamCpuNs === undefined ? undefined : streamCpuNs / 1e6 / counts.streamRuns / (STREAM_TOKENS / 1000),
     };
-  } finally {
-    await api?.stop();
-    await stores.cleanup(world, sessions);
-    await rm(dataDir, { recursive: true, force: true });
-  }
+  });
 }
 
 export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
@@ -314,9 +341,10 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
     "The API server process (`bun run api`) with the loopback gateway answering at once in its own process " +
       `(${REPLY_TOKENS}-token replies), so the times are the backend's own work plus loopback hops. Every request is the first turn of a fresh session: ` +
       "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search (embedded indexes), streamed reply, exchange saved. " +
-      `${WARMUP} warm-up requests; then c clients each send a request as soon as their previous reply ended. ` +
+      `${WARMUP} warm-up requests (measured apart); then c clients each send a request as soon as their previous reply ended. ` +
       "TTFT is request sent → first token event received. The API server's CPU time per exchange (from /proc, Linux only, all its threads: " +
       "the embedded database's worker thread included) is what the rate and latency are made of, less whatever else the machine runs; the gateway and this client take their own. " +
+      "It is split by thread: the main thread (the request's own work), the embedded database's worker thread (PGlite; idle on Postgres), the engine's JIT and GC helpers, and the rest (Bun's I/O pool, the HTTP client). " +
       "Run once on the embedded stores and once on the production shape, Postgres and Redis (a throwaway database; the keys the run wrote are deleted after it).",
   ];
   try {
@@ -330,7 +358,12 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
         "",
         `**On the ${stores.label}**`,
         "",
-        markdownTable(["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "API CPU ms per exchange", "errors"], r.concurrencyRows),
+        markdownTable(
+          ["concurrent sessions", "requests", "TTFT p50 ms", "TTFT p99 ms", "exchanges/s", "API CPU ms per exchange", "main thread", "database worker thread", "JIT and GC threads", "other threads", "errors"],
+          r.concurrencyRows,
+        ),
+        "",
+        r.warmupCpuMs === undefined ? "" : `The ${WARMUP} warm-up turns before them (one client, the JIT still compiling): ${r.warmupCpuMs.toFixed(2)} ms of API CPU per exchange.`,
         "",
         `Spoiler-safe chat: the same first turn without a position and with \`reading_position: 0.6\` (the book's chunk ends and the character's ` +
           `checkpoints looked up, cached after the first turn; both searches filtered), one client, ${positionRuns} turns each, interleaved:`,
@@ -356,4 +389,78 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
   }
 }
 
+/** A Chrome .cpuprofile as Bun writes it. */
+interface CpuProfile {
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** Where a file's time belongs: a package under node_modules, a file of ours, or the engine itself. */
+function ownerOf(url: string): string {
+  if (!url) return "(engine and native code)";
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url);
+  if (pkg) return `package ${pkg[1]}`;
+  const root = url.indexOf("/bench/") >= 0 ? url.slice(0, url.indexOf("/bench/")) : process.cwd();
+  return url.startsWith(root) ? url.slice(root.length + 1) : url;
+}
+
+/** Self time per function and per file of a profile, largest first, as two markdown tables. */
+function profileTables(profile: CpuProfile, top: number): string {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
+  const fns = new Map<string, number>();
+  const files = new Map<string, number>();
+  let total = 0;
+  profile.samples.forEach((id, i) => {
+    const frame = byId.get(id)!;
+    const us = profile.timeDeltas[i] ?? 0;
+    if (frame.functionName === "(idle)") return;
+    total += us;
+    const fn = `${frame.functionName || "(anonymous)"} ${frame.url ? `${ownerOf(frame.url)}:${frame.lineNumber + 1}` : ""}`.trim();
+    fns.set(fn, (fns.get(fn) ?? 0) + us);
+    files.set(ownerOf(frame.url), (files.get(ownerOf(frame.url)) ?? 0) + us);
+  });
+  const rows = (m: Map<string, number>) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([name, us]) => [`\`${name}\``, (us / 1000).toFixed(0), ((100 * us) / total).toFixed(1)]);
+  return [
+    `Busy samples: ${(total / 1000).toFixed(0)} ms (idle left out).`,
+    "",
+    markdownTable(["file or package", "self ms", "%"], rows(files)),
+    "",
+    markdownTable(["function", "self ms", "%"], rows(fns)),
+  ].join("\n");
+}
+
+/**
+ * `bun bench/chat.ts --profile [--stores embedded|postgres] [--turns N]`: the API server under Bun's
+ * sampling profiler for WARMUP + N first turns from one client; prints where its main thread's time went.
+ */
+async function profileChat() {
+  const option = (name: string) => {
+    const k = process.argv.indexOf(name);
+    return k > 0 ? process.argv[k + 1] : undefined;
+  };
+  const turns = Number(option("--turns") ?? 1000);
+  const gateway = await startGatewayProcess();
+  const dir = await mkdtemp(join(tmpdir(), "chat-profile-"));
+  try {
+    const live = option("--stores") === "postgres" ? await liveStores() : EMBEDDED;
+    if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
+    await withChatApi(live, gateway.baseURL, WARMUP + turns, ["--cpu-prof", `--cpu-prof-dir=${dir}`], async ({ exchange }) => {
+      for (let i = 0; i < WARMUP + turns; i++) await exchange(`What happened to the Albatross in the storm? (${i})`);
+    });
+    const [file] = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile"));
+    if (!file) throw new Error("the API wrote no profile");
+    console.log(`API main thread on the ${live.label}, ${WARMUP} warm-up and ${turns} measured first turns, one client:\n`);
+    console.log(profileTables(JSON.parse(await readFile(join(dir, file), "utf8")) as CpuProfile, 25));
+  } finally {
+    gateway.stop();
+    await rm(dir, { recursive: true, force: true });
+  }
+}
+
 if (import.meta.main && process.argv.includes("--gateway")) serveGateway();
+else if (import.meta.main && process.argv.includes("--profile")) await profileChat();

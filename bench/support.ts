@@ -75,19 +75,51 @@ export async function timeRuns<T>(runs: number, fn: () => T | Promise<T>, warmup
   return { ms, result: result as T };
 }
 
+/** Per thread (by id) of a process: its name, whether it is the main thread, and the nanoseconds it has spent on a CPU. */
+export type ThreadTimes = Map<string, { name: string; main: boolean; ns: number }>;
+
+/** A process's threads and their CPU time (Linux), or undefined elsewhere. */
+export async function threadTimes(pid: number): Promise<ThreadTimes | undefined> {
+  try {
+    const tasks = await readdir(`/proc/${pid}/task`);
+    const rows = await Promise.all(
+      tasks.map(async (task) => {
+        const [comm, schedstat] = await Promise.all([readFile(`/proc/${pid}/task/${task}/comm`, "utf8"), readFile(`/proc/${pid}/task/${task}/schedstat`, "utf8")]);
+        return [task, { name: comm.trim(), main: task === String(pid), ns: Number(schedstat.split(" ")[0]) }] as const;
+      }),
+    );
+    return new Map(rows);
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Nanoseconds a process's threads have spent on a CPU (Linux), or undefined elsewhere: threads that
  * have exited are not counted. On a shared machine a server's CPU time per request moves far less
  * than its rate or its latency.
  */
 export async function cpuNanoseconds(pid: number): Promise<number | undefined> {
-  try {
-    const tasks = await readdir(`/proc/${pid}/task`);
-    const times = await Promise.all(tasks.map(async (task) => Number((await readFile(`/proc/${pid}/task/${task}/schedstat`, "utf8")).split(" ")[0])));
-    return times.reduce((a, b) => a + b, 0);
-  } catch {
-    return undefined;
-  }
+  const times = await threadTimes(pid);
+  return times && [...times.values()].reduce((sum, t) => sum + t.ns, 0);
+}
+
+/** Where a Bun process's CPU went: its main thread, worker threads, the engine's JIT and GC helpers, and the rest (Bun's I/O pool). */
+export type ThreadGroup = "main" | "worker" | "jit and gc" | "other";
+
+function groupOf({ name, main }: { name: string; main: boolean }): ThreadGroup {
+  if (main) return "main";
+  // A `new Worker()` thread: in the API, the embedded database's.
+  if (name === "Worker") return "worker";
+  if (/JIT|JSCWarmUp|Heap ?Helper|Helper Thread|scavenger/.test(name)) return "jit and gc";
+  return "other";
+}
+
+/** Nanoseconds per thread group between two readings (threads started since count from zero). */
+export function cpuByGroup(before: ThreadTimes, after: ThreadTimes): Record<ThreadGroup, number> {
+  const groups: Record<ThreadGroup, number> = { main: 0, worker: 0, "jit and gc": 0, other: 0 };
+  for (const [tid, t] of after) groups[groupOf(t)] += t.ns - (before.get(tid)?.ns ?? 0);
+  return groups;
 }
 
 // Books -------------------------------------------------------------------------------------------

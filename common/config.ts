@@ -16,6 +16,12 @@ export const DEFAULT_EMBED_MODEL = "text-embedding-3-small";
 export const DEFAULT_MAX_BOOK_BYTES = 104_857_600;
 export const DEFAULT_METRICS_PORT = 9464;
 export const DEFAULT_MAX_ATTEMPTS = 3;
+/**
+ * Model calls in flight per book for the character passes. Each is one short request, and a gateway
+ * answers many at once: four at a time left a four-checkpoint book waiting on the model for 7 s of
+ * its 9 s. A gateway that refuses more (429) is retried after its Retry-After.
+ */
+export const DEFAULT_CHARACTER_CONCURRENCY = 16;
 /** Longest a reader waits for the first token of a reply before the 502 event; common proxies cut a silent connection at 60 s. */
 export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
 
@@ -107,6 +113,7 @@ const envSchema = z.object({
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
   CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
+  CHARACTER_CONCURRENCY: integer(1, 256, "a whole number of calls 1-256"),
   LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
   LOG_FORMAT: z.preprocess(empty, z.enum(["text", "json"]).optional()),
 });
@@ -151,6 +158,8 @@ export interface Config {
   chatFirstTokenTimeoutMs: number;
   /** Parts of the book characters are written for: a profile and persona at the end of each part but the last (spoiler-safe chat). */
   characterCheckpoints: number;
+  /** Model calls in flight per book in the character passes (profiles, personas, discovery). */
+  characterConcurrency: number;
   logLevel: LogLevel;
   logFormat: LogFormat;
 }
@@ -217,6 +226,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
     characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,
+    characterConcurrency: e.CHARACTER_CONCURRENCY ?? DEFAULT_CHARACTER_CONCURRENCY,
     logLevel: e.LOG_LEVEL ?? "info",
     logFormat: e.LOG_FORMAT ?? "text",
   };

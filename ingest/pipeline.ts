@@ -38,7 +38,6 @@ import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, mapBounded, ret
  * or model that is down) propagates as is, so the worker can retry the job later.
  */
 
-export const DEFAULT_CHARACTER_CONCURRENCY = 4;
 export const BOOK_FILE_NAME = "original.txt";
 /** Transient download failures get this many further tries. */
 export const DOWNLOAD_RETRIES = 2;
@@ -78,6 +77,7 @@ export interface PipelineOptions {
   /** Parent of the per-book temporary folder; the system's temp folder by default. */
   workDir?: string;
   selection?: SelectionOptions;
+  /** Overrides the configured CHARACTER_CONCURRENCY. */
   characterConcurrency?: number;
   retries?: number;
   retryBaseDelayMs?: number;
@@ -380,7 +380,7 @@ async function discover(run: Run, book: Book, text: string): Promise<FoundCharac
   const calls = discoveryCalls(samples, run.options.discovery?.samplesPerCall ?? DEFAULT_SAMPLES_PER_CALL);
   let done = 0;
   run.progress("booknlp", 0, calls.length);
-  const answers = await mapBounded(calls, run.options.characterConcurrency ?? DEFAULT_CHARACTER_CONCURRENCY, async (call, i) => {
+  const answers = await mapBounded(calls, run.options.characterConcurrency ?? run.deps.config.characterConcurrency, async (call, i) => {
     try {
       return await retryItem(() => discoverInSamples(run.deps.llm, bookInfo(book), book.language, call, run.signal), run.retry);
     } catch (err) {
@@ -458,7 +458,7 @@ async function characterPass<T extends PassItem, R>(run: Run, phase: "extract" |
   let done = 0;
   let lastError: unknown;
   run.progress(phase, 0, items.length);
-  const results = await mapBounded(items, run.options.characterConcurrency ?? DEFAULT_CHARACTER_CONCURRENCY, async (item) => {
+  const results = await mapBounded(items, run.options.characterConcurrency ?? run.deps.config.characterConcurrency, async (item) => {
     try {
       return await retryItem(() => fn(item), run.retry);
     } catch (err) {

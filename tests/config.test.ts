@@ -47,6 +47,11 @@ describe("loadConfig", () => {
     expect(loadConfig({ CHARACTER_CHECKPOINTS: "10" }).characterCheckpoints).toBe(10);
   });
 
+  test("CHARACTER_CONCURRENCY is 16 model calls in flight per book unless set", () => {
+    expect(loadConfig({}).characterConcurrency).toBe(16);
+    expect(loadConfig({ CHARACTER_CONCURRENCY: "4" }).characterConcurrency).toBe(4);
+  });
+
   test("empty strings count as unset", () => {
     expect(loadConfig({ PORT: "", DATABASE_URL: " " }).database.driver).toBe("pglite");
   });
@@ -97,6 +102,7 @@ describe("loadConfig", () => {
     ["CHARACTER_CHECKPOINTS", "0", "CHARACTER_CHECKPOINTS"],
     ["CHARACTER_CHECKPOINTS", "21", "CHARACTER_CHECKPOINTS"],
     ["CHARACTER_CHECKPOINTS", "2.5", "CHARACTER_CHECKPOINTS"],
+    ["CHARACTER_CONCURRENCY", "0", "CHARACTER_CONCURRENCY"],
     ["METRICS_PORT", "1e3", "METRICS_PORT"],
     ["LOG_LEVEL", "verbose", "LOG_LEVEL"],
     ["LOG_FORMAT", "logfmt", "LOG_FORMAT"],

@@ -315,6 +315,24 @@ describe("ingesting an English book", () => {
     expect(seen.get("Tobias Finch")).toBe(2);
   });
 
+  test("the character passes keep CHARACTER_CONCURRENCY model calls in flight, never more", async () => {
+    const { gateway, env } = await setup({ env: { CHARACTER_CONCURRENCY: "2" } });
+    let inFlight = 0;
+    let most = 0;
+    gateway.override.extract = async () => {
+      most = Math.max(most, ++inFlight);
+      // Long enough that the next calls arrive while this one is open.
+      await Bun.sleep(20);
+      inFlight--;
+      return undefined;
+    };
+    const book = await newBook("The Keeper's Ledger, two at a time");
+    await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+
+    expect(gateway.extractions().length).toBeGreaterThan(2);
+    expect(most).toBe(2);
+  });
+
   test("with BOOKNLP_COMMAND set, the characters come from the files the command writes", async () => {
     const { env } = await setup({ env: { BOOKNLP_COMMAND: `${process.execPath} ${join(FIXTURES, "fake-booknlp.ts")}` } });
     const book = await newBook("Emma, as BookNLP saw it");

@@ -56,10 +56,12 @@ export async function startService(
   readyTimeoutMs = 90_000,
   portVariable = "PORT",
   args: readonly string[] = [],
+  /** Flags for Bun itself, before the entry (`--cpu-prof`). */
+  runtimeArgs: readonly string[] = [],
 ): Promise<ServiceProcess> {
   const port = await freePort();
   const dataDir = await mkdtemp(join(tmpdir(), "service-data-"));
-  const proc = Bun.spawn([process.execPath, entry, ...args], {
+  const proc = Bun.spawn([process.execPath, ...runtimeArgs, entry, ...args], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", [portVariable]: String(port), DATA_DIR: dataDir, ...env },
     stdout: "pipe",
