@@ -9,16 +9,19 @@ export type UpstreamErrorKind = "http" | "timeout" | "aborted" | "connection" | 
 
 export class UpstreamError extends Error {
   readonly status: number | undefined;
+  /** How long the service asked us to wait before trying again (Retry-After), when it said. */
+  readonly retryAfterMs: number | undefined;
 
   constructor(
     readonly service: UpstreamService,
     readonly kind: UpstreamErrorKind,
     message: string,
-    options: { status?: number; cause?: unknown } = {},
+    options: { status?: number; retryAfterMs?: number; cause?: unknown } = {},
   ) {
     super(`${service}: ${message}`, { cause: options.cause });
     this.name = "UpstreamError";
     this.status = options.status;
+    this.retryAfterMs = options.retryAfterMs;
   }
 
   /** Worth another try: timeouts, dropped connections, 408/409/429 and 5xx. */
@@ -49,6 +52,18 @@ export function toUpstreamError(service: UpstreamService, err: unknown, signal?:
   return new UpstreamError(service, "connection", message, { cause: err });
 }
 
+/** Milliseconds from `retry-after-ms` (OpenAI-style gateways) or `retry-after` (seconds or an HTTP date). */
+export function retryAfterMs(headers: Headers, now = Date.now()): number | undefined {
+  const ms = Number(headers.get("retry-after-ms") ?? NaN);
+  if (Number.isFinite(ms) && ms >= 0) return ms;
+  const after = headers.get("retry-after");
+  if (after === null || after.trim() === "") return undefined;
+  const seconds = Number(after);
+  if (Number.isFinite(seconds)) return seconds >= 0 ? seconds * 1000 : undefined;
+  const date = Date.parse(after);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
 /** Builds the error for a non-2xx response, keeping a short excerpt of the body for the log. */
 export async function upstreamErrorFromResponse(service: UpstreamService, res: Response): Promise<UpstreamError> {
   let excerpt = "";
@@ -57,7 +72,34 @@ export async function upstreamErrorFromResponse(service: UpstreamService, res: R
   } catch {
     // the body is only for the message
   }
-  return new UpstreamError(service, "http", `HTTP ${res.status}${excerpt ? `: ${excerpt}` : ""}`, { status: res.status });
+  const wait = retryAfterMs(res.headers);
+  return new UpstreamError(service, "http", `HTTP ${res.status}${excerpt ? `: ${excerpt}` : ""}`, { status: res.status, ...(wait === undefined ? {} : { retryAfterMs: wait }) });
+}
+
+export interface PostJsonOptions {
+  headers: Record<string, string>;
+  /** The request body, already serialised. */
+  body: string;
+  /** Bounds the whole attempt: connecting, the headers and reading the body. */
+  timeoutMs: number;
+  signal?: AbortSignal;
+  fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
+}
+
+/**
+ * One POST of a JSON request whose answer is JSON, every failure an UpstreamError: a non-2xx status
+ * (with its Retry-After), a timeout, the caller's abort, a dropped connection, a body that is not JSON.
+ */
+export async function postJson(service: UpstreamService, url: string, options: PostJsonOptions): Promise<unknown> {
+  const timeout = AbortSignal.timeout(options.timeoutMs);
+  const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
+  try {
+    const res = await (options.fetch ?? fetch)(url, { method: "POST", headers: options.headers, body: options.body, signal });
+    if (!res.ok) throw await upstreamErrorFromResponse(service, res);
+    return await res.json();
+  } catch (err) {
+    throw toUpstreamError(service, err, signal);
+  }
 }
 
 export interface RetryOptions {
@@ -72,10 +114,15 @@ export interface RetryOptions {
 }
 
 export const DEFAULT_RETRY_BASE_DELAY_MS = 250;
+/** The longest Retry-After honoured; a longer one gets the usual back-off instead. */
+export const MAX_RETRY_AFTER_MS = 60_000;
 
 const defaultShouldRetry = (err: unknown) => err instanceof UpstreamError && err.retryable;
 
-/** Calls fn until it succeeds, a non-retryable error occurs, or the retries are spent. */
+/**
+ * Calls fn until it succeeds, a non-retryable error occurs, or the retries are spent. Between tries it
+ * waits as long as the service's Retry-After asked, or else backs off exponentially with jitter.
+ */
 export async function withRetries<T>(fn: (attempt: number) => Promise<T>, options: RetryOptions): Promise<T> {
   const shouldRetry = options.shouldRetry ?? defaultShouldRetry;
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
@@ -85,7 +132,8 @@ export async function withRetries<T>(fn: (attempt: number) => Promise<T>, option
       return await fn(attempt);
     } catch (err) {
       if (attempt >= options.maxRetries || options.signal?.aborted || !shouldRetry(err)) throw err;
-      await sleep(base * 2 ** attempt * (0.5 + Math.random() / 2));
+      const asked = err instanceof UpstreamError ? err.retryAfterMs : undefined;
+      await sleep(asked !== undefined && asked <= MAX_RETRY_AFTER_MS ? asked : base * 2 ** attempt * (0.5 + Math.random() / 2));
     }
   }
 }

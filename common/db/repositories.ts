@@ -101,9 +101,19 @@ export type Message = Camelize<MessageRow>;
 export type UserPreferences = Camelize<UserPreferencesRow>;
 export type BookIngestion = Camelize<BookIngestionRow>;
 
+/** Column names are few and repeat on every row: each is converted once. */
+const camelKeys = new Map<string, string>();
+
 function camelize<T extends Row>(row: T): Camelize<T> {
   const out: Row = {};
-  for (const [key, value] of Object.entries(row)) out[key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase())] = value;
+  for (const key of Object.keys(row)) {
+    let camel = camelKeys.get(key);
+    if (camel === undefined) {
+      camel = key.replace(/_([a-z])/g, (_, c: string) => c.toUpperCase());
+      camelKeys.set(key, camel);
+    }
+    out[camel] = (row as Row)[key];
+  }
   return out as Camelize<T>;
 }
 

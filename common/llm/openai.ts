@@ -1,18 +1,18 @@
-import OpenAI, { APIConnectionError, APIConnectionTimeoutError, APIError, APIUserAbortError, type ClientOptions } from "openai";
-import type { ChatCompletionMessageParam } from "openai/resources/chat/completions";
 import { z } from "zod";
-import { UpstreamError, toUpstreamError, upstreamErrorFromResponse } from "../upstream.ts";
+import { UpstreamError, postJson, toUpstreamError, upstreamErrorFromResponse, withRetries } from "../upstream.ts";
 import type { ChatMessage, CompletionOptions, LanguageModel, UsageListener } from "./index.ts";
 import { createSseDataDecoder } from "./sse-data.ts";
 
 /**
- * LanguageModel over any OpenAI-compatible gateway (OpenAI, OpenRouter, vLLM, Ollama, LiteLLM).
+ * LanguageModel over any OpenAI-compatible gateway (OpenAI, OpenRouter, vLLM, Ollama, LiteLLM), spoken
+ * to with fetch: the openai SDK's layers (header building, its own stream decoder) were a large share
+ * of the API's CPU per chat exchange, and the three calls need little of what it offers.
  *
- * Failure policy: whole requests (complete, embed) go through the SDK, with its own timeout and
- * bounded retries. A stream is read with fetch (see `stream`) and never retried, not even its
- * opening: a reader is waiting on it, and three attempts of a gateway that never answers kept one in
- * silence for three minutes. `timeoutMs` bounds the wait for its headers, then each wait between
- * chunks.
+ * Failure policy: whole requests (complete, embed) have a timeout per attempt and bounded retries
+ * (timeouts, dropped connections, 408/409/429 and 5xx, after the gateway's Retry-After when it sends
+ * one, as the SDK did). A stream is never retried, not even its opening: a reader is waiting on it,
+ * and three attempts of a gateway that never answers kept one in silence for three minutes.
+ * `timeoutMs` bounds the wait for its headers, then each wait between chunks.
  */
 
 export const DEFAULT_LLM_TIMEOUT_MS = 60_000;
@@ -26,7 +26,7 @@ export interface OpenAiLanguageModelOptions {
   apiKey?: string;
   chatModel: string;
   embedModel: string;
-  fetch?: ClientOptions["fetch"];
+  fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
   timeoutMs?: number;
   maxRetries?: number;
   embedBatchSize?: number;
@@ -42,20 +42,6 @@ const embeddingsSchema = z.object({
   data: z.array(z.object({ index: z.number().int().nonnegative(), embedding: z.union([z.string(), z.array(z.number())]) })),
   usage: z.object({ prompt_tokens: z.number() }).nullish(),
 });
-
-/**
- * Maps SDK errors by class. The checks run from most to least specific because the SDK's
- * abort, timeout and connection errors all extend APIError.
- */
-function toLlmError(err: unknown, signal?: AbortSignal): UpstreamError {
-  if (err instanceof UpstreamError) return err;
-  if (err instanceof APIConnectionTimeoutError) return new UpstreamError("llm", "timeout", err.message, { cause: err });
-  if (err instanceof APIUserAbortError) return new UpstreamError("llm", "aborted", err.message, { cause: err });
-  if (err instanceof APIConnectionError) return new UpstreamError("llm", "connection", err.message, { cause: err });
-  // An error event inside a stream arrives as an APIError without a status: the gateway spoke, so it is not a connection failure.
-  if (err instanceof APIError) return new UpstreamError("llm", "http", err.message, { status: err.status, cause: err });
-  return toUpstreamError("llm", err, signal);
-}
 
 function invalid(message: string, cause?: unknown): UpstreamError {
   return new UpstreamError("llm", "invalid_response", message, { cause });
@@ -76,35 +62,37 @@ interface StreamChunk {
   error?: { message?: string };
 }
 
-function toSdkMessages(messages: readonly ChatMessage[]): ChatCompletionMessageParam[] {
-  return messages.map((m) => ({ role: m.role, content: m.content }));
-}
-
 export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): LanguageModel {
   const timeoutMs = options.timeoutMs ?? DEFAULT_LLM_TIMEOUT_MS;
   const batchSize = options.embedBatchSize ?? DEFAULT_EMBED_BATCH_SIZE;
   const onUsage = options.onUsage ?? (() => {});
   if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`embedBatchSize must be a positive integer, got ${batchSize}`);
 
-  // Every setting is explicit so the SDK never falls back to OPENAI_* environment variables.
-  const client = new OpenAI({
-    baseURL: options.baseURL,
-    apiKey: options.apiKey ?? "no-key",
-    adminAPIKey: null,
-    organization: null,
-    project: null,
-    webhookSecret: null,
-    ...(options.apiKey ? {} : { defaultHeaders: { Authorization: null } }),
-    timeout: timeoutMs,
-    maxRetries: options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES,
-    logLevel: "off",
-    ...(options.fetch ? { fetch: options.fetch } : {}),
-  });
+  const root = options.baseURL.replace(/\/+$/, "");
+  const completionsUrl = `${root}/chat/completions`;
+  const embeddingsUrl = `${root}/embeddings`;
+  const jsonHeaders: Record<string, string> = {
+    "content-type": "application/json",
+    accept: "application/json",
+    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
+  };
+  const streamHeaders = { ...jsonHeaders, accept: "text/event-stream" };
+  const doFetch = options.fetch ?? fetch;
+  const maxRetries = options.maxRetries ?? DEFAULT_LLM_MAX_RETRIES;
+
+  /** A whole request: each attempt bounded by timeoutMs, retried as the failure policy says. */
+  function post(url: string, body: unknown, signal: AbortSignal | undefined): Promise<unknown> {
+    const text = JSON.stringify(body);
+    return withRetries(() => postJson("llm", url, { headers: jsonHeaders, body: text, timeoutMs, fetch: doFetch, ...(signal ? { signal } : {}) }), {
+      maxRetries,
+      ...(signal ? { signal } : {}),
+    });
+  }
 
   function requestBody(messages: readonly ChatMessage[], opts: CompletionOptions) {
     return {
       model: options.chatModel,
-      messages: toSdkMessages(messages),
+      messages: messages.map((m) => ({ role: m.role, content: m.content })),
       ...(opts.temperature !== undefined ? { temperature: opts.temperature } : {}),
       ...(opts.maxTokens !== undefined ? { max_tokens: opts.maxTokens } : {}),
       ...(opts.json ? { response_format: { type: "json_object" as const } } : {}),
@@ -112,12 +100,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
   }
 
   async function complete(messages: readonly ChatMessage[], opts: CompletionOptions): Promise<string> {
-    let raw: unknown;
-    try {
-      raw = await client.chat.completions.create({ ...requestBody(messages, opts), stream: false }, { signal: opts.signal ?? null });
-    } catch (err) {
-      throw toLlmError(err, opts.signal);
-    }
+    const raw = await post(completionsUrl, requestBody(messages, opts), opts.signal);
     const parsed = completionSchema.safeParse(raw);
     if (!parsed.success) throw invalid("chat completion without message content", parsed.error);
     if (parsed.data.usage) {
@@ -126,17 +109,9 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
     return parsed.data.choices[0]!.message.content;
   }
 
-  const completionsUrl = `${options.baseURL.replace(/\/+$/, "")}/chat/completions`;
-  const streamHeaders: Record<string, string> = {
-    "content-type": "application/json",
-    accept: "text/event-stream",
-    ...(options.apiKey ? { authorization: `Bearer ${options.apiKey}` } : {}),
-  };
-  const fetchStream = options.fetch ?? fetch;
-
   /**
-   * A streamed reply, read with fetch and a small SSE decoder rather than the SDK: on the chat's hot
-   * path the SDK's stream decoding was close to half of the API's CPU per exchange. `timeoutMs`
+   * A streamed reply, read with a small SSE decoder: on the chat's hot path the SDK's stream decoding
+   * was close to half of the API's CPU per exchange. `timeoutMs`
    * bounds the wait for the response headers, then each wait for the next piece of the stream.
    */
   async function* stream(messages: readonly ChatMessage[], opts: CompletionOptions): AsyncGenerator<string> {
@@ -163,7 +138,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
       armTimer();
       let res: Response;
       try {
-        res = await fetchStream(completionsUrl, {
+        res = await doFetch(completionsUrl, {
           method: "POST",
           headers: streamHeaders,
           body: JSON.stringify({ ...requestBody(messages, opts), stream: true, stream_options: { include_usage: true } }),
@@ -221,17 +196,9 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
   }
 
   async function embedBatch(texts: readonly string[], signal?: AbortSignal): Promise<number[][]> {
-    let raw: unknown;
-    try {
-      // Asking for base64 explicitly makes the SDK hand back the raw payload, so gateways that
-      // ignore encoding_format and answer plain floats are decoded correctly as well.
-      raw = await client.embeddings.create(
-        { model: options.embedModel, input: [...texts], encoding_format: "base64" },
-        { signal: signal ?? null },
-      );
-    } catch (err) {
-      throw toLlmError(err, signal);
-    }
+    // base64 is a quarter of the bytes of JSON floats; gateways that ignore encoding_format and
+    // answer plain floats are decoded correctly as well.
+    const raw = await post(embeddingsUrl, { model: options.embedModel, input: texts, encoding_format: "base64" }, signal);
     const parsed = embeddingsSchema.safeParse(raw);
     if (!parsed.success) throw invalid("malformed embeddings response", parsed.error);
     const vectors: (number[] | undefined)[] = new Array(texts.length);

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { UpstreamError, toUpstreamError, upstreamErrorFromResponse, withRetries } from "../upstream.ts";
+import { UpstreamError, postJson, withRetries } from "../upstream.ts";
 import type { Reranker, RerankResult } from "./index.ts";
 
 /**
@@ -55,7 +55,6 @@ function parseResults(body: unknown, documentCount: number, topN: number): Reran
 
 export function createHttpReranker(options: HttpRerankerOptions): Reranker {
   const endpoint = rerankEndpoint(options.url);
-  const doFetch = options.fetch ?? fetch;
   const timeoutMs = options.timeoutMs ?? DEFAULT_RERANK_TIMEOUT_MS;
   const maxRetries = options.maxRetries ?? DEFAULT_RERANK_MAX_RETRIES;
   const headers: Record<string, string> = {
@@ -65,16 +64,7 @@ export function createHttpReranker(options: HttpRerankerOptions): Reranker {
   };
 
   async function attempt(body: string, documentCount: number, topN: number, signal?: AbortSignal): Promise<RerankResult[]> {
-    const attemptSignal = signal ? AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]) : AbortSignal.timeout(timeoutMs);
-    let res: Response;
-    let payload: unknown;
-    try {
-      res = await doFetch(endpoint, { method: "POST", headers, body, signal: attemptSignal });
-      if (!res.ok) throw await upstreamErrorFromResponse("rerank", res);
-      payload = await res.json();
-    } catch (err) {
-      throw toUpstreamError("rerank", err, attemptSignal);
-    }
+    const payload = await postJson("rerank", endpoint, { headers, body, timeoutMs, ...(signal ? { signal } : {}), ...(options.fetch ? { fetch: options.fetch } : {}) });
     return parseResults(payload, documentCount, topN);
   }
 
