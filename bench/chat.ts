@@ -11,7 +11,7 @@
  *   the gateway with the openai SDK.
  */
 import OpenAI from "openai";
-import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
@@ -51,6 +51,7 @@ function serveGateway() {
   // Nothing is recorded for long: a bench sends thousands of requests.
   setInterval(() => gateway.clearRequests(), 1000);
   console.log(gateway.baseURL);
+  console.log(serveIndexes());
   // The parent holds our stdin open: when it exits, however it exits, so do we.
   void (async () => {
     for await (const _ of Bun.stdin.stream());
@@ -58,12 +59,49 @@ function serveGateway() {
   })();
 }
 
-async function startGatewayProcess(): Promise<{ baseURL: string; stop(): void }> {
+/**
+ * Qdrant and Typesense as the API meets them at chat time, answering at once: the version probe of
+ * Qdrant's client, a point query (POST /collections/{name}/points/query) and a document search
+ * (GET /collections/{name}/documents/search), each with a page of the passages in the published wire
+ * format. They let the API run with its real Qdrant and Typesense clients where neither server can.
+ */
+function serveIndexes(): string {
+  const points = PASSAGES.map((text, i) => ({ id: i + 1, version: 1, score: 0.9 - i / 100, payload: { chunk_index: i, text } }));
+  const hits = PASSAGES.map((text, i) => ({
+    document: { id: String(i), chunk_index: i, text },
+    highlights: [],
+    text_match: 578730123365187700 - i,
+    text_match_info: { best_field_score: "1108091338752", best_field_weight: 15, fields_matched: 1, score: String(578730123365187700 - i), tokens_matched: 2 },
+  }));
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    routes: {
+      "/": Response.json({ title: "qdrant - vector search engine", version: "1.18.0" }),
+      "/collections/:name/points/query": { POST: async (req) => (await req.text(), Response.json({ result: { points }, status: "ok", time: 0.0001 })) },
+      "/collections/:name/documents/search": Response.json({ facet_counts: [], found: hits.length, hits, out_of: hits.length, page: 1, request_params: { collection_name: "book", per_page: 10, q: "" }, search_time_ms: 0 }),
+    },
+    fetch: () => Response.json({ status: { error: "not found" } }, { status: 404 }),
+  });
+  return `http://127.0.0.1:${server.port}`;
+}
+
+interface GatewayProcess {
+  baseURL: string;
+  /** The Qdrant and Typesense stand-ins (serveIndexes). */
+  indexesURL: string;
+  stop(): void;
+}
+
+async function startGatewayProcess(): Promise<GatewayProcess> {
   const child = Bun.spawn([process.execPath, import.meta.path, "--gateway"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   const reader = child.stdout.getReader();
-  const baseURL = new TextDecoder().decode((await reader.read()).value).trim();
+  const decoder = new TextDecoder();
+  let out = "";
+  while (out.split("\n").length < 3) out += decoder.decode((await reader.read()).value, { stream: true });
   reader.releaseLock();
-  return { baseURL, stop: () => child.kill() };
+  const [baseURL, indexesURL] = out.split("\n").map((line) => line.trim());
+  return { baseURL: baseURL!, indexesURL: indexesURL!, stop: () => child.kill() };
 }
 
 /** Where the API keeps its data: the embedded database in DATA_DIR, or Postgres and Redis. */
@@ -86,15 +124,24 @@ const EMBEDDED: Stores = {
   async cleanup() {},
 };
 
-/** The production shape: a throwaway database on the machine's Postgres and its Redis. */
-async function liveStores(): Promise<Stores | string> {
+/**
+ * A throwaway database on the machine's Postgres and its Redis; with `indexesURL`, Qdrant and
+ * Typesense clients talking to the stand-ins there (the production shape) instead of the embedded indexes.
+ */
+async function liveStores(indexesURL?: string): Promise<Stores | string> {
   const [postgres, redis] = await Promise.all([probePostgres(), probeRedis()]);
   if (!postgres.reachable) return postgres.reason;
   if (!redis.reachable) return redis.reason;
   const testDb = await createTestDatabase(postgres.url);
   return {
-    label: "Postgres (Bun SQL) and Redis of this machine",
-    env: { DATABASE_URL: testDb.url, REDIS_URL: redis.url },
+    label: indexesURL
+      ? "production shape: Postgres (Bun SQL) and Redis of this machine, Qdrant and Typesense clients against loopback stand-ins"
+      : "Postgres (Bun SQL) and Redis of this machine, embedded indexes",
+    env: {
+      DATABASE_URL: testDb.url,
+      REDIS_URL: redis.url,
+      ...(indexesURL ? { QDRANT_URL: indexesURL, TYPESENSE_URL: indexesURL, TYPESENSE_API_KEY: "bench" } : {}),
+    },
     open: async () => createDatabase({ driver: "postgres", url: testDb.url }),
     async cleanup(world, sessions) {
       // Every key a chat writes names the book, the character or the session: remove exactly those.
@@ -340,17 +387,24 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
   const parts: string[] = [
     "The API server process (`bun run api`) with the loopback gateway answering at once in its own process " +
       `(${REPLY_TOKENS}-token replies), so the times are the backend's own work plus loopback hops. Every request is the first turn of a fresh session: ` +
-      "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search (embedded indexes), streamed reply, exchange saved. " +
+      "session, character, book, preferences and history read, query rewrite, embedding, vector and BM25 search, streamed reply, exchange saved. " +
       `${WARMUP} warm-up requests (measured apart); then c clients each send a request as soon as their previous reply ended. ` +
       "TTFT is request sent → first token event received. The API server's CPU time per exchange (from /proc, Linux only, all its threads: " +
       "the embedded database's worker thread included) is what the rate and latency are made of, less whatever else the machine runs; the gateway and this client take their own. " +
       "It is split by thread: the main thread (the request's own work), the embedded database's worker thread (PGlite; idle on Postgres), the engine's JIT and GC helpers, and the rest (Bun's I/O pool, the HTTP client). " +
-      "Run once on the embedded stores and once on the production shape, Postgres and Redis (a throwaway database; the keys the run wrote are deleted after it).",
+      "Run three times: on the embedded stores; on Postgres and Redis (a throwaway database; the keys the run wrote are deleted after it) with the embedded indexes; " +
+      "and on the production shape, Postgres and Redis with the API's Qdrant and Typesense clients talking to loopback stand-ins in the gateway's process that answer a search at once with a page of passages in the published wire format.",
   ];
   try {
-    const live = await liveStores();
-    const setups: Stores[] = typeof live === "string" ? [EMBEDDED] : [EMBEDDED, live];
-    if (typeof live === "string") parts.push("", `(Postgres + Redis run skipped: ${live}.)`);
+    const setups: Stores[] = [EMBEDDED];
+    for (const indexesURL of [undefined, gateway.indexesURL]) {
+      const live = await liveStores(indexesURL);
+      if (typeof live === "string") {
+        parts.push("", `(Postgres + Redis runs skipped: ${live}.)`);
+        break;
+      }
+      setups.push(live);
+    }
     for (const stores of setups) {
       const r = await measureOn(ctx, stores, gateway.baseURL, counts);
       const [d, w, e] = [summarise(r.direct), summarise(r.raw), summarise(r.endpoint)];
@@ -411,10 +465,14 @@ function profileTables(profile: CpuProfile, top: number): string {
   const fns = new Map<string, number>();
   const files = new Map<string, number>();
   let total = 0;
+  let idle = 0;
   profile.samples.forEach((id, i) => {
     const frame = byId.get(id)!;
     const us = profile.timeDeltas[i] ?? 0;
-    if (frame.functionName === "(idle)") return;
+    if (frame.functionName === "(idle)") {
+      idle += us;
+      return;
+    }
     total += us;
     const fn = `${frame.functionName || "(anonymous)"} ${frame.url ? `${ownerOf(frame.url)}:${frame.lineNumber + 1}` : ""}`.trim();
     fns.set(fn, (fns.get(fn) ?? 0) + us);
@@ -426,7 +484,7 @@ function profileTables(profile: CpuProfile, top: number): string {
       .slice(0, top)
       .map(([name, us]) => [`\`${name}\``, (us / 1000).toFixed(0), ((100 * us) / total).toFixed(1)]);
   return [
-    `Busy samples: ${(total / 1000).toFixed(0)} ms (idle left out).`,
+    `Busy samples: ${(total / 1000).toFixed(0)} ms; idle, left out: ${(idle / 1000).toFixed(0)} ms.`,
     "",
     markdownTable(["file or package", "self ms", "%"], rows(files)),
     "",
@@ -435,8 +493,9 @@ function profileTables(profile: CpuProfile, top: number): string {
 }
 
 /**
- * `bun bench/chat.ts --profile [--stores embedded|postgres] [--turns N]`: the API server under Bun's
- * sampling profiler for WARMUP + N first turns from one client; prints where its main thread's time went.
+ * `bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns N] [--save file.cpuprofile]`: the
+ * API server under Bun's sampling profiler for WARMUP + N first turns from one client; prints where its
+ * main thread's time went, and keeps the profile (for Chrome's DevTools) with --save.
  */
 async function profileChat() {
   const option = (name: string) => {
@@ -447,7 +506,8 @@ async function profileChat() {
   const gateway = await startGatewayProcess();
   const dir = await mkdtemp(join(tmpdir(), "chat-profile-"));
   try {
-    const live = option("--stores") === "postgres" ? await liveStores() : EMBEDDED;
+    const stores = option("--stores") ?? "embedded";
+    const live = stores === "embedded" ? EMBEDDED : await liveStores(stores === "production" ? gateway.indexesURL : undefined);
     if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
     await withChatApi(live, gateway.baseURL, WARMUP + turns, ["--cpu-prof", `--cpu-prof-dir=${dir}`], async ({ exchange }) => {
       for (let i = 0; i < WARMUP + turns; i++) await exchange(`What happened to the Albatross in the storm? (${i})`);
@@ -455,7 +515,10 @@ async function profileChat() {
     const [file] = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile"));
     if (!file) throw new Error("the API wrote no profile");
     console.log(`API main thread on the ${live.label}, ${WARMUP} warm-up and ${turns} measured first turns, one client:\n`);
-    console.log(profileTables(JSON.parse(await readFile(join(dir, file), "utf8")) as CpuProfile, 25));
+    const text = await readFile(join(dir, file), "utf8");
+    const save = option("--save");
+    if (save) await writeFile(save, text);
+    console.log(profileTables(JSON.parse(text) as CpuProfile, 25));
   } finally {
     gateway.stop();
     await rm(dir, { recursive: true, force: true });

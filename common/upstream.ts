@@ -76,10 +76,12 @@ export async function upstreamErrorFromResponse(service: UpstreamService, res: R
   return new UpstreamError(service, "http", `HTTP ${res.status}${excerpt ? `: ${excerpt}` : ""}`, { status: res.status, ...(wait === undefined ? {} : { retryAfterMs: wait }) });
 }
 
-export interface PostJsonOptions {
+export interface RequestJsonOptions {
+  /** POST unless set. */
+  method?: "GET" | "POST";
   headers: Record<string, string>;
   /** The request body, already serialised. */
-  body: string;
+  body?: string;
   /** Bounds the whole attempt: connecting, the headers and reading the body. */
   timeoutMs: number;
   signal?: AbortSignal;
@@ -87,14 +89,19 @@ export interface PostJsonOptions {
 }
 
 /**
- * One POST of a JSON request whose answer is JSON, every failure an UpstreamError: a non-2xx status
- * (with its Retry-After), a timeout, the caller's abort, a dropped connection, a body that is not JSON.
+ * One request whose answer is JSON, every failure an UpstreamError: a non-2xx status (with its
+ * Retry-After), a timeout, the caller's abort, a dropped connection, a body that is not JSON.
  */
-export async function postJson(service: UpstreamService, url: string, options: PostJsonOptions): Promise<unknown> {
+export async function requestJson(service: UpstreamService, url: string, options: RequestJsonOptions): Promise<unknown> {
   const timeout = AbortSignal.timeout(options.timeoutMs);
   const signal = options.signal ? AbortSignal.any([options.signal, timeout]) : timeout;
   try {
-    const res = await (options.fetch ?? fetch)(url, { method: "POST", headers: options.headers, body: options.body, signal });
+    const res = await (options.fetch ?? fetch)(url, {
+      method: options.method ?? "POST",
+      headers: options.headers,
+      ...(options.body === undefined ? {} : { body: options.body }),
+      signal,
+    });
     if (!res.ok) throw await upstreamErrorFromResponse(service, res);
     return await res.json();
   } catch (err) {

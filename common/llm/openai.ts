@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { UpstreamError, postJson, toUpstreamError, upstreamErrorFromResponse, withRetries } from "../upstream.ts";
+import { UpstreamError, requestJson, toUpstreamError, upstreamErrorFromResponse, withRetries } from "../upstream.ts";
 import type { ChatMessage, CompletionOptions, LanguageModel, UsageListener } from "./index.ts";
 import { createSseDataDecoder } from "./sse-data.ts";
 
@@ -83,7 +83,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
   /** A whole request: each attempt bounded by timeoutMs, retried as the failure policy says. */
   function post(url: string, body: unknown, signal: AbortSignal | undefined): Promise<unknown> {
     const text = JSON.stringify(body);
-    return withRetries(() => postJson("llm", url, { headers: jsonHeaders, body: text, timeoutMs, fetch: doFetch, ...(signal ? { signal } : {}) }), {
+    return withRetries(() => requestJson("llm", url, { headers: jsonHeaders, body: text, timeoutMs, fetch: doFetch, ...(signal ? { signal } : {}) }), {
       maxRetries,
       ...(signal ? { signal } : {}),
     });

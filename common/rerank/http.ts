@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { UpstreamError, postJson, withRetries } from "../upstream.ts";
+import { UpstreamError, requestJson, withRetries } from "../upstream.ts";
 import type { Reranker, RerankResult } from "./index.ts";
 
 /**
@@ -64,7 +64,7 @@ export function createHttpReranker(options: HttpRerankerOptions): Reranker {
   };
 
   async function attempt(body: string, documentCount: number, topN: number, signal?: AbortSignal): Promise<RerankResult[]> {
-    const payload = await postJson("rerank", endpoint, { headers, body, timeoutMs, ...(signal ? { signal } : {}), ...(options.fetch ? { fetch: options.fetch } : {}) });
+    const payload = await requestJson("rerank", endpoint, { headers, body, timeoutMs, ...(signal ? { signal } : {}), ...(options.fetch ? { fetch: options.fetch } : {}) });
     return parseResults(payload, documentCount, topN);
   }
 
