@@ -4,7 +4,7 @@ import { chatRoutes } from "./chat/index.ts";
 import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
 import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withChatExample } from "./docs.ts";
 import { HttpError } from "./errors.ts";
-import { withHttpMetrics } from "./http-metrics.ts";
+import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { LocalChatOptions } from "./local-sessions.ts";
@@ -18,6 +18,8 @@ export interface AppDeps extends ProcessingDeps, ChatDeps {
 }
 
 const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
+const HEALTH_HEADERS = { "content-type": "text/plain; charset=utf-8" };
+const health = () => new Response("ok", { headers: HEALTH_HEADERS });
 
 /** The first problem of a validation failure, as `field: reason`. */
 function describeValidation(error: Readonly<ValidationError>): string {
@@ -30,8 +32,10 @@ function describeValidation(error: Readonly<ValidationError>): string {
 
 /**
  * Builds the whole HTTP API from its dependencies. `fetch` is what a server (or a test) calls: the
- * app's handler wrapped with the HTTP metrics. `settle` resolves once the work requests left running
- * after their responses (chat summary folds) has finished; a server awaits it before closing the stores.
+ * app's handler wrapped with the HTTP metrics. `routes` are the answers a Bun server gives with its
+ * own router before `fetch` (the same answers `fetch` gives, counted alike). `settle` resolves once the
+ * work requests left running after their responses (chat summary folds) has finished; a server awaits
+ * it before closing the stores.
  */
 export function createApp(deps: AppDeps) {
   const chat = createChatService(deps);
@@ -41,7 +45,12 @@ export function createApp(deps: AppDeps) {
     const example = deps.chatExample?.();
     return example && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withChatExample(response, example) : response;
   };
-  return { app, fetch: withHttpMetrics(app, handle, deps.metrics), settle: chat.settle };
+  return {
+    app,
+    fetch: withHttpMetrics(app, handle, deps.metrics),
+    routes: { "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", health) } },
+    settle: chat.settle,
+  };
 }
 
 type KnownRoute = { method: string; path: string };
@@ -98,7 +107,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
     .use(docs())
     // The API's front page is its documentation.
     .get("/", () => new Response(null, { status: 302, headers: { location: DOCS_PATH } }), { detail: { hide: true } })
-    .get("/health", () => new Response("ok", { headers: { "content-type": "text/plain; charset=utf-8" } }), {
+    .get("/health", health, {
       detail: {
         tags: ["Operations"],
         summary: "Liveness",

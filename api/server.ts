@@ -9,7 +9,7 @@ import { usage } from "../common/commands.ts";
 /** Builds the app from the composition root's dependencies and serves it on config.host:config.port. */
 export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "chatExample"> = {}) {
   const { config } = deps;
-  const { fetch, settle } = createApp({
+  const { fetch, routes, settle } = createApp({
     ...deps,
     ...options,
     probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
@@ -22,6 +22,7 @@ export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "chat
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
     // Chat streams can be quiet while the model thinks; Bun's default idle timeout (10 s) would cut them.
     idleTimeout: 255,
+    routes,
     fetch,
   });
   const { bound, url } = listenAddress(config.host, server.port!);
