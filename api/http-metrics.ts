@@ -1,4 +1,5 @@
 import { UNMATCHED_ENDPOINT, type Metrics } from "../common/metrics.ts";
+import { sseStreamEnd } from "./sse.ts";
 
 /**
  * Counts, times and tracks in flight every request, labelled by the route template (`/books/:id`,
@@ -46,36 +47,6 @@ function pathOf(url: string): string {
   if (start < 0) return "/";
   const end = url.slice(start).search(/[?#]/);
   return end < 0 ? url.slice(start) : url.slice(start, start + end);
-}
-
-/** Passes the body through and calls onEnd exactly once: after the last chunk, on error, or on cancel. */
-function observeEnd(body: ReadableStream<Uint8Array>, onEnd: () => void): ReadableStream<Uint8Array> {
-  const reader = body.getReader();
-  let ended = false;
-  const end = () => {
-    if (!ended) {
-      ended = true;
-      onEnd();
-    }
-  };
-  return new ReadableStream<Uint8Array>({
-    async pull(controller) {
-      try {
-        const { done, value } = await reader.read();
-        if (done) {
-          end();
-          controller.close();
-        } else controller.enqueue(value);
-      } catch (err) {
-        end();
-        controller.error(err);
-      }
-    },
-    async cancel(reason) {
-      end();
-      await reader.cancel(reason);
-    },
-  });
 }
 
 /**
@@ -181,15 +152,11 @@ export function withHttpMetrics(app: RouteTable, handle: Handler, metrics: Metri
       finish(500);
       throw err;
     }
-    // Reading .body would turn every in-memory body into a stream; look at the content type first.
-    if (!response.headers.get("content-type")?.startsWith("text/event-stream") || !response.body) {
-      finish(response.status);
-      return response;
-    }
-    return new Response(observeEnd(response.body, () => finish(response.status)), {
-      status: response.status,
-      headers: response.headers,
-    });
+    // A stream (every one comes from api/sse.ts) is timed until it ends, not until its headers leave.
+    const ended = sseStreamEnd(response);
+    if (ended) void ended.then(() => finish(response.status));
+    else finish(response.status);
+    return response;
   };
 }
 

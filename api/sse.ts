@@ -36,6 +36,17 @@ export interface SseResponseOptions {
   keepAliveMs?: number;
 }
 
+/** For each response sseResponse made: settles once its stream has ended, failed or been cancelled. */
+const streamEnds = new WeakMap<Response, Promise<void>>();
+
+/**
+ * When an SSE response from this module stops sending (undefined for any other response), so that
+ * the HTTP metrics can time it without putting another stream in front of every event.
+ */
+export function sseStreamEnd(response: Response): Promise<void> | undefined {
+  return streamEnds.get(response);
+}
+
 /**
  * A `text/event-stream` response that sends each event `events` yields. The stream pulls: the
  * iterator advances only as fast as the client reads, so a slow reader slows the source instead of
@@ -48,7 +59,11 @@ export function sseResponse(events: AsyncIterator<SseData, void>, options: SseRe
   let lastSent = performance.now();
   // One clock per stream, not a timer per event: the token path stays a plain await.
   let keepAlive: ReturnType<typeof setInterval> | undefined;
-  const stop = () => clearInterval(keepAlive);
+  const ended = Promise.withResolvers<void>();
+  const stop = () => {
+    clearInterval(keepAlive);
+    ended.resolve();
+  };
   const body = new ReadableStream<Uint8Array>({
     start(controller) {
       controller.enqueue(encoder.encode(SSE_OPENING));
@@ -81,5 +96,7 @@ export function sseResponse(events: AsyncIterator<SseData, void>, options: SseRe
       await events.return?.();
     },
   });
-  return new Response(body, { headers: SSE_HEADERS });
+  const response = new Response(body, { headers: SSE_HEADERS });
+  streamEnds.set(response, ended.promise);
+  return response;
 }

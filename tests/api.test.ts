@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Elysia } from "elysia";
 import { withHttpMetrics } from "../api/http-metrics.ts";
+import { sseResponse } from "../api/sse.ts";
 import { insertBook } from "../common/db/frontend-rows.ts";
 import type { Database } from "../common/db/index.ts";
 import { DatabaseError } from "../common/db/index.ts";
@@ -203,20 +204,14 @@ describe("HTTP metrics middleware", () => {
     const metrics = createMetrics({ defaultMetrics: false });
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const app = new Elysia().get(
-      "/stream",
-      () =>
-        new Response(
-          new ReadableStream({
-            async start(c) {
-              c.enqueue(new TextEncoder().encode("data: 1\n\n"));
-              await gate;
-              c.enqueue(new TextEncoder().encode("data: 2\n\n"));
-              c.close();
-            },
-          }),
-          { headers: { "content-type": "text/event-stream" } },
-        ),
+    const app = new Elysia().get("/stream", () =>
+      sseResponse(
+        (async function* () {
+          yield { token: "1" };
+          await gate;
+          yield { token: "2" };
+        })(),
+      ),
     );
     const res = await withHttpMetrics(app, (r) => app.handle(r), metrics)(new Request("http://localhost/stream"));
     const reader = res.body!.getReader();
