@@ -133,7 +133,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
     const failed = (err: unknown) => (controller.signal.aborted ? stopped() : toUpstreamError("llm", err));
 
     let finished = false;
-    let reader: ReadableStreamDefaultReader<string> | undefined;
+    let reader: ReadableStreamDefaultReader<Uint8Array> | undefined;
     try {
       armTimer();
       let res: Response;
@@ -151,7 +151,9 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
       }
       if (!res.ok) throw await upstreamErrorFromResponse("llm", res);
       if (!res.body) throw new UpstreamError("llm", "connection", "stream response without a body");
-      reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+      reader = res.body.getReader();
+      // Decoded here rather than through a TextDecoderStream: one stream fewer on every chunk.
+      const text = new TextDecoder();
       const decoder = createSseDataDecoder();
       let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
       for (;;) {
@@ -165,7 +167,8 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
         } finally {
           clearTimeout(timer);
         }
-        for (const payload of read.done ? decoder.end() : decoder.push(read.value)) {
+        const payloads = read.done ? [...decoder.push(text.decode()), ...decoder.end()] : decoder.push(text.decode(read.value, { stream: true }));
+        for (const payload of payloads) {
           if (payload === "[DONE]") continue;
           let chunk: StreamChunk;
           try {
