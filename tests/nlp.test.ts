@@ -356,6 +356,18 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Ashdown", "Clara Whitcombe", "Tobias Fenwick"));
   });
 
+  test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
+    const text =
+      intro +
+      [
+        '"The river is high tonight," said Clara.',
+        "Mrs. Pell came down the lane with a lantern, and Mrs. Pell waved to them.",
+        '"And the bridge will be closed by morning," she added.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe"));
+  });
+
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
     const text = [
       "Mrs. Ashdown was sewing by the fire. Mr. Ashdown came in from the garden, and he sat down heavily. Clara Whitcombe was reading in the corner, and she did not look up.",

@@ -30,7 +30,8 @@ export interface AttributionInput {
 
 type Tag =
   | { kind: "char"; char: number; start: number; end: number }
-  | { kind: "pronoun"; gender: Gender | "i"; at: number }
+  /** goesOn: the verb carries on a speech ("she added", "he continued"). */
+  | { kind: "pronoun"; gender: Gender | "i"; at: number; goesOn?: boolean }
   /** "his wife": the wife of whoever "his" is, found through a shared surname. */
   | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number };
 
@@ -42,6 +43,8 @@ const RELATIONS: Record<string, { gender: Gender; title: string }> = {
   father: { gender: "m", title: "mr" },
 };
 
+// Verbs by which a speaker carries on after a pause, so the one who spoke last is still speaking.
+const CONTINUING = new Set(["added", "continued", "resumed", "pursued"]);
 const SKIPPABLE = new Set([",", "!", "?", "\u2014", "--", "-", ";", ":", "_", "."]);
 const ADVERBS = new Set(["then", "again", "now", "at", "once", "still", "presently", "suddenly", "simply", "only", "quietly", "softly", "gravely", "calmly", "coldly", "eagerly", "warmly", "sharply", "slowly"]);
 const MAX_TAG_DISTANCE = 14;
@@ -101,8 +104,13 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     return undefined;
   };
 
-  // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
   const subject = (v: number, lo: number, hi: number): Tag | undefined => {
+    const tag = subjectOf(v, lo, hi);
+    if (tag?.kind === "pronoun" && CONTINUING.has(lower[v]!)) tag.goesOn = true;
+    return tag;
+  };
+  // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
+  const subjectOf = (v: number, lo: number, hi: number): Tag | undefined => {
     let j = v + 1;
     if (j <= hi && isAdverb(lower[j]!)) j++;
     if (j <= hi) {
@@ -209,6 +217,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let quoted: Set<number> = new Set();
   // Whom the turn right before addressed by name: "he said" in the reply is most likely them.
   let repliedTo = -1;
+  // Who spoke the quote before this one, in this paragraph or an earlier one.
+  let lastSpeaker = -1;
   const resolvePronoun = (g: Gender | "i", avoid: number, paraMentions: number[]): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     // The first person of that gender the paragraph names is the one it is about ("Darcy … his
@@ -229,7 +239,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   };
   const resolveTag = (tag: Tag, avoid: number, paraMentions: number[]): number => {
     if (tag.kind === "char") return tag.char;
-    if (tag.kind === "pronoun") return resolvePronoun(tag.gender, avoid, paraMentions);
+    if (tag.kind === "pronoun") {
+      if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
+      return resolvePronoun(tag.gender, avoid, paraMentions);
+    }
     const holder = resolvePronoun(tag.possessor, -1, paraMentions);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
@@ -279,6 +292,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     let cursor = paraStart;
     let lead: Tag | undefined;
     quoted = new Set();
+    lastSpeaker = prevUnitSpeaker;
     let introduced = -1;
     for (const qk of u.qs) {
       const found = quotedNames(tok, names, quotes[qk]!);
@@ -309,6 +323,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
           }
         }
       }
+      if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;
       cursor = q.end + 1;
     }
     // Quotes of one paragraph share a speaker unless tagged otherwise.
