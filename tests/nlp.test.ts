@@ -368,6 +368,13 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe"));
   });
 
+  test("a he/she tag does not go to the last person named when the next paragraph's tag names them as replying", () => {
+    const text =
+      intro + ["Clara walked down to the gate with Mrs. Pell.", '"It is colder than yesterday," she said.', '"Much colder," said Mrs. Pell.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Mrs. Pell"));
+  });
+
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
     const text = [
       "Mrs. Ashdown was sewing by the fire. Mr. Ashdown came in from the garden, and he sat down heavily. Clara Whitcombe was reading in the corner, and she did not look up.",

@@ -219,7 +219,11 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraMentions: number[]): number => {
+  /**
+   * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
+   * subject outranks it, but recency does not: the reply is not by the one who spoke.
+   */
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraMentions: number[], replier = -1): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     // The first person of that gender the paragraph names is the one it is about ("Darcy … his
     // eyes … towards Bingley … he turned and said").
@@ -227,21 +231,21 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const c = paraMentions[k]!;
       if (genderOf(c) === g && !quoted.has(c)) return c;
     }
-    if (repliedTo >= 0 && repliedTo !== avoid && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
+    if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
     let fallback = -1;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
       if (genderOf(c) !== g || !isPerson(c)) continue;
-      if (c !== avoid && !quoted.has(c)) return c;
+      if (c !== avoid && c !== replier && !quoted.has(c)) return c;
       if (fallback < 0) fallback = c;
     }
     return fallback;
   };
-  const resolveTag = (tag: Tag, avoid: number, paraMentions: number[]): number => {
+  const resolveTag = (tag: Tag, avoid: number, paraMentions: number[], replier = -1): number => {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraMentions);
+      return resolvePronoun(tag.gender, avoid, paraMentions, replier);
     }
     const holder = resolvePronoun(tag.possessor, -1, paraMentions);
     if (holder >= 0) {
@@ -249,7 +253,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
       if (kin) return kin.id;
     }
-    return resolvePronoun(tag.gender, avoid, paraMentions);
+    return resolvePronoun(tag.gender, avoid, paraMentions, replier);
   };
 
   // Group quotes into paragraph units.
@@ -274,7 +278,21 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let prevUnitPara = -2;
   let turnBefore = -1;
   let prevUnitAddressee = -1;
-  for (const u of units) {
+  /** The dialogue tag of quote qk, looked for up to the next quote and back to the narration from `from`. */
+  const tagOf = (qk: number, from: number, nextStart: number): Tag | undefined => {
+    const q = quotes[qk]!;
+    return tagAfter(q.end + 1, Math.min(nextStart, q.end + MAX_TAG_DISTANCE)) ?? (q.start > from ? tagBefore(from, q.start - 1) : undefined);
+  };
+  // The speaker a unit's first quote is tagged with by name ("…," said Jane), or -1.
+  const namedSpeakerOf = (u: Unit): number => {
+    const nextStart = u.qs.length > 1 ? quotes[u.qs[1]!]!.start - 1 : tok.paragraphStarts[u.para + 1]! - 1;
+    const tag = tagOf(u.qs[0]!, tok.paragraphStarts[u.para]!, nextStart);
+    return tag?.kind === "char" ? tag.char : -1;
+  };
+  for (let ui = 0; ui < units.length; ui++) {
+    const u = units[ui]!;
+    const next = units[ui + 1];
+    const replier = next && next.para === u.para + 1 && !next.continuation ? namedSpeakerOf(next) : -1;
     // Narration paragraphs between units feed salience.
     const paraStart = tok.paragraphStarts[u.para]!;
     const paraEnd = tok.paragraphStarts[u.para + 1]! - 1;
@@ -307,11 +325,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
       mentionsIn(cursor, q.start - 1, paraMentions);
-      let tag = tagAfter(q.end + 1, Math.min(nextStart, q.end + MAX_TAG_DISTANCE));
-      if (!tag && q.start > cursor) tag = tagBefore(cursor, q.start - 1);
+      const tag = tagOf(qk, cursor, nextStart);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
-        const c = resolveTag(tag, avoid, paraMentions);
+        const c = resolveTag(tag, avoid, paraMentions, replier);
         if (c >= 0) {
           speaker[qk] = c;
           if (tag.kind === "char") {
@@ -334,7 +351,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     }
     if (unitSpeaker < 0 && introduced >= 0) unitSpeaker = introduced;
     if (unitSpeaker < 0 && lead) {
-      unitSpeaker = resolveTag(lead, avoid, []);
+      unitSpeaker = resolveTag(lead, avoid, [], replier);
     }
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
