@@ -375,6 +375,21 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Mrs. Pell"));
   });
 
+  test("an untagged turn with no turn order to go by goes to someone who speaks later in the conversation", () => {
+    const text =
+      intro +
+      [
+        "Clara and Walter Ashdown sat by the fire, and Mr. Pell came in with the dog.",
+        '"Good evening," said Walter.',
+        '"Is it raining still?"',
+        '"Not now," said Walter.',
+        '"But it will be by nightfall," Walter added.',
+        '"Then we shall walk home," said Clara.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Clara Whitcombe", "Walter Ashdown", "Walter Ashdown", "Clara Whitcombe"));
+  });
+
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
     const text = [
       "Mrs. Ashdown was sewing by the fire. Mr. Ashdown came in from the garden, and he sat down heavily. Clara Whitcombe was reading in the corner, and she did not look up.",

@@ -454,11 +454,17 @@ function fillConversation(conv: Unit[], recent: number[], isPerson: (c: number) 
       continue;
     }
     const g = conv[k - 1] && conv[k - 1]!.addressee < 0 ? conv[k - 1]!.listenerGender : undefined;
+    const next = conv[k + 1] && !conv[k + 1]!.continuation ? conv[k + 1]!.speaker : -1;
+    const fits = (c: number) => c >= 0 && c !== prev && c !== u.addressee && !u.named.has(c) && isPerson(c) && (!g || genderOf(c) !== (g === "m" ? "f" : "m"));
+    // Inside a conversation, someone who speaks in it later is likelier than whoever was named last.
+    if (k > 0) {
+      for (let j = k + 1; j < conv.length && u.speaker < 0; j++) if (conv[j]!.speaker !== next && fits(conv[j]!.speaker)) u.speaker = conv[j]!.speaker;
+      if (u.speaker >= 0) continue;
+    }
     const end = u.recentAt;
     for (let i = end - 1, seen = 0; i >= 0 && seen < SALIENCE_WINDOW; i--, seen++) {
-      const c = recent[i]!;
-      if (c !== prev && c !== u.addressee && !u.named.has(c) && isPerson(c) && (!g || genderOf(c) !== (g === "m" ? "f" : "m"))) {
-        u.speaker = c;
+      if (fits(recent[i]!)) {
+        u.speaker = recent[i]!;
         break;
       }
     }
