@@ -375,19 +375,20 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Mrs. Pell"));
   });
 
-  test("an untagged turn with no turn order to go by goes to someone who speaks later in the conversation", () => {
+  test("an exchange is read as a whole: the names in its first and last turns set who speaks between, over a bystander named last", () => {
     const text =
       intro +
       [
-        "Clara and Walter Ashdown sat by the fire, and Mr. Pell came in with the dog.",
-        '"Good evening," said Walter.',
-        '"Is it raining still?"',
-        '"Not now," said Walter.',
-        '"But it will be by nightfall," Walter added.',
-        '"Then we shall walk home," said Clara.',
+        "Mrs. Pell came out to the garden with a letter, and Walter Ashdown followed her.",
+        '"Is it from your brother, Clara?"',
+        '"It is."',
+        '"Is he well?"',
+        '"Quite well."',
+        '"And the farm?"',
+        '"Sold, Mrs. Pell, last spring."',
       ].join("\n\n");
     const r = read(text);
-    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Clara Whitcombe", "Walter Ashdown", "Walter Ashdown", "Clara Whitcombe"));
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe"));
   });
 
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
