@@ -375,6 +375,21 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Mrs. Pell"));
   });
 
+  test("turn order overrules a he/she tag read from whoever spoke last", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell came out to the garden with a letter.",
+        '"Who is it from?" asked Mrs. Pell.',
+        '"From my brother," said Clara.',
+        '"Is he well?"',
+        '"Quite well. He has bought a farm."',
+        '"A farm!" she cried. "Whatever for?"',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Mrs. Pell"));
+  });
+
   test("an exchange is read as a whole: the names in its first and last turns set who speaks between, over a bystander named last", () => {
     const text =
       intro +

@@ -331,6 +331,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
         const c = resolveTag(tag, avoid, paraMentions, replier);
         if (c >= 0) {
           speaker[qk] = c;
+          // A he/she tag read from whoever was named last is a guess turn order may overrule; one
+          // read from the person the paragraph is about, or a tag that names, is not.
+          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraMentions.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
+          else u.certain = true;
           if (tag.kind === "char") {
             mentionStart[qk] = tag.start;
             mentionEnd[qk] = tag.end;
@@ -390,6 +394,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
 
   for (const u of units) {
     for (const qk of u.qs) {
+      if (u.guessed && !u.certain && speaker[qk] === u.guessed.speaker) speaker[qk] = u.speaker;
       if (speaker[qk]! < 0) speaker[qk] = u.speaker;
       if (addressee[qk]! < 0) addressee[qk] = u.addressee;
     }
@@ -411,17 +416,22 @@ interface Unit {
   named: Set<number>;
   /** Gender of a listener addressed only as "sir" or "madam" in this turn. */
   listenerGender: Gender | undefined;
+  /** A he/she tag resolved by recency alone: its gender is sure, the person is not. */
+  guessed?: { gender: Gender; speaker: number };
+  /** A tag settled who speaks (a name, or the person the paragraph is about). */
+  certain?: boolean;
 }
 
 // Weights of the turn-taking score, tuned on the PDNC dev novels (a broad plateau around them).
 const SCORE_SAME_TWICE = -6;
 const SCORE_ALTERNATE = 3;
+const SCORE_GUESSED_TAG = 1;
 const SCORE_SALIENCE = 0.6;
 const SCORE_NAMED_IN_TURN = -3;
 const SCORE_REPLY_NAMES = 1.5;
 const SCORE_NAMED_LISTENER = 2;
 const SCORE_LISTENER_GENDER = -6;
-const SCORE_OWN_LISTENER = -20;
+const SCORE_RULED_OUT = -20;
 const MAX_CANDIDATES = 6;
 const IMPOSSIBLE = -1e9;
 
@@ -430,14 +440,16 @@ const IMPOSSIBLE = -1e9;
  * the speakers it can choose from are those its tags name, those addressed and the most salient
  * people before it; the best sequence (second-order Viterbi) rewards a turn that goes back to the
  * speaker two turns before (A B A B), a turn given to whoever the previous turn addressed by name
- * or to whoever the next turn names, and the recently mentioned, and penalises the same person
- * twice in a row, a speaker named inside their own turn and a man answering "madam". Turns whose
- * tags gave a speaker stay fixed. Weighing the whole run lets a name at its end set the phase of
+ * or to whoever the next turn names, the recently mentioned, and a he/she tag's own guess, and
+ * penalises the same person twice in a row, a speaker named inside their own turn and a man
+ * answering "madam". Tags that name someone, and a he/she read from the paragraph's own subject,
+ * stay fixed; a he/she tag read from recency fixes only the gender, so one misread pronoun does
+ * not set the phase of the whole exchange. Weighing the whole run lets a name at its end set the phase of
  * the turns before it as much as one at its start, where filling turn by turn let the first
  * guess decide.
  */
 function decodeConversation(conv: Unit[], recent: number[], isPerson: (c: number) => boolean, genderOf: (c: number) => Gender | undefined): void {
-  const open = conv.map((u) => u.speaker < 0);
+  const open = conv.map((u) => u.speaker < 0 || (u.guessed !== undefined && !u.certain && u.speaker === u.guessed.speaker));
   if (!open.includes(true)) return;
   const cand: number[] = [];
   const add = (c: number) => {
@@ -464,8 +476,10 @@ function decodeConversation(conv: Unit[], recent: number[], isPerson: (c: number
         e[j] = c === u.speaker ? 0 : IMPOSSIBLE;
         continue;
       }
-      // Speaking to oneself is all but ruled out; only all but, so a run always has some reading.
-      let s = c === u.addressee ? SCORE_OWN_LISTENER : 0;
+      // Speaking to oneself, or a "she" who is a man, is all but ruled out; only all but, so a run
+      // always has some reading.
+      let s = c === u.addressee || (u.guessed && genderOf(c) !== u.guessed.gender) ? SCORE_RULED_OUT : 0;
+      if (c === u.guessed?.speaker) s += SCORE_GUESSED_TAG;
       if (rank[j]! >= 0) s += SCORE_SALIENCE / (1 + rank[j]!);
       if (u.named.has(c)) s += SCORE_NAMED_IN_TURN;
       if (n1 && !n1.continuation && n1.addressee === c) s += SCORE_REPLY_NAMES;
