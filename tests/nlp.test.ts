@@ -293,6 +293,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Walter Ashdown"));
   });
 
+  test("a he/she tag goes to the woman the paragraph is about, not to one it names after a preposition", () => {
+    const text = intro + 'Standing with Mrs. Pell by the window, Clara watched the lane. "The rain has stopped," she said.';
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
   test("a he/she tag does not go to someone the quote talks about", () => {
     const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Walter always wins at cards," he said.'].join("\n\n");
     const r = read(text);

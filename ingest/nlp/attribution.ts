@@ -1,6 +1,6 @@
 import type { Character } from "./characters.ts";
 import { isVocative } from "./characters.ts";
-import { FIRST_PERSON, GENDERED_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { FIRST_PERSON, GENDERED_NOUNS, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -223,12 +223,12 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
    * subject outranks it, but recency does not: the reply is not by the one who spoke.
    */
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraMentions: number[], replier = -1): number => {
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], replier = -1): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
-    // The first person of that gender the paragraph names is the one it is about ("Darcy … his
-    // eyes … towards Bingley … he turned and said").
-    for (let k = 0; k < paraMentions.length; k++) {
-      const c = paraMentions[k]!;
+    // The first person of that gender the paragraph names, other than after a preposition, is the
+    // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
+    for (let k = 0; k < paraSubjects.length; k++) {
+      const c = paraSubjects[k]!;
       if (genderOf(c) === g && !quoted.has(c)) return c;
     }
     if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
@@ -241,19 +241,19 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     }
     return fallback;
   };
-  const resolveTag = (tag: Tag, avoid: number, paraMentions: number[], replier = -1): number => {
+  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1): number => {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraMentions, replier);
+      return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
     }
-    const holder = resolvePronoun(tag.possessor, -1, paraMentions);
+    const holder = resolvePronoun(tag.possessor, -1, paraSubjects);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
       if (kin) return kin.id;
     }
-    return resolvePronoun(tag.gender, avoid, paraMentions, replier);
+    return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
   };
 
   // Group quotes into paragraph units.
@@ -264,12 +264,14 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
   });
 
-  const mentionsIn = (lo: number, hi: number, out: number[]) => {
+  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
-      if (k >= 0) out.push(names[k]!.char);
-      else if (narrator && FIRST_PERSON.has(lower[i]!)) out.push(NARRATOR_ID);
+      const c = k >= 0 ? names[k]!.char : narrator && FIRST_PERSON.has(lower[i]!) ? NARRATOR_ID : -1;
+      if (c < 0) continue;
+      out.push(c);
+      if (subjects && !PREPOSITIONS.has(lower[i - 1] ?? "")) subjects.push(c);
     }
   };
 
@@ -307,6 +309,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     repliedTo = u.para - prevUnitPara === 1 ? prevUnitAddressee : -1;
     const beat = u.para - prevUnitPara === 2 ? beatSubject(u.para - 1, [prevUnitSpeaker, turnBefore]) : -1;
     const paraMentions: number[] = [];
+    // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
+    const paraSubjects: number[] = [];
     let cursor = paraStart;
     let lead: Tag | undefined;
     quoted = new Set();
@@ -324,16 +328,16 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
-      mentionsIn(cursor, q.start - 1, paraMentions);
+      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects);
       const tag = tagOf(qk, cursor, nextStart);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
-        const c = resolveTag(tag, avoid, paraMentions, replier);
+        const c = resolveTag(tag, avoid, paraSubjects, replier);
         if (c >= 0) {
           speaker[qk] = c;
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
           // read from the person the paragraph is about, or a tag that names, is not.
-          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraMentions.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
+          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
           else u.certain = true;
           if (tag.kind === "char") {
             mentionStart[qk] = tag.start;
