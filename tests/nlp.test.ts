@@ -299,6 +299,13 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
   });
 
+  test("an untagged quote goes to whoever its paragraph opens on, passing over a name after a preposition", () => {
+    const text =
+      intro + ["Mrs. Pell came out to the garden with a letter, and she smiled at Tobias.", 'From Mrs. Pell the letter passed to Clara, who laughed. "What a day it has been!"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
   test("a he/she tag does not go to someone the quote talks about", () => {
     const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Walter always wins at cards," he said.'].join("\n\n");
     const r = read(text);

@@ -158,7 +158,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const k = nameAt[i]!;
       if (k >= 0) {
         const prev = lower[i - 1];
-        if (prev === "to" || prev === "at" || prev === "with" || prev === "of") continue;
+        if (PREPOSITIONS.has(prev ?? "")) continue;
         return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
       }
       const g = pronounGender(lower[i]!);
