@@ -419,6 +419,13 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe"));
   });
 
+  test("a run-on quote whose next paragraph is tagged for someone else still leaves the exchange its speakers", () => {
+    const text =
+      intro + ['"Is the gate locked?" asked Clara.', '"It is," said Tobias. "And I have lost the key.', '"Then we must climb," said Clara.', '"Over the wall?"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick"));
+  });
+
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
     const text = [
       "Mrs. Ashdown was sewing by the fire. Mr. Ashdown came in from the garden, and he sat down heavily. Clara Whitcombe was reading in the corner, and she did not look up.",

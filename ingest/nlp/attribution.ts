@@ -510,9 +510,13 @@ function decodeConversation(conv: Unit[], recent: number[], isPerson: (c: number
         const before = score[prevRow + a * m + b]!;
         if (before <= IMPOSSIBLE / 2) continue;
         for (let c = 0; c < m; c++) {
-          if (own[k]![c]! <= IMPOSSIBLE / 2 || (u.continuation && c !== b)) continue;
+          if (own[k]![c]! <= IMPOSSIBLE / 2) continue;
           let t = before + own[k]![c]!;
-          if (!u.continuation) {
+          // A paragraph that carries on a quote has its first paragraph's speaker, unless tags
+          // on both say otherwise.
+          if (u.continuation) {
+            if (c !== b) t += SCORE_RULED_OUT;
+          } else {
             if (c === b) t += SCORE_SAME_TWICE;
             if (c === a && a !== b) t += SCORE_ALTERNATE;
             if (cand[c] === listener && listener !== cand[b]) t += SCORE_NAMED_LISTENER;
