@@ -471,8 +471,9 @@ function decodeConversation(conv: Unit[], recent: number[], isPerson: (c: number
   const n = conv.length;
   // What each turn says about its own speaker, whoever the turns around it are.
   const rank = new Int32Array(m);
-  const own = conv.map((u, k) => {
-    const e = new Float64Array(m);
+  const own = new Float64Array(n * m);
+  conv.forEach((u, k) => {
+    const e = own.subarray(k * m, (k + 1) * m);
     if (open[k]) salienceRanks(cand, recent, u.recentAt, rank);
     const n1 = conv[k + 1];
     const p1 = conv[k - 1];
@@ -493,39 +494,56 @@ function decodeConversation(conv: Unit[], recent: number[], isPerson: (c: number
       if (heard && genderOf(c) !== undefined && genderOf(c) !== heard) s += SCORE_LISTENER_GENDER;
       e[j] = s;
     }
-    return e;
   });
   // State (a, b): the speakers of the turn before and of this turn; a = m before the first turn.
   const states = (m + 1) * m;
   const score = new Float64Array(n * states).fill(IMPOSSIBLE);
   const back = new Int32Array(n * states).fill(-1);
-  for (let j = 0; j < m; j++) score[m * m + j] = own[0]![j]!;
+  for (let j = 0; j < m; j++) score[m * m + j] = own[j]!;
+  // Only the alternation bonus depends on the speaker two turns back, so for each last speaker b the
+  // best earlier path is either the best of all, or the one whose earlier speaker is the new one.
+  const bestA = new Int32Array(m);
+  const bestBefore = new Float64Array(m);
   for (let k = 1; k < n; k++) {
     const u = conv[k]!;
     const listener = conv[k - 1]!.addressee;
     const prevRow = (k - 1) * states;
     const row = k * states;
-    for (let a = 0; a <= m; a++) {
-      for (let b = 0; b < m; b++) {
-        const before = score[prevRow + a * m + b]!;
-        if (before <= IMPOSSIBLE / 2) continue;
-        for (let c = 0; c < m; c++) {
-          if (own[k]![c]! <= IMPOSSIBLE / 2) continue;
-          let t = before + own[k]![c]!;
-          // A paragraph that carries on a quote has its first paragraph's speaker, unless tags
-          // on both say otherwise.
-          if (u.continuation) {
-            if (c !== b) t += SCORE_RULED_OUT;
-          } else {
-            if (c === b) t += SCORE_SAME_TWICE;
-            if (c === a && a !== b) t += SCORE_ALTERNATE;
-            if (cand[c] === listener && listener !== cand[b]) t += SCORE_NAMED_LISTENER;
-          }
-          if (t > score[row + b * m + c]!) {
-            score[row + b * m + c] = t;
-            back[row + b * m + c] = a * m + b;
-          }
+    for (let b = 0; b < m; b++) {
+      bestBefore[b] = IMPOSSIBLE;
+      for (let a = 0; a <= m; a++) {
+        if (score[prevRow + a * m + b]! > bestBefore[b]!) {
+          bestBefore[b] = score[prevRow + a * m + b]!;
+          bestA[b] = a;
         }
+      }
+    }
+    for (let b = 0; b < m; b++) {
+      if (bestBefore[b]! <= IMPOSSIBLE / 2) continue;
+      for (let c = 0; c < m; c++) {
+        const e = own[k * m + c]!;
+        if (e <= IMPOSSIBLE / 2) continue;
+        let a = bestA[b]!;
+        let t = bestBefore[b]!;
+        // A paragraph that carries on a quote has its first paragraph's speaker, unless tags
+        // on both say otherwise.
+        if (u.continuation) {
+          if (c !== b) t += SCORE_RULED_OUT;
+        } else {
+          if (c === b) t += SCORE_SAME_TWICE;
+          else if (c === a) t += SCORE_ALTERNATE;
+          else {
+            // Ties go to the lower index, as a search over every earlier speaker would have it.
+            const alternating = score[prevRow + c * m + b]! + SCORE_ALTERNATE;
+            if (alternating > t || (alternating === t && c < a)) {
+              t = alternating;
+              a = c;
+            }
+          }
+          if (cand[c] === listener && listener !== cand[b]) t += SCORE_NAMED_LISTENER;
+        }
+        score[row + b * m + c] = t + e;
+        back[row + b * m + c] = a * m + b;
       }
     }
   }
