@@ -293,6 +293,19 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Walter Ashdown"));
   });
 
+  test("a he/she tag goes to the woman the paragraph is about, not to one it names after a preposition", () => {
+    const text = intro + 'Standing with Mrs. Pell by the window, Clara watched the lane. "The rain has stopped," she said.';
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
+  test("an untagged quote goes to whoever its paragraph opens on, passing over a name after a preposition", () => {
+    const text =
+      intro + ["Mrs. Pell came out to the garden with a letter, and she smiled at Tobias.", 'From Mrs. Pell the letter passed to Clara, who laughed. "What a day it has been!"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
   test("a he/she tag does not go to someone the quote talks about", () => {
     const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Walter always wins at cards," he said.'].join("\n\n");
     const r = read(text);
@@ -354,6 +367,63 @@ describe("speaker attribution", () => {
       intro + ["Mrs. Ashdown came to the gate.", '"Shall we go in?" said Mrs. Ashdown.', '"Is the gate locked, sir?" asked Clara.', '"It is."'].join("\n\n");
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Ashdown", "Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
+    const text =
+      intro +
+      [
+        '"The river is high tonight," said Clara.',
+        "Mrs. Pell came down the lane with a lantern, and Mrs. Pell waved to them.",
+        '"And the bridge will be closed by morning," she added.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe"));
+  });
+
+  test("a he/she tag does not go to the last person named when the next paragraph's tag names them as replying", () => {
+    const text =
+      intro + ["Clara walked down to the gate with Mrs. Pell.", '"It is colder than yesterday," she said.', '"Much colder," said Mrs. Pell.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Mrs. Pell"));
+  });
+
+  test("turn order overrules a he/she tag read from whoever spoke last", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell came out to the garden with a letter.",
+        '"Who is it from?" asked Mrs. Pell.',
+        '"From my brother," said Clara.',
+        '"Is he well?"',
+        '"Quite well. He has bought a farm."',
+        '"A farm!" she cried. "Whatever for?"',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Mrs. Pell"));
+  });
+
+  test("an exchange is read as a whole: the names in its first and last turns set who speaks between, over a bystander named last", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell came out to the garden with a letter, and Walter Ashdown followed her.",
+        '"Is it from your brother, Clara?"',
+        '"It is."',
+        '"Is he well?"',
+        '"Quite well."',
+        '"And the farm?"',
+        '"Sold, Mrs. Pell, last spring."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe"));
+  });
+
+  test("a run-on quote whose next paragraph is tagged for someone else still leaves the exchange its speakers", () => {
+    const text =
+      intro + ['"Is the gate locked?" asked Clara.', '"It is," said Tobias. "And I have lost the key.', '"Then we must climb," said Clara.', '"Over the wall?"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick"));
   });
 
   test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {

@@ -79,6 +79,10 @@ export const PLACE_HEADS = words(`
 /** Compass points: a name they begin ("the North Pole", "South Africa") is a place. */
 export const COMPASS_POINTS = words("north south east west northern southern eastern western");
 
+export const PREPOSITIONS = words(
+  "of in on at by for with from to into upon about over under through after before between against during without within among towards toward across behind beyond near since till until",
+);
+
 /** Prepositions after which a capitalised word is more likely a place than a person. */
 export const PLACE_PREPOSITIONS = words("in at into near through across via within beyond");
 

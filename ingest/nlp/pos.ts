@@ -2,6 +2,8 @@
 // (which BookNLP writes) well enough for readers of that file: closed-class words come from lists,
 // open-class words from suffixes and capitalisation.
 
+import { PREPOSITIONS } from "./lexicon.ts";
+
 export interface Tagged {
   pos: string;
   tag: string;
@@ -13,7 +15,7 @@ const put = (ws: string, pos: string, tag: string) => {
   for (const w of ws.split(" ")) CLOSED[w] = [pos, tag];
 };
 put("the a an this that these those every each no some any another either neither", "DET", "DT");
-put("of in on at by for with from to into upon about over under through after before between against during without within among towards toward across behind beyond near since till until", "ADP", "IN");
+put([...PREPOSITIONS].join(" "), "ADP", "IN");
 put("and or but nor yet", "CCONJ", "CC");
 put("if because though although while whereas unless whether than so", "SCONJ", "IN");
 put("i you he she it we they me him us them myself yourself himself herself itself ourselves themselves one", "PRON", "PRP");
