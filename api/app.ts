@@ -48,7 +48,9 @@ export function createApp(deps: AppDeps) {
   return {
     app,
     fetch: withHttpMetrics(app, handle, deps.metrics),
-    routes: { "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", health) } },
+    routes: {
+      "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", health), HEAD: withRouteMetrics(deps.metrics, "HEAD", "/health", health) },
+    },
     settle: chat.settle,
   };
 }

@@ -131,6 +131,17 @@ describe("POST /character/chat on the server process", () => {
     expect(events.at(-1)).toMatchObject({ done: true, full_response: "Echo: The short version, then." });
   });
 
+  test("/health, answered by the server's own router, is counted and timed under its method; other methods get the app's 405", async () => {
+    const [gets, heads] = [await metric('http_requests_total{method="GET",endpoint="/health",status_code="200"}'), await metric('http_request_duration_seconds_count{method="HEAD",endpoint="/health"}')];
+    const res = await fetch(`${api.url}/health`);
+    expect([res.status, res.headers.get("content-type"), await res.text()]).toEqual([200, "text/plain; charset=utf-8", "ok"]);
+    expect((await fetch(`${api.url}/health`, { method: "HEAD" })).status).toBe(200);
+    const refused = await fetch(`${api.url}/health`, { method: "POST" });
+    expect([refused.status, refused.headers.get("allow")]).toEqual([405, "GET"]);
+    expect(await metric('http_requests_total{method="GET",endpoint="/health",status_code="200"}')).toBe(gets + 1);
+    expect(await metric('http_request_duration_seconds_count{method="HEAD",endpoint="/health"}')).toBe(heads + 1);
+  });
+
   test("the documentation lists the chat operation", async () => {
     const doc = (await (await fetch(`${api.url}/docs/json`)).json()) as { paths: Record<string, Record<string, unknown>> };
     expect(Object.keys(doc.paths["/character/chat"] ?? {})).toEqual(["post"]);
