@@ -45,8 +45,10 @@ export const DOWNLOAD_RETRIES = 2;
  * Below this many cores the index preparation starts once the NLP step has ended instead of beside
  * it. On two cores the two contend (War and Peace's NLP step: 1.36 s alone, 2.1–2.3 s beside the
  * chunking), and the NLP step is on the book's critical path while the index preparation is not: it
- * then runs while the character passes wait on the model (with 300 ms per model call the book took
- * 4.24 s instead of 4.76; with a model that answers at once, 3.6–3.9 s instead of 3.5).
+ * then runs while the character passes wait on the model. With 300 ms per model call and four
+ * checkpoints the book takes 4.27 s instead of 4.92; when the passes are shorter than the index
+ * preparation it costs time instead (a model that answers at once: 3.70 s instead of 3.21; one
+ * checkpoint: 3.61 instead of 3.31). A real model's calls take seconds, so the passes are long.
  */
 export const MIN_CORES_FOR_INDEX_BESIDE_NLP = 3;
 
