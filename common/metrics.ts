@@ -26,18 +26,18 @@ export interface HistogramSeries {
 export class SeriesHistogram<T extends string> {
   readonly type = "histogram";
   readonly aggregator = "sum";
+  readonly name: string;
+  readonly help: string;
   private readonly bounds: readonly number[];
   private readonly entries: { labels: Record<T, string>; buckets: Float64Array; sum: number; count: number }[] = [];
 
+  /** `labelNames` as prom-client takes them: they type the series' labels. */
   constructor(config: { name: string; help: string; labelNames: readonly T[]; buckets: readonly number[]; registers: readonly Registry[] }) {
     this.name = config.name;
     this.help = config.help;
     this.bounds = [...config.buckets].sort((a, b) => a - b);
     for (const registry of config.registers) registry.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
   }
-
-  readonly name: string;
-  readonly help: string;
 
   series(labels: Record<T, string>): HistogramSeries {
     const entry = { labels: { ...labels }, buckets: new Float64Array(this.bounds.length), sum: 0, count: 0 };
