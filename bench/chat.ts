@@ -445,7 +445,7 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
 
 /** A Chrome .cpuprofile as Bun writes it. */
 interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number } }[];
+  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }[];
   samples: number[];
   timeDeltas: number[];
 }
@@ -459,8 +459,46 @@ function ownerOf(url: string): string {
   return url.startsWith(root) ? url.slice(root.length + 1) : url;
 }
 
-/** Self time per function and per file of a profile, largest first, as two markdown tables. */
-function profileTables(profile: CpuProfile, top: number): string {
+/** The steps of a chat turn, each with the paths of the files and packages that do its work. */
+const STEPS: readonly (readonly [string, readonly string[]])[] = [
+  ["LLM calls: rewrite, embedding, reply stream", ["common/llm/", "node_modules/openai/"]],
+  ["search: Qdrant and Typesense clients, fusion", ["common/vector/", "common/text/", "@qdrant", "node_modules/typesense/", "axios", "follow-redirects", "common/retrieval", "common/fusion", "common/search"]],
+  ["database (Bun SQL)", ["common/db/"]],
+  ["key-value store (Redis): cache, lock", ["common/kv/", "common/chat-cache", "common/lock"]],
+  ["prompt and preferences", ["common/prompt", "common/preferences", "gpt-tokenizer", "common/reading-position", "@noble"]],
+  ["HTTP: router, body, validation, metrics", ["elysia", "api/app", "api/http-metrics", "prom-client", "api/json-body", "api/chat/index", "common/metrics", "common/schemas", "api/errors", "@sinclair", "exact-mirror"]],
+  ["SSE out", ["api/sse"]],
+  ["chat service (the turn itself)", ["api/chat/service", "common/log"]],
+];
+/** Frames charged to whoever called them: native code, the runtime's own modules, shared helpers. */
+const PASS_THROUGH = ["common/upstream", "/zod/", "node:", "internal:", "tslib", "undici", "bun:", "webstreams"];
+
+/**
+ * Each sample charged to a step of the turn: to the nearest frame on its stack that is not native,
+ * runtime or a shared helper (so `fetch` counts for whoever fetched); "engine" when nothing of ours is
+ * on the stack (the event loop, timers, promise jobs).
+ */
+function stepShares(profile: CpuProfile): Map<string, number> {
+  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
+  const parent = new Map<number, number>();
+  for (const n of profile.nodes) for (const child of n.children ?? []) parent.set(child, n.id);
+  const steps = new Map<string, number>();
+  profile.samples.forEach((id, i) => {
+    let node = id;
+    while (parent.has(node)) {
+      const url = byId.get(node)!.callFrame.url;
+      if (url && !PASS_THROUGH.some((p) => url.includes(p))) break;
+      node = parent.get(node)!;
+    }
+    const url = byId.get(node)!.callFrame.url;
+    const step = !url ? "engine, with nothing of ours on the stack" : (STEPS.find(([, paths]) => paths.some((p) => url.includes(p)))?.[0] ?? "other");
+    steps.set(step, (steps.get(step) ?? 0) + (profile.timeDeltas[i] ?? 0));
+  });
+  return steps;
+}
+
+/** Time per step, per file and per function of a profile, largest first, as markdown tables. */
+function profileTables(profile: CpuProfile, top: number, turns: number): string {
   const byId = new Map(profile.nodes.map((n) => [n.id, n.callFrame]));
   const fns = new Map<string, number>();
   const files = new Map<string, number>();
@@ -483,8 +521,15 @@ function profileTables(profile: CpuProfile, top: number): string {
       .sort((a, b) => b[1] - a[1])
       .slice(0, top)
       .map(([name, us]) => [`\`${name}\``, (us / 1000).toFixed(0), ((100 * us) / total).toFixed(1)]);
+  const steps = [...stepShares(profile)].sort((a, b) => b[1] - a[1]);
+  const all = steps.reduce((sum, [, us]) => sum + us, 0);
   return [
     `Busy samples: ${(total / 1000).toFixed(0)} ms; idle, left out: ${(idle / 1000).toFixed(0)} ms.`,
+    "",
+    markdownTable(
+      ["step", "ms per turn", "%"],
+      steps.map(([step, us]) => [step, (us / 1000 / turns).toFixed(2), ((100 * us) / all).toFixed(1)]),
+    ),
     "",
     markdownTable(["file or package", "self ms", "%"], rows(files)),
     "",
@@ -518,7 +563,7 @@ async function profileChat() {
     const text = await readFile(join(dir, file), "utf8");
     const save = option("--save");
     if (save) await writeFile(save, text);
-    console.log(profileTables(JSON.parse(text) as CpuProfile, 25));
+    console.log(profileTables(JSON.parse(text) as CpuProfile, 25, WARMUP + turns));
   } finally {
     gateway.stop();
     await rm(dir, { recursive: true, force: true });
