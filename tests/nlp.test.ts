@@ -369,6 +369,19 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Ashdown", "Clara Whitcombe", "Tobias Fenwick"));
   });
 
+  test("'was his answer' and 'Clara's reply was' name the speaker through the noun's owner", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell came down the lane and stopped at the gate. Her face was grave.",
+        '"Not a word from the mill," was his quiet answer.',
+        'Clara\'s reply was, "Then we wait."',
+        "His remark troubled Mrs. Pell. She opened the gate and sighed. \"Wait for nothing.\"",
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Mrs. Pell"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +

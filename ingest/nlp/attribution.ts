@@ -1,6 +1,6 @@
 import type { Character } from "./characters.ts";
 import { isVocative } from "./characters.ts";
-import { FIRST_PERSON, GENDERED_NOUNS, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { FIRST_PERSON, GENDERED_NOUNS, PREPOSITIONS, SPEECH_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -108,9 +108,30 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   };
 
   const subject = (v: number, lo: number, hi: number): Tag | undefined => {
+    if (SPEECH_NOUNS.has(lower[v]!)) {
+      const owner = possessor(v, lo);
+      if (owner || !SPEECH_VERBS.has(lower[v]!)) return owner;
+    }
     const tag = subjectOf(v, lo, hi);
     if (tag?.kind === "pronoun" && CONTINUING.has(lower[v]!)) tag.goesOn = true;
     return tag;
+  };
+  // "was his answer", "Jane's reply was", "was her quick reply": the noun's owner speaks ("her
+  // brother's answer" is the brother's).
+  const possessor = (v: number, lo: number): Tag | undefined => {
+    for (let i = v - 1; i >= Math.max(lo, v - 2); i--) {
+      const lc = lower[i]!;
+      // Without "was" the noun is narration's ("His remark offended her.").
+      const owned = lower[v + 1] === "was" || lower[(lc === "'s" || lc === "\u2019s" ? i - 2 : i - 1)] === "was";
+      if (!owned) continue;
+      if (lc === "his" || lc === "her") return { kind: "pronoun", gender: lc === "his" ? "m" : "f", at: i };
+      if ((lc === "'s" || lc === "\u2019s") && i > lo) {
+        const k = nameEndingAt[i - 1]!;
+        return k >= 0 && isPerson(names[k]!.char) ? { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end } : undefined;
+      }
+      if (!/^\p{Ll}+$/u.test(text[i]!) || GENDERED_NOUNS.has(lc)) return undefined;
+    }
+    return undefined;
   };
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
   const subjectOf = (v: number, lo: number, hi: number): Tag | undefined => {
@@ -142,7 +163,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
+      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
     }
     return undefined;
   };
@@ -150,7 +171,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
+      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
     }
     return undefined;
   };
