@@ -382,6 +382,17 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Mrs. Pell"));
   });
 
+  test("a speech verb that ends a chain of actions speaks for the sentence's subject", () => {
+    const text =
+      intro +
+      [
+        'Clara watched the lane. Tobias Fenwick put down his cup, crossed to the window, and said, "The rain has stopped."',
+        'Clara smiled at him. Mrs. Pell looked up from her sewing, saying, "Then we can walk to the mill."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +

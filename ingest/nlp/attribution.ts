@@ -171,9 +171,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
+      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi) ?? sentenceSubject(v, lo);
     }
     return undefined;
+  };
+
+  // "He put down his cup, crossed to the window, and said," / "…allowed her to go--saying,": a
+  // speech verb that ends a chain of actions speaks for the subject the sentence opened on.
+  const sentenceSubject = (v: number, lo: number): Tag | undefined => {
+    const w = lower[v]!;
+    if (!SPEECH_VERBS.has(w) || !(w.endsWith("ing") || lower[v - 1] === "and")) return undefined;
+    return leadSubject(Math.max(lo, v - inSentence[v]!), v - 1);
   };
 
   /** First person named (or he/she) in the narration that opens a paragraph before its first quote. */
