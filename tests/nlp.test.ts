@@ -393,6 +393,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
   });
 
+  test("a speech verb in an earlier finished sentence does not tag the quote", () => {
+    const text = intro + 'Tobias looked up. Clara said nothing. Tobias shut the gate. "It is late."';
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +

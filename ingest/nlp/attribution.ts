@@ -171,6 +171,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
+      // A speech verb in an earlier, finished sentence reports something said before ("Clara said
+      // nothing. Tobias shut the gate."); it does not introduce this quote.
+      if (v < hi && (text[v] === "." || text[v] === "?" || text[v] === "!")) return undefined;
       if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi) ?? sentenceSubject(v, lo);
     }
     return undefined;
