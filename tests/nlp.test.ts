@@ -399,6 +399,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
   });
 
+  test("a he/she tag later in a paragraph goes on with the speaker its first tag named", () => {
+    const text = intro + 'Walter Ashdown stood by the gate. "The gate is locked," said Tobias. "And the key is lost," he said.';
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Tobias Fenwick"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +

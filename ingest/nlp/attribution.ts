@@ -254,6 +254,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
+  // Whom the paragraph's first tag names: a he/she tag on a later quote of it goes on with them
+  // ("…," said Piglet. "…," he said.) rather than with a man the narration named before.
+  let paraSpeaker = -1;
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
    * subject outranks it, but recency does not: the reply is not by the one who spoke.
@@ -280,6 +283,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
+      if (paraSpeaker >= 0 && tag.gender !== "i" && (genderOf(paraSpeaker) ?? tag.gender) === tag.gender && !quoted.has(paraSpeaker)) return paraSpeaker;
       return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
     }
     const holder = resolvePronoun(tag.possessor, -1, paraSubjects);
@@ -350,6 +354,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     let lead: Tag | undefined;
     quoted = new Set();
     lastSpeaker = prevUnitSpeaker;
+    paraSpeaker = -1;
     let introduced = -1;
     for (const qk of u.qs) {
       const found = quotedNames(tok, names, quotes[qk]!);
@@ -384,6 +389,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;
+      if (tag?.kind === "char" && paraSpeaker < 0) paraSpeaker = speaker[qk]!;
       cursor = q.end + 1;
     }
     // Quotes of one paragraph share a speaker unless tagged otherwise.
