@@ -405,6 +405,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Tobias Fenwick"));
   });
 
+  test("a paragraph that opens on he/she goes on about someone already in view, not the first man it names", () => {
+    const text = intro + 'He was dressing when Walter Ashdown was announced. Lifting his voice, he shouted, "Make yourself at home."';
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +

@@ -257,6 +257,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   // Whom the paragraph's first tag names: a he/she tag on a later quote of it goes on with them
   // ("…," said Piglet. "…," he said.) rather than with a man the narration named before.
   let paraSpeaker = -1;
+  // "He was dressing when Dr. Aziz was announced. … he shouted": a paragraph that opens on he/she
+  // before naming anyone goes on about someone already in view, not the first man it names.
+  let openedOn: Gender | undefined;
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
    * subject outranks it, but recency does not: the reply is not by the one who spoke.
@@ -265,7 +268,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     // The first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
-    for (let k = 0; k < paraSubjects.length; k++) {
+    for (let k = 0; k < paraSubjects.length && g !== openedOn; k++) {
       const c = paraSubjects[k]!;
       if (genderOf(c) === g && !quoted.has(c)) return c;
     }
@@ -355,6 +358,14 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     quoted = new Set();
     lastSpeaker = prevUnitSpeaker;
     paraSpeaker = -1;
+    openedOn = undefined;
+    for (let i = paraStart; i < quotes[u.qs[0]!]!.start && nameAt[i]! < 0; i++) {
+      const g = inSentence[i] === 0 ? pronounGender(lower[i]!) : undefined;
+      if (g === "m" || g === "f") {
+        openedOn = g;
+        break;
+      }
+    }
     let introduced = -1;
     for (const qk of u.qs) {
       const found = quotedNames(tok, names, quotes[qk]!);
