@@ -399,10 +399,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
   });
 
-  test("a he/she tag later in a paragraph goes on with the speaker its first tag named", () => {
+  test("a he/she tag later in a paragraph goes on with the speaker its first tag gave", () => {
     const text = intro + 'Walter Ashdown stood by the gate. "The gate is locked," said Tobias. "And the key is lost," he said.';
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Tobias Fenwick"));
+    const byPronoun = read(intro + '"The gate is locked," he said. Walter Ashdown laughed. "And the key is lost," he said.');
+    expect(byPronoun.speakers.slice(1)).toEqual(byPronoun.ids("Tobias Fenwick", "Tobias Fenwick"));
   });
 
   test("a paragraph that opens on he/she goes on about someone already in view, not the first man it names", () => {

@@ -254,10 +254,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
-  // Whom the paragraph's first tag names: a he/she tag on a later quote of it goes on with them
-  // ("…," said Piglet. "…," he said.) rather than with a man the narration named before.
+  // Whom the paragraph's first tag made the speaker: a he/she tag on a later quote of it goes on
+  // with them ("…," said Piglet. "…," he said.) rather than with a man the narration named.
   let paraSpeaker = -1;
-  // "He was dressing when Dr. Aziz was announced. … he shouted": a paragraph that opens on he/she
+  // "He was dressing when Walter was announced. … he shouted": a paragraph that opens on he/she
   // before naming anyone goes on about someone already in view, not the first man it names.
   let openedOn: Gender | undefined;
   /**
@@ -400,7 +400,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;
-      if (tag?.kind === "char" && paraSpeaker < 0) paraSpeaker = speaker[qk]!;
+      if (tag && paraSpeaker < 0) paraSpeaker = speaker[qk]!;
       cursor = q.end + 1;
     }
     // Quotes of one paragraph share a speaker unless tagged otherwise.
