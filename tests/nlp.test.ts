@@ -391,6 +391,8 @@ describe("speaker attribution", () => {
       ].join("\n\n");
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
+    const after = read(intro + ["Walter Ashdown came to the gate.", '"Not tonight," Walter turned and said, and Tobias shook his head.'].join("\n\n"));
+    expect(after.speakers.slice(1)).toEqual(after.ids("Walter Ashdown"));
   });
 
   test("a speech verb in an earlier finished sentence does not tag the quote", () => {

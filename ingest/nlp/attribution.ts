@@ -163,7 +163,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
+      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5)) ?? sentenceSubject(v, i);
     }
     return undefined;
   };
@@ -179,8 +179,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     return undefined;
   };
 
-  // "He put down his cup, crossed to the window, and said," / "…allowed her to go--saying,": a
-  // speech verb that ends a chain of actions speaks for the subject the sentence opened on.
+  // "He put down his cup, crossed to the window, and said," / "…allowed her to go--saying," /
+  // "…," Walter turned and said: a speech verb that ends a chain of actions speaks for the subject
+  // the sentence (or the narration after the quote) opened on.
   const sentenceSubject = (v: number, lo: number): Tag | undefined => {
     const w = lower[v]!;
     if (!SPEECH_VERBS.has(w) || !(w.endsWith("ing") || lower[v - 1] === "and")) return undefined;
