@@ -1,6 +1,6 @@
 import type { Character } from "./characters.ts";
 import { isVocative } from "./characters.ts";
-import { FIRST_PERSON, GENDERED_NOUNS, PREPOSITIONS, SPEECH_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { FIRST_PERSON, GENDERED_NOUNS, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -108,30 +108,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   };
 
   const subject = (v: number, lo: number, hi: number): Tag | undefined => {
-    if (SPEECH_NOUNS.has(lower[v]!)) {
-      const owner = possessor(v, lo);
-      if (owner || !SPEECH_VERBS.has(lower[v]!)) return owner;
-    }
     const tag = subjectOf(v, lo, hi);
     if (tag?.kind === "pronoun" && CONTINUING.has(lower[v]!)) tag.goesOn = true;
     return tag;
-  };
-  // "was his answer", "Jane's reply was", "was her quick reply": the noun's owner speaks ("her
-  // brother's answer" is the brother's).
-  const possessor = (v: number, lo: number): Tag | undefined => {
-    for (let i = v - 1; i >= Math.max(lo, v - 2); i--) {
-      const lc = lower[i]!;
-      // Without "was" the noun is narration's ("His remark offended her.").
-      const owned = lower[v + 1] === "was" || lower[(lc === "'s" || lc === "\u2019s" ? i - 2 : i - 1)] === "was";
-      if (!owned) continue;
-      if (lc === "his" || lc === "her") return { kind: "pronoun", gender: lc === "his" ? "m" : "f", at: i };
-      if ((lc === "'s" || lc === "\u2019s") && i > lo) {
-        const k = nameEndingAt[i - 1]!;
-        return k >= 0 && isPerson(names[k]!.char) ? { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end } : undefined;
-      }
-      if (!/^\p{Ll}+$/u.test(text[i]!) || GENDERED_NOUNS.has(lc)) return undefined;
-    }
-    return undefined;
   };
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
   const subjectOf = (v: number, lo: number, hi: number): Tag | undefined => {
@@ -163,7 +142,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5)) ?? sentenceSubject(v, i);
+      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
     }
     return undefined;
   };
@@ -171,21 +150,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      // A speech verb in an earlier, finished sentence reports something said before ("Clara said
-      // nothing. Tobias shut the gate."); it does not introduce this quote.
-      if (v < hi && (text[v] === "." || text[v] === "?" || text[v] === "!")) return undefined;
-      if (SPEECH_VERBS.has(lower[v]!) || SPEECH_NOUNS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi) ?? sentenceSubject(v, lo);
+      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
     }
     return undefined;
-  };
-
-  // "He put down his cup, crossed to the window, and said," / "…allowed her to go--saying," /
-  // "…," Walter turned and said: a speech verb that ends a chain of actions speaks for the subject
-  // the sentence (or the narration after the quote) opened on.
-  const sentenceSubject = (v: number, lo: number): Tag | undefined => {
-    const w = lower[v]!;
-    if (!SPEECH_VERBS.has(w) || !(w.endsWith("ing") || lower[v - 1] === "and")) return undefined;
-    return leadSubject(Math.max(lo, v - inSentence[v]!), v - 1);
   };
 
   /** First person named (or he/she) in the narration that opens a paragraph before its first quote. */
@@ -255,12 +222,6 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
-  // Whom the paragraph's first tag made the speaker: a he/she tag on a later quote of it goes on
-  // with them ("…," said Piglet. "…," he said.) rather than with a man the narration named.
-  let paraSpeaker = -1;
-  // "He was dressing when Walter was announced. … he shouted": a paragraph that opens on he/she
-  // before naming anyone goes on about someone already in view, not the first man it names.
-  let openedOn: Gender | undefined;
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
    * subject outranks it, but recency does not: the reply is not by the one who spoke.
@@ -269,7 +230,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     // The first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
-    for (let k = 0; k < paraSubjects.length && g !== openedOn; k++) {
+    for (let k = 0; k < paraSubjects.length; k++) {
       const c = paraSubjects[k]!;
       if (genderOf(c) === g && !quoted.has(c)) return c;
     }
@@ -287,7 +248,6 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      if (paraSpeaker >= 0 && tag.gender !== "i" && (genderOf(paraSpeaker) ?? tag.gender) === tag.gender && !quoted.has(paraSpeaker)) return paraSpeaker;
       return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
     }
     const holder = resolvePronoun(tag.possessor, -1, paraSubjects);
@@ -358,15 +318,6 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     let lead: Tag | undefined;
     quoted = new Set();
     lastSpeaker = prevUnitSpeaker;
-    paraSpeaker = -1;
-    openedOn = undefined;
-    for (let i = paraStart; i < quotes[u.qs[0]!]!.start && nameAt[i]! < 0; i++) {
-      const g = inSentence[i] === 0 ? pronounGender(lower[i]!) : undefined;
-      if (g === "m" || g === "f") {
-        openedOn = g;
-        break;
-      }
-    }
     let introduced = -1;
     for (const qk of u.qs) {
       const found = quotedNames(tok, names, quotes[qk]!);
@@ -401,7 +352,6 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;
-      if (tag && paraSpeaker < 0) paraSpeaker = speaker[qk]!;
       cursor = q.end + 1;
     }
     // Quotes of one paragraph share a speaker unless tagged otherwise.

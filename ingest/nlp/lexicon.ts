@@ -132,9 +132,6 @@ for (const w of `mary elizabeth jane anne ann catherine margaret sarah emma char
   victoria winifred janny jenny`.split(/\s+/))
   GIVEN_NAMES.set(w, "f");
 
-/** Nouns for what was said, which name the speaker through their owner ("was his answer"). */
-export const SPEECH_NOUNS = words("reply answer rejoinder retort response remark exclamation");
-
 /**
  * Nouns that say only a person's gender ("said the young man", "said his wife"): a dialogue tag
  * built on one is resolved like he/she, never made into a character of its own.
