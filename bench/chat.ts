@@ -28,7 +28,7 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startService } from "../tests/support/process.ts";
 import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
-import { cpuByGroup, cpuNanoseconds, formatSummary, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { cpuByGroup, cpuNanoseconds, formatSummary, option, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
@@ -78,7 +78,12 @@ function serveIndexes(): string {
     hostname: "127.0.0.1",
     routes: {
       "/": Response.json({ title: "qdrant - vector search engine", version: "1.18.0" }),
-      "/collections/:name/points/query": { POST: async (req) => (await req.text(), Response.json({ result: { points }, status: "ok", time: 0.0001 })) },
+      "/collections/:name/points/query": {
+        POST: async (req) => {
+          await req.text();
+          return Response.json({ result: { points }, status: "ok", time: 0.0001 });
+        },
+      },
       "/collections/:name/documents/search": Response.json({ facet_counts: [], found: hits.length, hits, out_of: hits.length, page: 1, request_params: { collection_name: "book", per_page: 10, q: "" }, search_time_ms: 0 }),
     },
     fetch: () => Response.json({ status: { error: "not found" } }, { status: 404 }),
@@ -543,10 +548,6 @@ function profileTables(profile: CpuProfile, top: number, turns: number): string 
  * main thread's time went, and keeps the profile (for Chrome's DevTools) with --save.
  */
 async function profileChat() {
-  const option = (name: string) => {
-    const k = process.argv.indexOf(name);
-    return k > 0 ? process.argv[k + 1] : undefined;
-  };
   const turns = Number(option("--turns") ?? 1000);
   const gateway = await startGatewayProcess();
   const dir = await mkdtemp(join(tmpdir(), "chat-profile-"));

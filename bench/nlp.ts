@@ -19,7 +19,7 @@ import { join, resolve } from "node:path";
 import { analyze, writeBookNlp } from "../ingest/nlp/engine.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
 import { ERROR_CLASSES, EVAL_DIR, evaluateAll, GOLD_DIR, ratio, type NovelEval } from "./nlp-eval.ts";
-import { machineHeader, markdownTable, SHARED_BOOKS_DIR, summarise } from "./support.ts";
+import { machineHeader, markdownTable, option, SHARED_BOOKS_DIR, summarise } from "./support.ts";
 
 /** Real BookNLP 1.0.7 ('big' model) output for the same novels, scored with the same scorer. */
 const BOOKNLP_DIR = join(EVAL_DIR, "booknlp-pdnc-dev");
@@ -27,11 +27,6 @@ const SCORER = join(EVAL_DIR, "score_pdnc.py");
 const CLI = resolve(import.meta.dir, "..", "ingest", "nlp", "cli.ts");
 const DEFAULT_REPS = 5;
 const COLD_REPS = 5;
-
-function option(name: string): string | undefined {
-  const k = process.argv.indexOf(name);
-  return k > 0 ? process.argv[k + 1] : undefined;
-}
 
 interface Score {
   speaker: string;

@@ -59,6 +59,12 @@ export interface BenchSection {
   body: string;
 }
 
+/** The value after `--name` on the command line of a script run on its own. */
+export function option(name: string): string | undefined {
+  const k = process.argv.indexOf(name);
+  return k > 0 ? process.argv[k + 1] : undefined;
+}
+
 /** Full runs, or the quick smoke run's count. */
 export const reps = (ctx: Pick<BenchContext, "quick">, full: number, quick = 1) => (ctx.quick ? quick : full);
 
