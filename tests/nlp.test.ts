@@ -177,6 +177,42 @@ describe("name clustering", () => {
     expect(characters.map((c) => c.name).sort()).toEqual(["Mr. Wells", "Tobias"]);
   });
 
+  test("a street named after a titled person is a place, never an alias of that person", () => {
+    const t = [
+      'The King paced the room. "You must find it," said the King, and the King sat down. "I will," said Tobias.',
+      'Tobias took a cab to King Edward Street, and waited in King Edward Street until dark. "Nothing," said Tobias. The King frowned, and the King said nothing.',
+      'A girl ran past him towards Queen Anne Terrace. "Hurry, Edward," said the girl. Edward was her brother, and Edward hurried.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    const names = characters.flatMap((c) => [c.name, ...c.aliases]);
+    expect(names).not.toContain("King Edward Street");
+    expect(names).not.toContain("Queen Anne Terrace");
+    expect(character(characters, "The King").aliases).toEqual([]);
+    expect(character(characters, "Edward").id).not.toBe(character(characters, "The King").id);
+  });
+
+  test("the author, editor and transcriber credited in the text are never characters, and the author's given name still finds its character", () => {
+    const t = [
+      "The Orchard Letters",
+      "by Jane Tobin",
+      "Edited by Walter Crane, with notes. Transcriber: Nell Marsh and Peter Quill.",
+      'Jane Ashdown walked into the orchard. "It is cold," said Jane. Jane shivered, and she went in.',
+      '"Good morning, Jane," said Tobias. Tobias smiled at Jane, and Jane smiled back. "Good morning," said Jane.',
+      "The letters were later praised by Miss Tobin in a preface, and Tobin signed it.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    const names = characters.flatMap((c) => [c.name, ...c.aliases]);
+    for (const credited of ["Jane Tobin", "Tobin", "Miss Tobin", "Walter Crane", "Nell Marsh", "Peter Quill", "Transcriber"]) expect(names).not.toContain(credited);
+    expect(character(characters, "Jane").id).toBe(character(characters, "Jane Ashdown").id);
+    expect(characters).toHaveLength(2);
+  });
+
+  test("a name after 'by' in a sentence of the story is still a character", () => {
+    const t = '"Up," said Clara to Tobias, and she laughed. Then Tobias was woken by Clara.\n\nHe was saved by Clara';
+    const { analysis } = read(t);
+    expect(analysis.names.filter((m) => m.parts.join(" ") === "Clara")).toHaveLength(3);
+  });
+
   test("a capitalised word that is usually lower case is not a name", () => {
     const t = "Tobias went to the market. Yesterday he bought bread, and yesterday the baker smiled. Yesterday was cold. Tobias said nothing.";
     const { characters } = read(t);

@@ -44,7 +44,19 @@ export const NOT_NAMES = words(`
   indeed upon pray thank thanks
   perhaps nothing something everything anything nobody everybody somebody anybody
   mister madame monsieur mademoiselle signor signora herr frau
-  esq esquire other latter former same rest whole
+  esq esquire other latter former same rest whole transcriber transcribers
+`);
+
+/** Verbs of a credit line: the names after "Edited by", "Produced by"… made the book, they are not in it. */
+export const CREDIT_VERBS = words(`
+  written produced edited translated transcribed illustrated compiled prepared digitized digitised
+  annotated adapted revised proofread scanned
+`);
+
+/** Labels of a credit ("Author: Jane Austen", "Editor: …"). */
+export const CREDIT_LABELS = words(`
+  author authors editor editors translator translators transcriber transcribers illustrator
+  illustrators compiler producer credits
 `);
 
 /** Nations, peoples and faiths: words for groups, never a character's name, in the plural neither. */
@@ -75,6 +87,13 @@ export const PLACE_HEADS = words(`
   avenue crescent green wharf dock docks quay harbour harbor cross buildings rooms office
   parsonage vicarage rectory workhouse prison gaol jail club bungalow mosque temple museum
 `);
+
+/**
+ * Place heads that end a street's name, which may open with a title ("King Edward Street", "Queen
+ * Anne Terrace", "St. James's Square"): a titled name ending in one is a street, not a person.
+ */
+export const THOROUGHFARES = words("street road lane square place terrace avenue crescent row gardens walk");
+for (const w of THOROUGHFARES) PLACE_HEADS.add(w);
 
 /** Compass points: a name they begin ("the North Pole", "South Africa") is a place. */
 export const COMPASS_POINTS = words("north south east west northern southern eastern western");

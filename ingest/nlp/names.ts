@@ -1,5 +1,7 @@
 import {
   COMPASS_POINTS,
+  CREDIT_LABELS,
+  CREDIT_VERBS,
   DEMONYMS,
   GENDERED_NOUNS,
   GIVEN_NAMES,
@@ -10,6 +12,7 @@ import {
   PLACE_HEADS,
   PLACE_PREPOSITIONS,
   SPEECH_VERBS,
+  THOROUGHFARES,
 } from "./lexicon.ts";
 import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
@@ -289,11 +292,16 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
         start--;
     }
     const lastLc = lowers[end]!;
-    const nextIsHead = end + 1 < count && is(end + 1, SHAPE_CAPITALISED) && PLACE_HEADS.has(lowers[end + 1]!) && title === undefined;
+    const nextLc = lowers[end + 1] ?? "";
+    const nextIsHead =
+      end + 1 < count && is(end + 1, SHAPE_CAPITALISED) && (title === undefined ? PLACE_HEADS.has(nextLc) : THOROUGHFARES.has(nextLc));
     const compass = title === undefined && end > start && COMPASS_POINTS.has(lowers[start]!);
     // "the College", "the Parsonage", "the East": a place word standing alone after "the" is that place.
     const placeByItself = title === undefined && end === start && lowers[start - 1] === "the" && (PLACE_HEADS.has(lastLc) || COMPASS_POINTS.has(lastLc));
-    if (nextIsHead || compass || placeByItself || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
+    // "King Edward Street": a title, a name, then a street word is a street named after someone
+    // ("Mr. Hall" alone stays a man: the street word must follow a name).
+    const titledStreet = title !== undefined && end > j && THOROUGHFARES.has(lastLc);
+    if (nextIsHead || compass || placeByItself || titledStreet || (title === undefined && end > start && PLACE_HEADS.has(lastLc))) {
       places.push({ start, end: nextIsHead ? end + 1 : end });
       i = nextIsHead ? end + 1 : end;
       continue;
@@ -316,6 +324,82 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     i = end;
   }
   return { names, places };
+}
+
+/** A title page's credit line is a short paragraph ("by Arthur Tobin", "A Winter Tale, by E. M. Forster"). */
+export const MAX_CREDIT_LINE_TOKENS = 12;
+const TITLE_SMALL_WORDS = new Set(["a", "an", "the", "of", "and", "in", "on", "at", "to", "for", "with", "from"]);
+const LOWER_START = /^\p{Ll}/u;
+
+/**
+ * Whether a credit opens at token i: "by" after a credit verb ("Edited by"), "by" in a title-page
+ * line that ends on a name, or a credit label and a colon ("Author:"). Outside quotes only.
+ */
+function opensCredit(tok: Tokenized, i: number, inQuote: Uint8Array, paragraphEndsOnName: (p: number, by: number) => boolean): boolean {
+  if (inQuote[i]) return false;
+  const lc = tok.lower[i]!;
+  if (lc === ":") return CREDIT_LABELS.has(tok.lower[i - 1] ?? "");
+  if (lc !== "by") return false;
+  if (CREDIT_VERBS.has(tok.lower[i - 1] ?? "")) return true;
+  return paragraphEndsOnName(tok.paragraph[i]!, i);
+}
+
+/**
+ * The people credited with making the book (author, editor, transcriber…), from credit lines in the
+ * text: "by Jane Tobin" alone on a title-page line, "Edited by …", "Produced by A and B",
+ * "Author: …". Every name from the credit to the end of its sentence is credited. Returns the
+ * credited names' words, lower-cased and joined by spaces, without titles.
+ */
+export function creditedNames(tok: Tokenized, names: readonly NameMention[], inQuote: Uint8Array): Set<string> {
+  const credited = new Set<string>();
+  if (names.length === 0) return credited;
+  const nameEnds = new Uint8Array(tok.count);
+  for (const m of names) nameEnds[m.end] = 1;
+  // Paragraph bounds, found once: a title-page line is short and its last token ends a name.
+  const paragraphStart = new Map<number, number>();
+  const paragraphEnd = new Map<number, number>();
+  for (let i = 0; i < tok.count; i++) {
+    const p = tok.paragraph[i]!;
+    if (!paragraphStart.has(p)) paragraphStart.set(p, i);
+    paragraphEnd.set(p, i);
+  }
+  // …and what comes before its "by" is a title, capitalised but for small words ("The Tale of the
+  // Mill, by …"), not a sentence ("He was saved by Clara").
+  const endsOnName = (p: number, by: number) => {
+    const start = paragraphStart.get(p)!;
+    const end = paragraphEnd.get(p)!;
+    if (end - start + 1 > MAX_CREDIT_LINE_TOKENS || nameEnds[end] !== 1) return false;
+    for (let k = start; k < by; k++) if (LOWER_START.test(tok.text[k]!) && !TITLE_SMALL_WORDS.has(tok.lower[k]!)) return false;
+    return true;
+  };
+  let k = 0;
+  for (let i = 0; i < tok.count && k < names.length; i++) {
+    if (!opensCredit(tok, i, inQuote, endsOnName)) continue;
+    while (k < names.length && names[k]!.start <= i) k++;
+    for (let n = k; n < names.length && tok.sentence[names[n]!.start] === tok.sentence[i] && tok.paragraph[names[n]!.start] === tok.paragraph[i]; n++) {
+      credited.add(names[n]!.parts.join(" ").toLowerCase());
+    }
+  }
+  return credited;
+}
+
+/**
+ * The name mentions without the credited makers of the book: their full names, and their surnames
+ * alone ("Miss Austen" in a preface) unless a surname is also some other full name's.
+ */
+export function withoutCredited(tok: Tokenized, names: NameMention[], inQuote: Uint8Array): NameMention[] {
+  const credited = creditedNames(tok, names, inQuote);
+  if (credited.size === 0) return names;
+  const surnames = new Set<string>();
+  for (const c of credited) if (c.includes(" ")) surnames.add(c.slice(c.lastIndexOf(" ") + 1));
+  for (const m of names) {
+    const key = m.parts.join(" ").toLowerCase();
+    if (m.parts.length > 1 && !credited.has(key)) surnames.delete(m.parts[m.parts.length - 1]!.toLowerCase());
+  }
+  return names.filter((m) => {
+    const key = m.parts.join(" ").toLowerCase();
+    return !credited.has(key) && !(m.parts.length === 1 && surnames.has(key) && !m.definite);
+  });
 }
 
 /** Plural of a nationality or the like ("Indians", "Englishmen"): a group, never one character. */
