@@ -9,7 +9,9 @@ import {
   DEFAULT_MIN_MENTIONS,
   detokenize,
   QUOTE_WEIGHT,
+  surnamesOf,
   toCharacterList,
+  withoutTitle,
   type CharacterSummary,
   type ParsedBookNlp,
 } from "./nlp/booknlp-files.ts";
@@ -108,14 +110,24 @@ interface Merged {
   quotes: string[];
 }
 
-/** Clusters that end up with the same name are one character to a reader (and one row in the database). */
+/**
+ * Clusters that end up with the same name are one character to a reader (and one row in the
+ * database), unless their fuller names show different surnames: "Mary" of Mary Sutherland and
+ * "Mary" of Mary Holder are two women who share a given name, and each is then called by her
+ * fullest name.
+ */
 function mergeByName(list: readonly CharacterSummary[]): Merged[] {
-  const byKey = new Map<string, Merged>();
+  const byKey = new Map<string, Merged[]>();
+  const all: Merged[] = [];
   for (const c of list) {
     const key = nameKey(c.name);
-    const existing = byKey.get(key);
+    const same = byKey.get(key) ?? [];
+    const surnames = surnamesOf([c.name, ...c.aliases]);
+    const existing = same.find((m) => !differentPeople(surnames, surnamesOf([m.summary.name, ...m.summary.aliases])));
     if (!existing) {
-      byKey.set(key, { summary: { ...c, aliases: [...c.aliases] }, ids: [c.id], quotes: [...c.quotes] });
+      const merged = { summary: { ...c, aliases: [...c.aliases] }, ids: [c.id], quotes: [...c.quotes] };
+      byKey.set(key, [...same, merged]);
+      all.push(merged);
       continue;
     }
     const s = existing.summary;
@@ -127,7 +139,23 @@ function mergeByName(list: readonly CharacterSummary[]): Merged[] {
     existing.ids.push(c.id);
     existing.quotes.push(...c.quotes);
   }
-  return [...byKey.values()];
+  for (const same of byKey.values()) if (same.length > 1) for (const m of same) nameByFullestForm(m.summary);
+  return all;
+}
+
+/** Both show surnames and none is shared. */
+function differentPeople(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+  if (a.size === 0 || b.size === 0) return false;
+  for (const s of a) if (b.has(s)) return false;
+  return true;
+}
+
+/** The commonest alias of two words or more, without its title, becomes the name; the old name an alias. */
+function nameByFullestForm(s: CharacterSummary): void {
+  const fuller = s.aliases.map(withoutTitle).find((a) => a.includes(" "));
+  if (!fuller || nameKey(fuller) === nameKey(s.name)) return;
+  s.aliases = [s.name, ...s.aliases.filter((a) => nameKey(a) !== nameKey(fuller))];
+  s.name = fuller;
 }
 
 const importanceOf = (mentions: number, quotes: number) => mentions + QUOTE_WEIGHT * quotes;

@@ -252,6 +252,35 @@ export function stripQuoteMarks(q: string): string {
 }
 
 const TITLED = /^(?:mr|mrs|ms|miss|dr|sir|lady|lord|captain|colonel|major|general|admiral|rev|professor|madame?|mme|mlle|monsieur|master)\b/i;
+const TITLE_PREFIX = /^(?:mr|mrs|ms|miss|dr|sir|lady|lord|captain|colonel|major|general|admiral|rev|professor|madame?|mme|mlle|monsieur|master)\.?\s+/i;
+
+/** "Miss Mary Sutherland" → "Mary Sutherland"; a name without a title is returned as it is. */
+export function withoutTitle(name: string): string {
+  return name.replace(TITLE_PREFIX, "");
+}
+
+/**
+ * Surnames a character's names show, lower-cased: the last word of a name of two words or more
+ * ("Mary Sutherland") and a titled single word ("Miss Sutherland"). A bare single word says nothing:
+ * it may be a given name or a surname.
+ */
+export function surnamesOf(names: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const n of names) {
+    const bare = withoutTitle(n).trim().split(/\s+/);
+    if (bare.length >= 2 || (bare.length === 1 && bare[0] !== n.trim())) out.add(bare[bare.length - 1]!.toLowerCase());
+  }
+  return out;
+}
+
+/**
+ * Share of a character's name mentions a bare surname must have to stay an alias when someone else
+ * shares that surname: "Darcy" is Mr. Darcy's usual name; the one "Bennet" clustered with Elizabeth
+ * is not hers, and as an alias it would make "bennet" pick her out of the family.
+ */
+export const SHARED_SURNAME_MIN_SHARE = 0.1;
+/** …and at least this many uses: one stray "Tobin" is no evidence of whom the family name means. */
+export const SHARED_SURNAME_MIN_USES = 5;
 const MIN_FULLER_NAME_COUNT = 2;
 const LEADING_MODIFIERS = /^(?:(?:poor|dear|dearest|my|little|old|young|good|the|a|an|this|that|o|oh)\s+)+/i;
 
@@ -341,6 +370,8 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
     quotesBy.set(q.charId, list);
   }
   const out: CharacterSummary[] = [];
+  /** Single words each character is usually called by, for the shared-surname check. */
+  const usualBare = new Map<CharacterSummary, Set<string>>();
   for (const c of source) {
     const name = bestName(c.mentions.proper, c.mentions.common, c.id);
     if (!name) continue;
@@ -355,7 +386,7 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
       aliases.push(a);
       if (aliases.length >= maxAliases) break;
     }
-    out.push({
+    const summary: CharacterSummary = {
       id: c.id,
       name,
       aliases,
@@ -363,8 +394,44 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
       quotes,
       mentionCount: c.count,
       quoteCount: quotes.length,
-    });
+    };
+    const total = c.mentions.proper.reduce((n, m) => n + m.c, 0);
+    const uses = new Map<string, number>();
+    for (const m of c.mentions.proper) {
+      const a = detokenize(m.n).toLowerCase();
+      if (!a.includes(" ")) uses.set(a, (uses.get(a) ?? 0) + m.c);
+    }
+    const usual = new Set<string>();
+    for (const [a, n] of uses) if (n >= SHARED_SURNAME_MIN_USES && n >= SHARED_SURNAME_MIN_SHARE * total) usual.add(a);
+    usualBare.set(summary, usual);
+    out.push(summary);
   }
+  dropSharedSurnames(out, usualBare);
   out.sort((a, b) => b.mentionCount + QUOTE_WEIGHT * b.quoteCount - (a.mentionCount + QUOTE_WEIGHT * a.quoteCount) || a.id - b.id);
   return out.slice(0, maxCharacters);
+}
+
+/**
+ * A bare surname that other characters' names show too ("Bennet" beside Mr. Bennet, Mrs. Bennet
+ * and Jane Bennet) stays an alias only of a character the book usually calls by it
+ * (SHARED_SURNAME_MIN_USES and SHARED_SURNAME_MIN_SHARE): otherwise a reader's "bennet" would pick
+ * one of the family silently.
+ */
+function dropSharedSurnames(list: CharacterSummary[], usualBare: Map<CharacterSummary, Set<string>>): void {
+  const owners = new Map<string, Set<CharacterSummary>>();
+  for (const c of list) {
+    for (const s of surnamesOf([c.name, ...c.aliases])) {
+      const set = owners.get(s) ?? new Set();
+      set.add(c);
+      owners.set(s, set);
+    }
+  }
+  for (const c of list) {
+    c.aliases = c.aliases.filter((a) => {
+      const key = a.toLowerCase();
+      if (a.includes(" ")) return true;
+      const others = [...(owners.get(key) ?? [])].filter((o) => o !== c);
+      return others.length === 0 || usualBare.get(c)!.has(key);
+    });
+  }
 }

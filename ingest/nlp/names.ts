@@ -338,9 +338,11 @@ const LOWER_START = /^\p{Ll}/u;
 function opensCredit(tok: Tokenized, i: number, inQuote: Uint8Array, paragraphEndsOnName: (p: number, by: number) => boolean): boolean {
   if (inQuote[i]) return false;
   const lc = tok.lower[i]!;
-  if (lc === ":") return CREDIT_LABELS.has(tok.lower[i - 1] ?? "");
+  // A credit's first word is capitalised ("Edited by", "Author:"); in prose "produced by" is not a credit.
+  const creditWord = i > 0 && CAPITAL.test(tok.text[i - 1]!);
+  if (lc === ":") return creditWord && CREDIT_LABELS.has(tok.lower[i - 1]!);
   if (lc !== "by") return false;
-  if (CREDIT_VERBS.has(tok.lower[i - 1] ?? "")) return true;
+  if (creditWord && CREDIT_VERBS.has(tok.lower[i - 1]!)) return true;
   return paragraphEndsOnName(tok.paragraph[i]!, i);
 }
 
