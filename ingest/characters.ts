@@ -5,6 +5,7 @@
  */
 import type { CharacterProfile, Discovery } from "../common/character-prompts.ts";
 import { fnv1a } from "../common/hash.ts";
+import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
 import {
   DEFAULT_MIN_MENTIONS,
   detokenize,
@@ -17,6 +18,12 @@ import {
 } from "./nlp/booknlp-files.ts";
 
 export const DEFAULT_MAX_CHARACTERS = 12;
+/** Leading characters kept from each story of a collection, ahead of the cap. */
+export const STORY_LEADS = 2;
+/** Lines in each of two stories that make a character one of the collection's recurring cast. */
+export const RECURRING_MIN_QUOTES = 2;
+/** The default cap grows to hold a collection's recurring cast and story leads, up to this many. */
+export const MAX_COLLECTION_CHARACTERS = 40;
 /** A character who never speaks gives a persona nothing to imitate. */
 export const DEFAULT_MIN_QUOTES = 1;
 /** Enough lines that the offline reply finds one close to most questions; a model reads them all in passes 1 and 2. */
@@ -218,17 +225,23 @@ export function selectCharacters(
   options: SelectionOptions = {},
   book: { text?: string; tokens?: TokenColumns } = {},
 ): FoundCharacter[] {
-  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
   const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
   const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
   // Thresholds apply after merging: two halves of one person may only qualify together.
   const list = toCharacterList(parsed, { minMentions: 0, minQuotes: 0, maxCharacters: Number.MAX_SAFE_INTEGER });
-  const chosen = mergeByName(list)
+  const eligible = mergeByName(list)
     .filter((m) => m.summary.mentionCount >= minMentions && m.summary.quoteCount >= minQuotes)
-    .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount))
-    .slice(0, maxCharacters);
-
+    .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount));
   const tokens = book.tokens ?? tokenColumns(parsed);
+  // In a collection of stories, each story's own leading characters are kept ahead of the cap
+  // (see storyLeads); a novel is ranked by importance alone.
+  const stories = storyBoundaries(paragraphOpenings(tokens));
+  const kept = stories.length > 0 ? storyLeads(eligible, parsed, tokens, stories) : new Set<Merged>();
+  const maxCharacters = options.maxCharacters ?? Math.min(Math.max(DEFAULT_MAX_CHARACTERS, kept.size), MAX_COLLECTION_CHARACTERS);
+  const chosen = [...eligible.filter((m) => kept.has(m)), ...eligible.filter((m) => !kept.has(m))]
+    .slice(0, maxCharacters)
+    .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount));
+
   const bounds = paragraphBounds(tokens);
   const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
   // Code-point offsets index a JavaScript string only when it has no astral characters.
@@ -278,6 +291,63 @@ export function selectCharacters(
       passages,
     };
   });
+}
+
+/** The first words of each paragraph, by paragraph id: enough to read a heading. */
+function paragraphOpenings(tokens: TokenColumns): string[] {
+  const words: string[][] = [];
+  for (let i = 0; i < tokens.paragraph.length; i++) {
+    const p = tokens.paragraph[i]!;
+    if (p < 0) continue;
+    const list = (words[p] ??= []);
+    if (list.length <= MAX_HEADING_WORDS + 1) list.push(tokens.word[i]!);
+  }
+  return Array.from(words, (w) => detokenize((w ?? []).join(" ")));
+}
+
+/**
+ * The characters a collection of stories keeps whatever the cap: those who speak in several
+ * stories (RECURRING_MIN_QUOTES in each of two or more: the detective and his friend), and in each
+ * story its STORY_LEADS most important characters who speak there and in no other story (the
+ * client, the villain), by mentions and lines within that story. Ranked over the whole book, a
+ * story's own people compete with the whole book's and the cap drops them.
+ */
+function storyLeads(eligible: readonly Merged[], parsed: ParsedBookNlp, tokens: TokenColumns, stories: readonly number[]): Set<Merged> {
+  const owner = new Map<number, number>();
+  eligible.forEach((m, i) => m.ids.forEach((id) => owner.set(id, i)));
+  const storyOfParagraph = (p: number): number => {
+    let k = -1;
+    while (k + 1 < stories.length && stories[k + 1]! <= p) k++;
+    return k;
+  };
+  const storyOf = (token: number): number => (token >= 0 && token < tokens.paragraph.length ? storyOfParagraph(tokens.paragraph[token]!) : -1);
+  const mentions = eligible.map(() => new Float64Array(stories.length));
+  const quotes = eligible.map(() => new Float64Array(stories.length));
+  for (const e of parsed.entities) {
+    const i = owner.get(e.coref);
+    const k = storyOf(e.start);
+    if (i !== undefined && k >= 0 && e.cat === "PER") mentions[i]![k]!++;
+  }
+  for (const q of parsed.quotes) {
+    const i = q.charId === null ? undefined : owner.get(q.charId);
+    const k = storyOf(q.quoteStart);
+    if (i !== undefined && k >= 0) quotes[i]![k]!++;
+  }
+  const kept = new Set<Merged>();
+  const recurring = eligible.map((m, i) => {
+    const spokenIn = quotes[i]!.filter((n) => n >= RECURRING_MIN_QUOTES).length;
+    if (spokenIn >= 2) kept.add(m);
+    return spokenIn >= 2;
+  });
+  for (let k = 0; k < stories.length; k++) {
+    eligible
+      .map((m, i) => ({ m, i, weight: importanceOf(mentions[i]![k]!, quotes[i]![k]!) }))
+      .filter(({ i }) => !recurring[i] && quotes[i]![k]! > 0)
+      .sort((a, b) => b.weight - a.weight)
+      .slice(0, STORY_LEADS)
+      .forEach(({ m }) => kept.add(m));
+  }
+  return kept;
 }
 
 function countShared<T>(a: ReadonlySet<T>, b: ReadonlySet<T>): number {

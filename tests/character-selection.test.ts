@@ -41,3 +41,44 @@ describe("people who share a name", () => {
     expect(called("Miss Wren").aliases).not.toContain("Wren");
   });
 });
+
+describe("a collection of stories", () => {
+  /** A story in which the detective, his friend and the story's own people speak; `guests` are [name, lines]. */
+  const story = (heading: string, guests: [string, number][]) => [
+    heading,
+    '"Come in," said Tobias. "Sit down," said Mr. Quill. Tobias lit his pipe, and Mr. Quill waited.',
+    ...guests.flatMap(([name, lines]) =>
+      Array.from({ length: lines }, (_, k) => `"It was the ${k + 1}th night," said ${name}. Tobias looked at ${name}, and ${name} went on.`),
+    ),
+    '"Thank you," said Tobias. "Good night," said Mr. Quill. Tobias smiled at Mr. Quill.',
+    "The rain fell on the roofs of the town all that night.",
+    "In the morning the streets were wet and grey.",
+    "Nobody came to the door after that.",
+  ];
+  const text = [
+    "THE CASES OF TOBIAS",
+    ...story("I. THE MILL", [["Clara", 9], ["Ashdown", 8], ["Marsh", 7]]),
+    ...story("II. THE LANTERN", [["Fenwick", 4]]),
+    ...story("III. THE DOOR", [["Harrow", 4]]),
+  ].join("\n\n");
+
+  test("the cap keeps each story's leading speakers ahead of a third person from a longer story", () => {
+    const names = select(text, 6).map((c) => c.name);
+    expect(names).toHaveLength(6);
+    expect(names).toEqual(expect.arrayContaining(["Tobias", "Mr. Quill", "Clara", "Ashdown", "Fenwick", "Harrow"]));
+  });
+
+  test("the default cap grows to hold a collection's recurring cast and every story's leads", () => {
+    const guests = ["Abbot", "Brandon", "Corwin", "Dunstan", "Ellery", "Farrow", "Garland", "Hollis", "Ingram", "Jessop", "Kendal", "Lowther"];
+    const numerals = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII"];
+    const collection = guests.flatMap((g, k) => story(`${numerals[k]}. THE CASE OF ${g.toUpperCase()}`, [[g, 3 + (k % 3)], [`${g}ley`, 2]])).join("\n\n");
+    const names = select(collection).map((c) => c.name);
+    expect(names).toEqual(expect.arrayContaining(["Tobias", "Mr. Quill", ...guests, ...guests.map((g) => `${g}ley`)]));
+  });
+
+  test("the same text without story headings is ranked by importance alone", () => {
+    const novel = text.replace(/^[IV]+\. .*$/gm, "");
+    const names = select(novel, 6).map((c) => c.name);
+    expect(names).toContain("Marsh");
+  });
+});
