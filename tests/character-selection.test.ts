@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { selectCharacters } from "../ingest/characters.ts";
-import { parseBookNlp, toCharacterList } from "../ingest/nlp/booknlp-files.ts";
+import { parseBookNlp, surnamesOf, toCharacterList, withoutTitle } from "../ingest/nlp/booknlp-files.ts";
 import { runBookNlp } from "../ingest/nlp/engine.ts";
 
 // Every passage here is written for these tests.
@@ -12,6 +12,26 @@ function select(text: string, maxCharacters?: number) {
   const tokens = { paragraph: tok.paragraph, word: tok.text, start: tok.start, end: tok.end, offsets: "utf16" as const };
   return selectCharacters(parseBookNlp(files), { minMentions: 1, minQuotes: 0, ...(maxCharacters === undefined ? {} : { maxCharacters }) }, { text, tokens });
 }
+
+describe("surnames a character's names show", () => {
+  test.each([
+    [["Mary Tobin"], ["tobin"]],
+    [["Mr. Tobin"], ["tobin"]],
+    [["Miss Tobin"], []],
+    [["Mary"], []],
+    [["Princess Mary"], []],
+    [["Princess Mary Tobin", "Count Ilya"], ["tobin"]],
+    [["Captain Prince Andrew"], []],
+  ])("%p show %p", (names, surnames) => {
+    expect([...surnamesOf(names)]).toEqual(surnames);
+  });
+
+  test("a title is taken off a full name, stacked titles too", () => {
+    expect(withoutTitle("Miss Mary Tobin")).toBe("Mary Tobin");
+    expect(withoutTitle("Captain Prince Andrew Tobin")).toBe("Andrew Tobin");
+    expect(withoutTitle("Mary Tobin")).toBe("Mary Tobin");
+  });
+});
 
 describe("people who share a name", () => {
   test("two women who share only a given name stay two characters, each called by her full name", () => {

@@ -252,7 +252,12 @@ export function stripQuoteMarks(q: string): string {
 }
 
 const TITLED = /^(?:mr|mrs|ms|miss|dr|sir|lady|lord|captain|colonel|major|general|admiral|rev|professor|madame?|mme|mlle|monsieur|master)\b/i;
-const TITLE_PREFIX = /^(?:mr|mrs|ms|miss|dr|sir|lady|lord|captain|colonel|major|general|admiral|rev|professor|madame?|mme|mlle|monsieur|master)\.?\s+/i;
+// Titles, ranks and kinship words that go before a name ("Princess Mary" is no surname "Mary").
+const TITLE_PREFIX =
+  /^(?:(?:mr|mrs|ms|miss|dr|doctor|sir|lady|lord|captain|colonel|major|general|admiral|lieutenant|sergeant|inspector|rev|reverend|professor|madame?|mme|mlle|monsieur|master|mistress|prince|princess|count|countess|duke|duchess|baron|baroness|king|queen|emperor|empress|st|saint|father|mother|sister|brother|uncle|aunt|cousin)\.?\s+)+/i;
+
+// Titles that go before a surname, never a given name ("Mr. Tobin"; but "Miss Lydia", "Princess Mary").
+const SURNAME_TITLE = /^(?:mr|mrs|ms|dr|doctor|captain|colonel|major|general|admiral|lieutenant|sergeant|inspector|rev|reverend|professor|monsieur|madame?|mme)\.?\s+\S+$/i;
 
 /** "Miss Mary Sutherland" → "Mary Sutherland"; a name without a title is returned as it is. */
 export function withoutTitle(name: string): string {
@@ -261,14 +266,14 @@ export function withoutTitle(name: string): string {
 
 /**
  * Surnames a character's names show, lower-cased: the last word of a name of two words or more
- * ("Mary Sutherland") and a titled single word ("Miss Sutherland"). A bare single word says nothing:
- * it may be a given name or a surname.
+ * after its titles ("Mary Sutherland") and a single word after a surname's title ("Mr. Tobin"). A bare
+ * single word, or one after "Miss" or "Princess", says nothing: it may be a given name.
  */
 export function surnamesOf(names: readonly string[]): Set<string> {
   const out = new Set<string>();
   for (const n of names) {
     const bare = withoutTitle(n).trim().split(/\s+/);
-    if (bare.length >= 2 || (bare.length === 1 && bare[0] !== n.trim())) out.add(bare[bare.length - 1]!.toLowerCase());
+    if (bare.length >= 2 || (bare.length === 1 && SURNAME_TITLE.test(n.trim()))) out.add(bare[bare.length - 1]!.toLowerCase());
   }
   return out;
 }
