@@ -17,7 +17,8 @@ import type { TextIndex } from "../common/text/index.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import { withRetries } from "../common/upstream.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
-import { bookBackupDir, writeBackups } from "./backups.ts";
+import { writeBackups } from "./backups.ts";
+import { removeIndexesAndBackups } from "./book-removal.ts";
 import { extractWork, hasProse } from "./book-text.ts";
 import { createGate } from "./one-at-a-time.ts";
 import { NlpError, runBookNlpCommand, runInThread } from "./booknlp.ts";
@@ -158,13 +159,7 @@ async function stillThere(run: Run): Promise<void> {
 
 /** The indexes and persona backups of a deleted book (its characters went with its row). */
 async function removeWhatWasWritten(run: Run): Promise<void> {
-  const { bookId } = run.job;
-  const results = await Promise.allSettled([
-    run.deps.vectorIndex.deleteBook(bookId),
-    run.deps.textIndex.deleteBook(bookId),
-    rm(bookBackupDir(run.deps.config.systemPromptStoragePath, bookId), { recursive: true, force: true }),
-  ]);
-  const failed = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason);
+  const failed = await removeIndexesAndBackups(run.deps, run.job.bookId);
   if (failed.length > 0) run.log.error("the book was deleted during ingestion; some of what it wrote could not be removed", { errors: failed });
   else run.log.warn("the book was deleted during ingestion; the job stopped and its indexes and persona backups were removed");
 }
