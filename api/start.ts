@@ -8,7 +8,7 @@ import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-
 import { startWorker } from "../ingest/worker.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { controlFilePath, findRunningInstance, startLocalControl } from "./local-control.ts";
-import { findLocalChat, openLocalChat, type LocalChat, type LocalChatOptions } from "./local-sessions.ts";
+import { findLocalChat, listChatBooks, openLocalChat, type LocalChat, type LocalChatOptions } from "./local-sessions.ts";
 import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
 import { startApi } from "./server.ts";
 import { PLAYGROUND_PATH } from "./playground/index.ts";
@@ -55,7 +55,12 @@ interface Banner {
   seed: SeedOutcome | undefined;
   chat: LocalChat | null;
   curl: string | undefined;
+  /** The titles of the books that can be chatted about, newest first: the reader's own as well as the sample. */
+  books: string[];
 }
+
+/** Books named in the banner; `npm run chat -- --book` lists them all. */
+export const BANNER_BOOKS = 5;
 
 function describeMode(deps: Deps): string {
   if (deps.llm.provider === "offline") {
@@ -65,7 +70,7 @@ function describeMode(deps: Deps): string {
 }
 
 /** What the person who typed `npm start` reads: where things are and how to chat. */
-function readyBanner({ apiUrl, address, playground, deps, seed, chat, curl }: Banner): string {
+function readyBanner({ apiUrl, address, playground, deps, seed, chat, curl, books }: Banner): string {
   const reach = address.network
     ? "reachable from other machines: the API has no authentication"
     : "this machine only; HOST=0.0.0.0 opens it to the network";
@@ -75,6 +80,10 @@ function readyBanner({ apiUrl, address, playground, deps, seed, chat, curl }: Ba
   if (seed?.status === "ingested") {
     const names = seed.result.characters.map((c) => c.character.name).join(", ");
     lines.push(`  Sample book  "${SAMPLE_BOOK.title}" ingested: ${names}`);
+  }
+  if (books.length > 0) {
+    const more = books.length > BANNER_BOOKS ? `, and ${books.length - BANNER_BOOKS} more` : "";
+    lines.push(`  Books        ${books.slice(0, BANNER_BOOKS).map((t) => `"${t}"`).join(", ")}${more}`);
   }
   lines.push(`  Data         ${deps.config.dataDir}`);
   lines.push("", describeMode(deps), "");
@@ -194,7 +203,8 @@ async function main(config: Config, options: LocalChatOptions): Promise<void> {
     ...(chat ? { chat, curl } : {}),
   });
   // Last, so that on a terminal the banner is not buried under log lines.
-  process.stdout.write(readyBanner({ apiUrl, address, playground, deps, seed, chat, curl }));
+  const books = (await listChatBooks(deps.db)).map((b) => b.title);
+  process.stdout.write(readyBanner({ apiUrl, address, playground, deps, seed, chat, curl, books }));
 }
 
 /** The options after `npm start --`, or an exit with the usage (status 0 for --help). */

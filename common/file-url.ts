@@ -1,5 +1,6 @@
 import { lookup } from "node:dns/promises";
 import { isForbiddenAddress, isIpLiteral } from "./ip-ranges.ts";
+import { decodeBookBytes } from "./text-decoding.ts";
 
 /**
  * Checks and downloads the `file_url` of a book. Used by the API (to refuse a bad book before it is
@@ -17,7 +18,7 @@ export const DEFAULT_DOWNLOAD_TIMEOUT_MS = 120_000;
 export const DEFAULT_MIN_DOWNLOAD_BYTES_PER_SECOND = 16 * 1024;
 export const DEFAULT_DOWNLOAD_RATE_GRACE_MS = 10_000;
 export const DEFAULT_MAX_REDIRECTS = 5;
-/** Bytes inspected for NUL and invalid UTF-8 before a file is accepted as text. */
+/** Bytes inspected before a file is accepted as text. */
 export const TEXT_SNIFF_BYTES = 64 * 1024;
 
 export type FileUrlRefusal =
@@ -153,15 +154,10 @@ function checkRedirect(next: URL): URL {
   return next;
 }
 
-function isText(head: Uint8Array, complete: boolean): boolean {
-  if (head.includes(0)) return false;
-  try {
-    // stream: true tolerates a multi-byte character cut at the end of the sniffed window.
-    new TextDecoder("utf-8", { fatal: true }).decode(head, { stream: !complete });
-    return true;
-  } catch {
-    return false;
-  }
+/** Why the file's beginning is not text (see text-decoding.ts), or undefined when it is. */
+function notText(head: Uint8Array, complete: boolean): string | undefined {
+  const decoded = decodeBookBytes(head, { partial: !complete });
+  return decoded.ok ? undefined : decoded.reason;
 }
 
 /**
@@ -208,15 +204,17 @@ export async function downloadBook(raw: string, options: DownloadOptions): Promi
         head = concat(head, value.subarray(0, TEXT_SNIFF_BYTES - head.byteLength));
         if (head.byteLength >= TEXT_SNIFF_BYTES) {
           sniffed = true;
-          if (!isText(head, false)) {
+          const reason = notText(head, false);
+          if (reason) {
             await reader.cancel();
-            throw new FileUrlError("not_text", "file is not UTF-8 text");
+            throw new FileUrlError("not_text", reason);
           }
         }
       }
       await options.onChunk?.(value);
     }
-    if (!sniffed && !isText(head, true)) throw new FileUrlError("not_text", "file is not UTF-8 text");
+    const reason = sniffed ? undefined : notText(head, true);
+    if (reason) throw new FileUrlError("not_text", reason);
     return { url: res.url || url.href, bytes, contentType: res.headers.get("content-type") };
   } catch (err) {
     if (err instanceof FileUrlError) throw err;

@@ -1,36 +1,45 @@
 // npm run ingest -- <file> [--title …] [--author …] [--language English|Urdu|both] [--max-characters N] [--write-frontend-tables]
+// npm run ingest -- --delete <book id or title> [--write-frontend-tables]
 //
 // Registers a local book in the configured database (the embedded one by default), runs the whole
 // pipeline in this process with a progress bar per phase (stderr, terminals only), and prints the
 // characters found. The log goes to $DATA_DIR/ingest.log; a warning also shows as one line, so the bar stays readable.
 
+import { readFile } from "node:fs/promises";
 import { basename, extname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { sha256OfFile } from "../common/hash.ts";
 import { findRunningInstance } from "../api/local-control.ts";
-import { loadConfigOrExit, secretsOf } from "../common/config.ts";
+import { loadConfigOrExit, secretsOf, type Config } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
 import { findBookBySource, LANGUAGES, recordBookSource, setProcessingStatus, type Language } from "../common/db/repositories.ts";
-import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook } from "../common/db/frontend-rows.ts";
+import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookLanguage } from "../common/db/frontend-rows.ts";
+import { decodeBookBytes } from "../common/text-decoding.ts";
 import { terminalLogger } from "../common/terminal-log.ts";
 import { usage } from "../common/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics.ts";
+import { deleteBook, findBooks } from "./book-removal.ts";
+import { extractWork, type HeaderFields } from "./book-text.ts";
 import { BookRejectedError, runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
+import { parseLanguage } from "./text-script.ts";
 
-const USAGE = usage("ingest", `<book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>] [${FRONTEND_WRITES_FLAG}]`);
+const USAGE = `${usage("ingest", `<book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>] [${FRONTEND_WRITES_FLAG}]`)}
+${usage("ingest", `--delete <book id or title> [${FRONTEND_WRITES_FLAG}]`)}`;
 const HELP = `${USAGE}
 
-Adds a plain-text (UTF-8) book to the configured database (the embedded one under DATA_DIR unless
+Adds a plain-text book (UTF-8, UTF-16 with a byte order mark, or Windows-1252) to the configured database (the embedded one under DATA_DIR unless
 DATABASE_URL is set), finds its characters, writes their personas and indexes the text, with a
 progress bar per phase. Stop \`npm start\` first when it runs on the same DATA_DIR. Run from the
 project folder (npm runs scripts there, so a relative path is read from it).
 
-  --title <title>          the book's title (default: the file name)
-  --author <author>        its author
-  --language <language>    English (default), Urdu or both
+  --title <title>          the book's title (default: the "Title:" of a Project Gutenberg header, else the file name)
+  --author <author>        its author (default: the header's "Author:")
+  --language <language>    English (default), Urdu or both, in any case; given again for a book
+                           ingested before, it replaces the book's language
   --max-characters <n>     keep at most n characters (default 12)
   ${FRONTEND_WRITES_FLAG}  allow the books row to be written to the frontend's tables of a shared
                            (DATABASE_URL) database
+  --delete <id|title>      delete a book: its row, characters, sessions, indexes and persona backups
   --help                   this text
 
 Warnings show as one line; details go to $DATA_DIR/ingest.log.
@@ -109,6 +118,7 @@ export async function main(argv: string[]): Promise<number> {
         author: { type: "string" },
         language: { type: "string" },
         "max-characters": { type: "string" },
+        delete: { type: "string" },
         [FRONTEND_WRITES_FLAG.slice(2)]: { type: "boolean" },
         help: { type: "boolean" },
       },
@@ -121,17 +131,26 @@ export async function main(argv: string[]): Promise<number> {
     process.stdout.write(HELP);
     return 0;
   }
+  const frontendWrites = parsed.values[FRONTEND_WRITES_FLAG.slice(2)] === true;
+  if (parsed.values.delete !== undefined) {
+    if (parsed.positionals.length > 0) {
+      process.stderr.write(`${USAGE}\n`);
+      return 2;
+    }
+    return deleteCommand(parsed.values.delete, frontendWrites);
+  }
   const [file] = parsed.positionals;
-  const { title = file ? basename(file, extname(file)) : "", author, language = "English" } = parsed.values;
   const maxCharacters = parsed.values["max-characters"] === undefined ? undefined : Number(parsed.values["max-characters"]);
   if (!file || parsed.positionals.length > 1) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  if (!LANGUAGES.includes(language as Language)) {
+  const givenLanguage = parsed.values.language === undefined ? undefined : parseLanguage(parsed.values.language, LANGUAGES);
+  if (parsed.values.language !== undefined && givenLanguage === undefined) {
     process.stderr.write(`--language must be one of ${LANGUAGES.join(", ")}\n`);
     return 2;
   }
+  const language: Language = givenLanguage ?? "English";
   if (maxCharacters !== undefined && !(Number.isInteger(maxCharacters) && maxCharacters >= 0)) {
     process.stderr.write("--max-characters must be a whole number\n");
     return 2;
@@ -141,15 +160,12 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
 
+  const header = await headerOf(file);
+  const title = parsed.values.title ?? header.title ?? basename(file, extname(file));
+  const author = parsed.values.author ?? header.author;
+
   const config = loadConfigOrExit();
-  // Two processes on one embedded database each work on a private copy: the book would vanish.
-  const running = config.database.driver === "pglite" ? await findRunningInstance(config.dataDir) : undefined;
-  if (running) {
-    process.stderr.write(
-      `npm start is running on ${config.dataDir} (pid ${running.pid}); stop it first, or submit the book to its API with POST /character/processing\n`,
-    );
-    return 1;
-  }
+  if (await refuseWhileRunning(config, "submit the book to its API with POST /character/processing")) return 1;
   const contentHash = await sha256OfFile(file);
   const logger = terminalLogger({
     file: join(config.dataDir, "ingest.log"),
@@ -161,7 +177,7 @@ export async function main(argv: string[]): Promise<number> {
   const deps = await buildDepsOrExit(config, { logger });
   // The same file again: the book it made is ingested again (characters keep their ids), not copied.
   const existing = await findBookBySource(deps.db, contentHash);
-  if (!existing && !frontendWritesAllowed(deps.db, parsed.values[FRONTEND_WRITES_FLAG.slice(2)] === true)) {
+  if ((!existing || (givenLanguage && givenLanguage !== existing.language)) && !frontendWritesAllowed(deps.db, frontendWrites)) {
     await deps.close();
     process.stderr.write(
       `this database is shared with the frontend, and adding a book writes its books table: pass ${FRONTEND_WRITES_FLAG} to allow it, ` +
@@ -176,8 +192,13 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const book =
       existing ?? (await insertBook(deps.db, { title, ...(author ? { author } : {}), language: language as Language, filePath: resolve(file) }));
-    if (existing) process.stderr.write(`this file was ingested before as book ${book.id} ("${book.title}"): updating that book\n`);
-    else {
+    if (existing) {
+      process.stderr.write(`this file was ingested before as book ${book.id} ("${book.title}"): updating that book\n`);
+      if (givenLanguage && givenLanguage !== existing.language) {
+        await setBookLanguage(deps.db, book.id, givenLanguage);
+        process.stderr.write(`its language: ${givenLanguage} (was ${existing.language})\n`);
+      }
+    } else {
       await recordBookSource(deps.db, book.id, contentHash);
       process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
     }
@@ -202,6 +223,49 @@ export async function main(argv: string[]): Promise<number> {
     }
   } finally {
     process.off("SIGINT", interrupt);
+    await deps.close();
+  }
+}
+
+/** The "Title:" and "Author:" of the file's Project Gutenberg header; none when it has none or is not text. */
+async function headerOf(file: string): Promise<HeaderFields> {
+  const decoded = decodeBookBytes(await readFile(file));
+  return decoded.ok ? extractWork(decoded.text).header : {};
+}
+
+/** Two processes on one embedded database each work on a private copy: what one writes, the other loses. */
+async function refuseWhileRunning(config: Config, instead: string): Promise<boolean> {
+  const running = config.database.driver === "pglite" ? await findRunningInstance(config.dataDir) : undefined;
+  if (running) process.stderr.write(`npm start is running on ${config.dataDir} (pid ${running.pid}); stop it first, or ${instead}\n`);
+  return running !== undefined;
+}
+
+async function deleteCommand(idOrTitle: string, frontendWrites: boolean): Promise<number> {
+  const config = loadConfigOrExit();
+  if (await refuseWhileRunning(config, "delete the book through the frontend")) return 1;
+  const logger = terminalLogger({ file: join(config.dataDir, "ingest.log"), level: config.logLevel, secrets: secretsOf(config), print: (line) => process.stderr.write(`${line}\n`) });
+  const deps = await buildDepsOrExit(config, { logger });
+  try {
+    if (!frontendWritesAllowed(deps.db, frontendWrites)) {
+      process.stderr.write(`this database is shared with the frontend, and deleting a book deletes its books row: pass ${FRONTEND_WRITES_FLAG} to allow it\n`);
+      return 2;
+    }
+    const matches = await findBooks(deps.db, idOrTitle);
+    if (matches.length !== 1) {
+      const listed = matches.map((b) => `  ${b.id}  ${b.title} (${b.processing_status})`).join("\n");
+      process.stderr.write(matches.length === 0 ? `no book has the id or title "${idOrTitle}"\n` : `"${idOrTitle}" names ${matches.length} books; give the id of one:\n${listed}\n`);
+      return 1;
+    }
+    const [book] = matches as [(typeof matches)[number]];
+    const removed = await deleteBook(deps, book.id);
+    logger.info("book deleted", { book_id: book.id, title: book.title, characters: removed.characters, left_behind: removed.failed });
+    if (removed.failed.length > 0) {
+      process.stderr.write(`deleted book ${book.id} ("${book.title}"), but some of its indexes or persona backups could not be removed: see ${join(config.dataDir, "ingest.log")}\n`);
+      return 1;
+    }
+    process.stdout.write(`deleted book ${book.id} ("${book.title}"): ${removed.characters} characters, its indexes and persona backups\n`);
+    return 0;
+  } finally {
     await deps.close();
   }
 }

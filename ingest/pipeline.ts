@@ -1,4 +1,4 @@
-import { copyFile, mkdir, mkdtemp, open, readFile, rm, stat } from "node:fs/promises";
+import { copyFile, mkdir, mkdtemp, open, readFile, rm, stat, writeFile } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import type { BookInfo } from "../common/character-prompts.ts";
@@ -14,9 +14,12 @@ import type { Logger, LogFields } from "../common/log.ts";
 import { observePhase, type Metrics, type PipelinePhase } from "../common/metrics.ts";
 import { checkpointPositions } from "../common/reading-position.ts";
 import type { TextIndex } from "../common/text/index.ts";
+import { decodeBookBytes } from "../common/text-decoding.ts";
 import { withRetries } from "../common/upstream.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
-import { bookBackupDir, writeBackups } from "./backups.ts";
+import { writeBackups } from "./backups.ts";
+import { removeIndexesAndBackups } from "./book-removal.ts";
+import { extractWork, hasProse } from "./book-text.ts";
 import { createGate } from "./one-at-a-time.ts";
 import { NlpError, runBookNlpCommand, runInThread } from "./booknlp.ts";
 import { checkCharacterName, cleanAliases } from "./character-names.ts";
@@ -24,6 +27,7 @@ import { createTextLocator, firstMention, knownAt, placeCharacter } from "./chec
 import { characterStyle, describe, mergeDiscoveries, type FoundCharacter, type SampledDiscovery, type SelectionOptions } from "./characters.ts";
 import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "./discovery.ts";
 import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
+import { detectScript, fitLanguage } from "./text-script.ts";
 import type { NlpTask } from "./nlp-thread.ts";
 import { extractProfile, writePersona } from "./profiles.ts";
 import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, mapBounded, retryItem, type ItemRetryOptions } from "./work-items.ts";
@@ -39,6 +43,8 @@ import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, mapBounded, ret
  */
 
 export const BOOK_FILE_NAME = "original.txt";
+/** The work cut out of it, decoded to UTF-8 with LF line endings. */
+export const WORK_FILE_NAME = "work.txt";
 /** Transient download failures get this many further tries. */
 export const DOWNLOAD_RETRIES = 2;
 /**
@@ -153,13 +159,7 @@ async function stillThere(run: Run): Promise<void> {
 
 /** The indexes and persona backups of a deleted book (its characters went with its row). */
 async function removeWhatWasWritten(run: Run): Promise<void> {
-  const { bookId } = run.job;
-  const results = await Promise.allSettled([
-    run.deps.vectorIndex.deleteBook(bookId),
-    run.deps.textIndex.deleteBook(bookId),
-    rm(bookBackupDir(run.deps.config.systemPromptStoragePath, bookId), { recursive: true, force: true }),
-  ]);
-  const failed = results.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason);
+  const failed = await removeIndexesAndBackups(run.deps, run.job.bookId);
   if (failed.length > 0) run.log.error("the book was deleted during ingestion; some of what it wrote could not be removed", { errors: failed });
   else run.log.warn("the book was deleted during ingestion; the job stopped and its indexes and persona backups were removed");
 }
@@ -221,11 +221,12 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
   };
 
   return timed("total", async () => {
-    const book = await verifyBook(run);
+    const registered = await verifyBook(run);
     const workDir = await mkdtemp(join(options.workDir ?? tmpdir(), `ingest-${job.bookId}-`));
     try {
-      const textPath = await timed("download", () => download(run, workDir));
-      const text = await readBookText(run, textPath);
+      const downloaded = await timed("download", () => download(run, workDir));
+      const { text, textPath } = await readBookText(run, downloaded, workDir);
+      const book = inLanguageOfText(run, registered, text);
       await stillThere(run);
       const checkpoints = checkpointPositions(options.characterCheckpoints ?? deps.config.characterCheckpoints);
       // The index needs only the text: it is chunked and embedded while the characters are found and
@@ -345,18 +346,38 @@ async function download(run: Run, workDir: string): Promise<string> {
   return target;
 }
 
-/** The whole file must be UTF-8 text; the download only sniffed its beginning. */
-async function readBookText(run: Run, path: string): Promise<string> {
-  const bytes = await readFile(path);
-  let text: string;
-  try {
-    if (bytes.includes(0)) throw new Error("NUL byte");
-    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
-  } catch (err) {
-    throw new BookRejectedError(run.job.bookId, "file is not UTF-8 text", { cause: err });
+/**
+ * The work as every later phase reads it: the file decoded (see common/text-decoding.ts), its
+ * Project Gutenberg wrapping and contents cut (see book-text.ts), written beside the download for
+ * the NLP step, which reads a file. The download itself is kept as it came.
+ */
+async function readBookText(run: Run, path: string, workDir: string): Promise<{ text: string; textPath: string }> {
+  const decoded = decodeBookBytes(await readFile(path));
+  if (!decoded.ok) throw new BookRejectedError(run.job.bookId, decoded.reason);
+  if (decoded.text.trim() === "") throw new BookRejectedError(run.job.bookId, "file is empty");
+  const work = extractWork(decoded.text);
+  if (!hasProse(work.text)) {
+    const reason = work.stripped.length > 0 ? "no text of the work is left once the Project Gutenberg header, licence and contents are removed" : "file has no prose";
+    throw new BookRejectedError(run.job.bookId, reason);
   }
-  if (text.trim() === "") throw new BookRejectedError(run.job.bookId, "file is empty");
-  return text;
+  run.log.info("book text read", {
+    encoding: decoded.encoding,
+    characters: decoded.text.length,
+    work: { start: work.start, end: work.end, characters: work.text.length },
+    stripped: work.stripped.map((s) => `${s.what} ${s.start}-${s.end}`),
+  });
+  const textPath = join(workDir, WORK_FILE_NAME);
+  await writeFile(textPath, work.text);
+  return { text: work.text, textPath };
+}
+
+/** The book as the pipeline proceeds with it: in the language its text is written in when the two disagree. */
+function inLanguageOfText(run: Run, book: Book, text: string): Book {
+  const script = detectScript(text);
+  const fit = fitLanguage(book.language, script.script);
+  if (!fit.mismatch) return book;
+  run.log.warn(fit.mismatch, { registered: book.language, ingested_as: fit.language, latin_letters: script.latin, arabic_letters: script.arabic });
+  return { ...book, language: fit.language };
 }
 
 // booknlp -----------------------------------------------------------------------------------------

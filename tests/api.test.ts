@@ -352,7 +352,7 @@ describe("POST /character/processing", () => {
     ["a loopback host that is not allow-listed", "http://127.0.0.1:9/moby.txt", /not a public address/],
     ["the cloud metadata address", "http://169.254.169.254/latest/meta-data.txt", /not a public address/],
     ["a file larger than MAX_BOOK_BYTES", "/big.txt", /larger than 1024 bytes/],
-    ["a binary file", "/binary.txt", /not UTF-8 text/],
+    ["a binary file", "/binary.txt", /file is not text: it contains NUL bytes/],
     ["a file that does not exist", "/missing.txt", /HTTP 404/],
   ])("%s is refused with 422", async (_name, fileUrl, message) => {
     const url = fileUrl.startsWith("/") ? `${filesBase}${fileUrl}` : fileUrl;

@@ -141,13 +141,22 @@ describe("downloadBook", () => {
     ["/big.txt", "too_large"],
     ["/streamed-big.txt", "too_large"],
     ["/binary.txt", "not_text"],
-    ["/latin1.txt", "not_text"],
     ["/missing.txt", "http_status"],
     ["/to-other.txt", "forbidden_host"],
     ["/to-file.txt", "scheme"],
     ["/loop.txt", "too_many_redirects"],
   ])("%s is refused as %s", async (path, reason) => {
     expect(await refusal(downloadBook(`${base}${path}`, options()))).toBe(reason);
+  });
+
+  test("a Windows-1252 file is accepted as text and streamed as it came", async () => {
+    const chunks: Uint8Array[] = [];
+    await downloadBook(`${base}/latin1.txt`, options({ onChunk: (c) => void chunks.push(c) }));
+    expect(Buffer.concat(chunks)).toEqual(Buffer.from([0x63, 0x61, 0x66, 0xe9]));
+  });
+
+  test("a binary file is refused with what makes it binary", async () => {
+    await expect(downloadBook(`${base}/binary.txt`, options())).rejects.toThrow("file is not text: it contains NUL bytes");
   });
 
   test("a redirect within the allow-listed host is followed", async () => {

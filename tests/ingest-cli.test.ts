@@ -1,11 +1,11 @@
-import { afterAll, beforeAll, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDatabase } from "../common/db/create.ts";
 import { createTestDatabase, probePostgres } from "./support/postgres.ts";
 import { REPO_ROOT } from "./support/process.ts";
-import { ENGLISH_BOOK, FIXTURES, listFiles, startScriptedGateway, type ScriptedGateway } from "./fixtures/ingest/harness.ts";
+import { ENGLISH_BOOK, FIXTURES, URDU_BOOK, listFiles, startScriptedGateway, type ScriptedGateway } from "./fixtures/ingest/harness.ts";
 
 // The CLI starts an embedded Postgres in a fresh data dir.
 setDefaultTimeout(90_000);
@@ -91,4 +91,96 @@ test("on a database shared with the frontend, bun run ingest adds no books row u
   } finally {
     await database.drop();
   }
+});
+
+describe("real book files on the command line", () => {
+  let own: string;
+  beforeAll(async () => {
+    own = await mkdtemp(join(tmpdir(), "ingest-cli-books-"));
+  });
+  afterAll(async () => {
+    await rm(own, { recursive: true, force: true });
+  });
+  const env = () => ({ DATA_DIR: join(own, "data"), LLM_GATEWAY_URL: gateway.baseURL });
+  const booksRows = async () => {
+    const db = await createDatabase({ driver: "pglite", dataDir: join(own, "data", "pg") });
+    try {
+      return await db.query<{ id: string; title: string; author: string; language: string }>("SELECT id, title, author, language::text FROM books ORDER BY created_at");
+    } finally {
+      await db.close();
+    }
+  };
+
+  test("a PDF renamed .txt fails with a one-line reason and a non-zero exit", async () => {
+    const path = join(own, "scanned.txt");
+    await Bun.write(path, "%PDF-1.5\n%\u00e2\u00e3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n");
+    const { exitCode, stdout, stderr } = await ingest([path], env());
+    expect(exitCode).toBe(1);
+    expect(stdout).toBe("");
+    expect(stderr.split("\n").filter((l) => l.startsWith("failed:"))).toEqual(["failed: file is a PDF document, not plain text"]);
+  });
+
+  test("a Windows-1252 Gutenberg file takes its title and author from its header, and no header name becomes a character", async () => {
+    const story = (await Bun.file(join(FIXTURES, ENGLISH_BOOK)).text()).replaceAll("Clara laughed.", "Clara laughed. \u201cCaf\u00e9 first.\u201d");
+    const file = [
+      "The Project Gutenberg eBook of The Keeper's Ledger, by Ada Quill",
+      "",
+      "Title: The Keeper's Ledger",
+      "",
+      "Author: Ada Quill",
+      "",
+      "Produced by: David Widger",
+      "",
+      "*** START OF THE PROJECT GUTENBERG EBOOK THE KEEPER'S LEDGER ***",
+      story,
+      "*** END OF THE PROJECT GUTENBERG EBOOK THE KEEPER'S LEDGER ***",
+      "Michael Hart and Dr. Gregory B. Newby of the Project Gutenberg Literary Archive Foundation.",
+    ].join("\r\n");
+    const path = join(own, "pg-ledger.txt");
+    await Bun.write(path, Buffer.from(file.replaceAll("\u201c", "\x93").replaceAll("\u201d", "\x94"), "latin1"));
+    const { exitCode, stdout, stderr } = await ingest([path, "--max-characters", "4"], env());
+    expect({ exitCode, stderr: exitCode === 0 ? "" : stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(stdout).toStartWith("The Keeper's Ledger: ");
+    for (const name of ["Clara", "Tobias Finch"]) expect(stdout).toContain(name);
+    expect(stdout).not.toMatch(/Widger|Hart|Newby|Quill/);
+    const rows = (await booksRows()).map(({ title, author }) => ({ title, author }));
+    expect(rows).toContainEqual({ title: "The Keeper's Ledger", author: "Ada Quill" });
+    expect(rows.map((r) => r.title)).not.toContain("pg-ledger");
+  });
+
+  test("an Urdu book registered without --language is ingested as Urdu, with a warning; --language urdu given again is stored", async () => {
+    gateway.discoveries = [{ seenBy: "زینب", name: "زینب", aliases: [], quotes: ["کوئی تو یاد رکھے"] }];
+    const path = join(FIXTURES, URDU_BOOK);
+    const first = await ingest([path], env());
+    expect({ exitCode: first.exitCode, stderr: first.exitCode === 0 ? "" : first.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(first.stderr).toContain("the book is registered as English but its text is in Arabic script");
+    expect(first.stdout).toMatch(/: 1 characters, /);
+    expect(first.stdout).toContain("زینب");
+
+    const again = await ingest([path, "--language", "urdu"], env());
+    expect(again.exitCode).toBe(0);
+    expect(again.stderr).toContain("its language: Urdu (was English)");
+    expect(again.stderr).not.toContain("Arabic script");
+    expect((await booksRows()).find((b) => b.title === "chiragh-wali-gali")?.language).toBe("Urdu");
+  });
+
+  test("--delete removes a book by title with its characters, indexes and persona backups; an unknown one is refused", async () => {
+    const before = await booksRows();
+    const ledger = before.find((b) => b.title === "The Keeper's Ledger")!;
+    expect(await listFiles(join(own, "data", "prompts", ledger.id))).not.toEqual([]);
+    const deleted = await ingest(["--delete", "the keeper's ledger"], env());
+    expect({ exitCode: deleted.exitCode, stderr: deleted.exitCode === 0 ? "" : deleted.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(deleted.stdout).toMatch(new RegExp(`^deleted book ${ledger.id} \\("The Keeper's Ledger"\\): [1-9]\\d* characters, its indexes and persona backups\\n$`));
+    expect((await booksRows()).map((b) => b.title)).toEqual(before.filter((b) => b.id !== ledger.id).map((b) => b.title));
+    expect(await listFiles(join(own, "data", "prompts", ledger.id))).toEqual([]);
+    const db = await createDatabase({ driver: "pglite", dataDir: join(own, "data", "pg") });
+    try {
+      expect(await db.query("SELECT count(*)::int AS n FROM characters WHERE book_id = $1", [ledger.id])).toEqual([{ n: 0 }]);
+    } finally {
+      await db.close();
+    }
+    const unknown = await ingest(["--delete", "No Such Book"], env());
+    expect(unknown.exitCode).toBe(1);
+    expect(unknown.stderr).toEndWith('no book has the id or title "No Such Book"\n');
+  });
 });

@@ -388,13 +388,114 @@ describe("books that cannot be ingested", () => {
     expect(metricValue(await exposition(env), 'processing_jobs_processed_total{status="failed"}')).toBe(1);
   });
 
-  test("a file that is not UTF-8 text past its first bytes leaves the book failed", async () => {
+  test("a file that is not text past its first bytes leaves the book failed", async () => {
     const { env } = await setup();
     const book = await newBook("A binary file");
     const path = join(env.dataDir, "binary.txt");
     await Bun.write(path, Buffer.concat([Buffer.from("A plain beginning.\n".repeat(5000)), Buffer.from([0xff, 0xfe, 0x00, 0x01])]));
     await expect(runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS)).rejects.toBeInstanceOf(BookRejectedError);
-    expect((await getIngestion(db, book.id))?.lastError).toBe("file is not UTF-8 text");
+    expect((await getIngestion(db, book.id))?.lastError).toBe("file is not text: it contains NUL bytes (UTF-16 text needs a byte order mark)");
+  });
+
+  test.each([
+    ["a PDF renamed .txt", Buffer.from("%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n", "latin1"), "file is a PDF document, not plain text"],
+    ["an EPUB renamed .txt", Buffer.concat([Buffer.from([0x50, 0x4b, 0x03, 0x04]), Buffer.from("mimetypeapplication/epub+zip")]), "file is a ZIP archive (an EPUB, DOCX or ZIP), not plain text"],
+    ["a Gutenberg file with nothing but its header and licence", Buffer.from(wrapInGutenberg("\n")), "no text of the work is left once the Project Gutenberg header, licence and contents are removed"],
+  ])("%s leaves the book failed with the reason and is not retried", async (_, bytes, reason) => {
+    const { env } = await setup();
+    const book = await newBook("Not a book");
+    const path = join(env.dataDir, "not-a-book.txt");
+    await Bun.write(path, bytes);
+    const failure = await runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS).catch((err: unknown) => err);
+    expect(failure).toBeInstanceOf(BookRejectedError);
+    expect((failure as BookRejectedError).reason).toBe(reason);
+    expect(await statusOf(book.id)).toBe("failed");
+    expect((await getIngestion(db, book.id))?.lastError).toBe(reason);
+    expect(await env.deps.textIndex.count(book.id)).toBe(0);
+  });
+});
+
+/** A story wrapped as Project Gutenberg wraps its files, with the names its header and licence carry. */
+function wrapInGutenberg(story: string): string {
+  return [
+    "The Project Gutenberg eBook of The Keeper's Ledger, by Ada Quill",
+    "",
+    "Title: The Keeper's Ledger",
+    "",
+    "Author: Ada Quill",
+    "",
+    "Produced by: David Widger",
+    "",
+    "*** START OF THE PROJECT GUTENBERG EBOOK THE KEEPER'S LEDGER ***",
+    "",
+    "Produced by Dana Proofer and David Widger",
+    "",
+    "by Ada Quill",
+    "",
+    story,
+    "",
+    "*** END OF THE PROJECT GUTENBERG EBOOK THE KEEPER'S LEDGER ***",
+    "",
+    "Michael Hart, the originator of the Project Gutenberg concept, and Dr. Gregory B. Newby,",
+    '"Project Gutenberg is a registered trademark," said Michael Hart.',
+    "",
+  ].join("\r\n");
+}
+
+/** Windows-1252 bytes of a text: what an older download or a Windows editor writes. */
+function windows1252(text: string): Uint8Array {
+  const decoder = new TextDecoder("windows-1252");
+  const high = new Map(Array.from({ length: 128 }, (_, i) => [decoder.decode(new Uint8Array([0x80 + i])), 0x80 + i]));
+  return new Uint8Array([...text].map((c) => (c.charCodeAt(0) < 0x80 ? c.charCodeAt(0) : high.get(c)!)));
+}
+
+function utf16le(text: string): Uint8Array {
+  return new Uint8Array([0xff, 0xfe, ...[...text].flatMap((c) => [c.charCodeAt(0) & 0xff, c.charCodeAt(0) >> 8])]);
+}
+
+describe("real book files", () => {
+  const story = `${englishText.trim()}\n\n\u201cCaf\u00e9 for the keeper,\u201d said Clara.`;
+
+  test.each([
+    ["in Windows-1252 with CRLF lines", windows1252(wrapInGutenberg(story))],
+    ["in UTF-16 with a byte order mark", utf16le(wrapInGutenberg(story))],
+  ])("a Gutenberg story %s is read, and only the story is analysed, indexed and counted in positions", async (_, bytes) => {
+    const { gateway, env } = await setup();
+    const book = await newBook("The Keeper's Ledger, as downloaded");
+    const path = join(env.dataDir, "pg-ledger.txt");
+    await Bun.write(path, bytes);
+    const result = await runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS);
+    expect(await statusOf(book.id)).toBe("completed");
+    expect(Buffer.from(await Bun.file(path).bytes())).toEqual(Buffer.from(bytes));
+
+    const names = (await listCharacters(db, book.id)).map((c) => c.name);
+    expect(names).toEqual(expect.arrayContaining(["Clara", "Tobias Finch"]));
+    for (const name of names) expect(name).not.toMatch(/Widger|Hart|Newby|Quill|Proofer|Gutenberg/);
+    expect(JSON.stringify(gateway.extractions())).not.toMatch(/Gutenberg|Widger|Michael Hart/);
+
+    // The index holds the story and only the story (its title line, the header's title, went with the
+    // title page): its positions run from its first line to its last.
+    const work = story.slice(story.indexOf("A story written for the tests"));
+    const chunks = chunkTextToArray(work, { chunkTokens: TEST_PIPELINE_OPTIONS.index!.chunkTokens! });
+    expect(result.index.chunks).toBe(chunks.length);
+    expect(result.index.chunkEnds.at(-1)).toBe(1);
+    expect(await env.deps.textIndex.search(book.id, "Gutenberg")).toEqual([]);
+    expect(await env.deps.textIndex.search(book.id, "Widger")).toEqual([]);
+    const [first] = await env.deps.textIndex.search(book.id, "story written for the tests");
+    expect(first?.text).toStartWith(chunks[0]!.text);
+    const [cafe] = await env.deps.textIndex.search(book.id, "Caf\u00e9 keeper");
+    expect(cafe?.text).toContain("\u201cCaf\u00e9 for the keeper,\u201d said Clara.");
+    expect(cafe?.text).not.toContain("\r");
+  });
+
+  test("a book registered as English whose text is in Arabic script is ingested as the Urdu book it is", async () => {
+    const { gateway, env } = await setup();
+    gateway.discoveries = [{ seenBy: "زینب", name: "زینب", aliases: [], quotes: ["کوئی تو یاد رکھے"] }];
+    const book = await newBook("چراغ والی گلی, registered as English", "English");
+    await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(URDU_BOOK) } }, TEST_PIPELINE_OPTIONS);
+    expect(await statusOf(book.id)).toBe("completed");
+    expect((await listCharacters(db, book.id)).map((c) => c.name)).toEqual(["زینب"]);
+    expect(gateway.chatRequests().some((r) => JSON.stringify(r.body).includes("BOOK SAMPLES (JSON):"))).toBe(true);
   });
 });
 

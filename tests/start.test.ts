@@ -124,6 +124,28 @@ describe("npm start with nothing configured", () => {
   });
 });
 
+test("after a restart the banner lists the reader's own books beside the sample", async () => {
+  const own = await mkdtemp(join(tmpdir(), "npm-start-own-"));
+  try {
+    const first = await startDemo(own);
+    expect(await first.service.stop("SIGINT")).toBe(0);
+    const ingest = await runEntry("ingest/cli.ts", { DATA_DIR: own }, undefined, ["tests/fixtures/ingest/the-keepers-ledger.txt", "--title", "The Keeper's Ledger"]);
+    expect({ exitCode: ingest.exitCode, stderr: ingest.exitCode === 0 ? "" : ingest.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    const { service } = await startDemo(own);
+    try {
+      const banner = async () => {
+        for (let i = 0; i < 200 && !service.output().stdout.includes("Ctrl-C stops the service"); i++) await Bun.sleep(50);
+        return service.output().stdout;
+      };
+      expect(await banner()).toContain(`  Books        "The Keeper's Ledger", "${SAMPLE_BOOK.title}"\n`);
+    } finally {
+      expect(await service.stop("SIGINT")).toBe(0);
+    }
+  } finally {
+    await rm(own, { recursive: true, force: true });
+  }
+});
+
 test("a port already in use stops npm start with one line that says so", async () => {
   const taken = Bun.serve({ port: 0, fetch: () => new Response("someone else") });
   const ownDir = await mkdtemp(join(tmpdir(), "npm-start-port-"));

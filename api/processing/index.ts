@@ -26,7 +26,8 @@ export function processingRoutes(deps: ProcessingDeps) {
 - **413**: the body is larger than 1 MiB.
 - **422**: the book is not in the database; \`file_url\` is not http(s), does not end in \`.txt\` or \`.md\`, names a host
   that is or resolves to a loopback, private, link-local or metadata address (unless listed in \`FILE_URL_ALLOWED_HOSTS\`),
-  cannot be downloaded within 120 s, is larger than \`MAX_BOOK_BYTES\`, or is not UTF-8 text.
+  cannot be downloaded within 120 s, is larger than \`MAX_BOOK_BYTES\`, or is not text (a PDF, an archive, an image or
+  other binary; UTF-8, UTF-16 with a byte order mark and Windows-1252 are text).
 - **500**: the database or the queue is unavailable (no internals in the message).
 
 On success the job \`{book_id, file_url, user_id, enqueued_at, job_id}\` is pushed onto the \`processing_queue\` list

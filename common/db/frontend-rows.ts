@@ -124,3 +124,14 @@ export async function upsertPreferences(db: Queryable, p: PreferencesInput): Pro
     ],
   );
 }
+
+/** Deletes a books row; its characters, sessions and our records of it cascade. False when there was none. */
+export async function deleteBookRow(db: Queryable, bookId: string): Promise<boolean> {
+  const rows = await db.query("DELETE FROM books WHERE id = $1 RETURNING id", [bookId]);
+  return rows.length > 0;
+}
+
+/** The language of a book a local convenience re-ingests when told it differs. */
+export async function setBookLanguage(db: Queryable, bookId: string, language: Language): Promise<void> {
+  await db.query("UPDATE books SET language = $2, updated_at = now() WHERE id = $1", [bookId, language]);
+}

@@ -1,0 +1,66 @@
+import { rm } from "node:fs/promises";
+import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "../common/chat-cache.ts";
+import type { Config } from "../common/config.ts";
+import type { Queryable } from "../common/db/index.ts";
+import { deleteBookRow } from "../common/db/frontend-rows.ts";
+import { isUuid, listCharacters } from "../common/db/repositories.ts";
+import type { KeyValueStore } from "../common/kv/index.ts";
+import type { TextIndex } from "../common/text/index.ts";
+import type { VectorIndex } from "../common/vector/index.ts";
+import { bookBackupDir } from "./backups.ts";
+
+/**
+ * What a book leaves outside its database rows: its chunks in both indexes and its persona backups.
+ * The rows (characters, sessions, positions, our ingestion record) go with the books row, whose
+ * foreign keys cascade.
+ */
+
+export interface RemovalDeps {
+  config: Pick<Config, "systemPromptStoragePath">;
+  vectorIndex: VectorIndex;
+  textIndex: TextIndex;
+}
+
+/** Removes the book's indexes and backups, each independently; the reasons of those that failed. */
+export async function removeIndexesAndBackups(deps: RemovalDeps, bookId: string): Promise<unknown[]> {
+  const results = await Promise.allSettled([
+    deps.vectorIndex.deleteBook(bookId),
+    deps.textIndex.deleteBook(bookId),
+    rm(bookBackupDir(deps.config.systemPromptStoragePath, bookId), { recursive: true, force: true }),
+  ]);
+  return results.filter((r): r is PromiseRejectedResult => r.status === "rejected").map((r) => r.reason);
+}
+
+export type BookMatch = {
+  id: string;
+  title: string;
+  processing_status: string;
+};
+
+/** The books an id or a title (any case) names: none, one, or several of one title. */
+export async function findBooks(db: Queryable, idOrTitle: string): Promise<BookMatch[]> {
+  const wanted = idOrTitle.trim();
+  if (isUuid(wanted)) return db.query<BookMatch>("SELECT id, title, processing_status::text AS processing_status FROM books WHERE id = $1", [wanted]);
+  return db.query<BookMatch>(
+    "SELECT id, title, processing_status::text AS processing_status FROM books WHERE lower(title) = lower($1) ORDER BY created_at DESC",
+    [wanted],
+  );
+}
+
+export interface RemovalReport {
+  characters: number;
+  /** What could not be removed: the row is gone, these are left behind. */
+  failed: unknown[];
+}
+
+/**
+ * Deletes a book: its row (and with it its characters, sessions and records), its indexes, its
+ * persona backups, and the chat cache's copies of its characters and positions.
+ */
+export async function deleteBook(deps: RemovalDeps & { db: Queryable; kv: KeyValueStore }, bookId: string): Promise<RemovalReport> {
+  const characters = await listCharacters(deps.db, bookId);
+  await deleteBookRow(deps.db, bookId);
+  const keys = [readingPositionsCacheKey(bookId), ...characters.flatMap((c) => [characterCacheKey(c.id), knowledgeCacheKey(c.id)])];
+  const [failed, cache] = await Promise.all([removeIndexesAndBackups(deps, bookId), Promise.allSettled(keys.map((k) => deps.kv.del(k)))]);
+  return { characters: characters.length, failed: [...failed, ...cache.filter((r): r is PromiseRejectedResult => r.status === "rejected").map((r) => r.reason)] };
+}

@@ -1,0 +1,188 @@
+/**
+ * The work itself out of a book file: Project Gutenberg's header, footer and licence, the "Produced
+ * by" and transcriber's notes, the title page and the table of contents are not the story. Left in,
+ * they are read as story: the NLP step finds "Michael Hart" and the author among the characters,
+ * passages quote the licence, and reading positions count pages nobody reads.
+ *
+ * Only a file with a Project Gutenberg marker is trimmed; any other file is the work as it is. The
+ * offsets returned say what was cut, so the log can tell an operator what the book was reduced to.
+ *
+ * Pure: no I/O.
+ */
+
+export interface StrippedRange {
+  /** UTF-16 offsets in the decoded file, end exclusive. */
+  start: number;
+  end: number;
+  what: "gutenberg header" | "front matter" | "table of contents" | "gutenberg footer and licence" | "back matter";
+}
+
+export interface BookText {
+  /** The work: what is chunked, analysed and indexed. */
+  text: string;
+  /** Where `text` is in the decoded file. */
+  start: number;
+  end: number;
+  stripped: StrippedRange[];
+  /** "Title:", "Author:" and "Language:" of the Gutenberg header, when present. */
+  header: HeaderFields;
+}
+
+export interface HeaderFields {
+  title?: string;
+  author?: string;
+  language?: string;
+}
+
+/** The end of the header: the START line, or in older files the end of "THE SMALL PRINT!". */
+const HEADER_ENDS = [
+  /^[ \t]*\*{3}[ \t]*START OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK.*$/gim,
+  /^[ \t]*\*+[ \t]*END[ \t]*\*?[ \t]*THE SMALL PRINT!.*$/gim,
+];
+/** The first line after the work: the END line, or the "End of …" sentence above it, or the licence. */
+const FOOTER_STARTS = [
+  /^[ \t]*\*{3}[ \t]*END OF (?:THE|THIS) PROJECT GUTENBERG E-?BOOK.*$/gim,
+  /^[ \t]*End of (?:the |this )?Project Gutenberg(?:'s|’s)? .*$/gim,
+  /^[ \t]*\*{3}[ \t]*START: FULL LICENSE.*$/gim,
+];
+/** Paragraphs about the edition, not of the work, found next to the header or the footer. */
+const EDITORIAL = /^(?:produced by\b|e-?text prepared by\b|transcriber['’]?s? notes?\b|\[?transcriber['’]?s? note|this e-?book was produced by\b|cover$|\[illustration)/i;
+const CONTENTS = /^(?:table of )?contents[.:]?$/i;
+/**
+ * A table of contents starts and ends within the first fifth of the work, or its first 50,000
+ * characters in a short one (War and Peace's is 6,600): a "Contents" line further on is the story's.
+ */
+const MAX_CONTENTS_SHARE = 0.2;
+const MAX_CONTENTS_CHARS = 50_000;
+/** Entries of a table of contents are headings: short lines. */
+const MAX_ENTRY_CHARS = 100;
+
+function lastMatchEnd(text: string, patterns: readonly RegExp[], before: number): number | undefined {
+  let end: number | undefined;
+  for (const pattern of patterns) {
+    for (const m of text.matchAll(pattern)) {
+      if (m.index! < before) end = Math.max(end ?? 0, m.index! + m[0].length);
+    }
+  }
+  return end;
+}
+
+function firstMatchStart(text: string, patterns: readonly RegExp[], after: number): number | undefined {
+  let start: number | undefined;
+  for (const pattern of patterns) {
+    for (const m of text.matchAll(pattern)) {
+      if (m.index! >= after) {
+        start = Math.min(start ?? Infinity, m.index!);
+        break;
+      }
+    }
+  }
+  return start;
+}
+
+const normalise = (line: string) => line.replace(/\s+/g, " ").trim().toLowerCase();
+
+/** "Title:", "Author:" and "Language:" lines; an indented line below continues the field. */
+export function readHeaderFields(header: string): HeaderFields {
+  const fields: HeaderFields = {};
+  const lines = header.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const m = /^(Title|Author|Language):[ \t]*(.*)$/.exec(lines[i]!);
+    if (!m || m[2]!.trim() === "") continue;
+    let value = m[2]!.trim();
+    while (i + 1 < lines.length && /^[ \t]+\S/.test(lines[i + 1]!)) value += ` ${lines[++i]!.trim()}`;
+    const key = m[1]!.toLowerCase() as keyof HeaderFields;
+    fields[key] ??= value;
+  }
+  return fields;
+}
+
+interface Paragraph {
+  start: number;
+  end: number;
+  text: string;
+}
+
+function paragraphs(text: string, from: number, to: number): Paragraph[] {
+  const found: Paragraph[] = [];
+  const re = /\S[\s\S]*?(?=\n[ \t]*\n|\s*$)/g;
+  const slice = text.slice(from, to);
+  for (const m of slice.matchAll(re)) found.push({ start: from + m.index!, end: from + m.index! + m[0].length, text: m[0] });
+  return found;
+}
+
+/** A title page's paragraphs: the title, "by" the author, the author, an edition line, the editorial notes. */
+function isFrontMatter(paragraph: string, header: HeaderFields): boolean {
+  const line = normalise(paragraph);
+  if (EDITORIAL.test(line)) return true;
+  if (paragraph.includes("\n")) return false;
+  const title = header.title ? normalise(header.title) : undefined;
+  const author = header.author ? normalise(header.author) : undefined;
+  if (title && line === title) return true;
+  if (author && (line === author || line === `by ${author}` || line.startsWith(`by ${author}`))) return true;
+  return line.length <= 60 && /\bedition\b/.test(line);
+}
+
+/**
+ * A "Contents" line and the entries below it, up to where the first entry comes back as the work's
+ * first heading. Everything from the header to that heading is the title page and the contents.
+ */
+function contentsEnd(text: string, from: number, to: number): { start: number; end: number } | undefined {
+  const lines = paragraphs(text, from, to).flatMap((p) => {
+    let at = p.start;
+    return p.text.split("\n").map((line) => {
+      const start = at;
+      at += line.length + 1;
+      return { start, line: normalise(line) };
+    });
+  });
+  const limit = from + Math.max((to - from) * MAX_CONTENTS_SHARE, MAX_CONTENTS_CHARS);
+  const heading = lines.findIndex((l) => CONTENTS.test(l.line));
+  if (heading < 0 || lines[heading]!.start > limit) return undefined;
+  const first = lines[heading + 1];
+  if (!first) return undefined;
+  for (let i = heading + 2; i < lines.length && lines[i]!.start < limit; i++) {
+    const { line, start } = lines[i]!;
+    if (line === first.line) return { start: lines[heading]!.start, end: start };
+    if (line.length > MAX_ENTRY_CHARS) return undefined;
+  }
+  return undefined;
+}
+
+export function extractWork(file: string): BookText {
+  // A header line below the first footer line would be a quotation of it, not a header.
+  const headerEnd = lastMatchEnd(file, HEADER_ENDS, firstMatchStart(file, FOOTER_STARTS, 0) ?? file.length);
+  const footerStart = firstMatchStart(file, FOOTER_STARTS, headerEnd ?? 0);
+  if (headerEnd === undefined && footerStart === undefined) return { text: file, start: 0, end: file.length, stripped: [], header: {} };
+  const stripped: StrippedRange[] = [];
+  const header = headerEnd === undefined ? {} : readHeaderFields(file.slice(0, headerEnd));
+  let start = headerEnd ?? 0;
+  let end = footerStart ?? file.length;
+  if (headerEnd !== undefined) stripped.push({ start: 0, end: headerEnd, what: "gutenberg header" });
+  if (footerStart !== undefined) stripped.push({ start: footerStart, end: file.length, what: "gutenberg footer and licence" });
+
+  const contents = contentsEnd(file, start, end);
+  const body = paragraphs(file, contents?.end ?? start, end);
+  let first = 0;
+  while (first < body.length && isFrontMatter(body[first]!.text, header)) first++;
+  let last = body.length - 1;
+  while (last > first && EDITORIAL.test(normalise(body[last]!.text))) last--;
+  const workStart = body[first]?.start ?? end;
+  const workEnd = body[last]?.end ?? workStart;
+  if (contents) {
+    if (file.slice(start, contents.start).trim() !== "") stripped.push({ start, end: contents.start, what: "front matter" });
+    stripped.push({ ...contents, what: "table of contents" });
+    if (workStart > contents.end) stripped.push({ start: contents.end, end: workStart, what: "front matter" });
+  } else if (body[first] && workStart > start && file.slice(start, workStart).trim() !== "") {
+    stripped.push({ start, end: workStart, what: "front matter" });
+  }
+  if (workEnd < end && file.slice(workEnd, end).trim() !== "") stripped.push({ start: workEnd, end, what: "back matter" });
+  start = workStart;
+  end = Math.max(workStart, workEnd);
+  return { text: file.slice(start, end), start, end, stripped: stripped.sort((a, b) => a.start - b.start), header };
+}
+
+/** Whether anything of a story is left: words of two letters or more, not just numbers and marks. */
+export function hasProse(text: string): boolean {
+  return /\p{L}{2,}/u.test(text);
+}
