@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SAVE_ATTEMPTS, SAVE_FAILED, SESSION_BUSY, previewOf } from "../api/chat/service.ts";
+import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_ATTEMPTS, SAVE_FAILED, SESSION_BUSY, previewOf } from "../api/chat/service.ts";
 import { SSE_OPENING } from "../api/sse.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../common/chat-cache.ts";
 import { createDatabase } from "../common/db/create.ts";
@@ -831,6 +831,23 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
       ]);
     },
   );
+
+  test("when the reader's page cannot be read the turn ends in the 502 event before any token, rather than use the whole book", async () => {
+    const session = await h.newSession();
+    const db: Database = {
+      ...h.deps.db,
+      query: <R extends Row = Row>(text: string, params?: readonly unknown[]) =>
+        text.includes("FROM user_library") ? Promise.reject(new DatabaseError("connection reset", "connection")) : h.deps.db.query<R>(text, params),
+    };
+    const app = await h.appWith({ db });
+    const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "What happened in the storm?")));
+    await app.settle();
+    expect(events).toEqual([{ error: REPLY_FAILED, code: 502 }]);
+    expect(h.gateway.requests).toEqual([]);
+    // With the position in the body the failed read costs only the preferences: the turn goes on without them.
+    const positioned = await readSse(await app.postJson("/character/chat", h.body(session, "And now?", { reading_position: 0.5 })));
+    expect(positioned.events.at(-1)).toMatchObject({ done: true });
+  });
 
   test("a save the database refuses for its data (SQLSTATE class 22) is not tried again: the reader gets the 502 event at once", async () => {
     const session = await h.newSession();

@@ -9,7 +9,14 @@ import {
 } from "../../common/chat-cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import { DatabaseError, type Database } from "../../common/db/index.ts";
-import { appendExchange, getReaderState, setSessionSummary, type ExchangeIds, type SavedExchange } from "../../common/db/repositories.ts";
+import {
+  appendExchange,
+  getReaderState,
+  setSessionSummary,
+  type ExchangeIds,
+  type ReaderState,
+  type SavedExchange,
+} from "../../common/db/repositories.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
@@ -308,7 +315,7 @@ export function createChatService(deps: ChatDeps): ChatService {
     const needPreferences = request.preferences === undefined;
     const needPage = request.reading_position === undefined;
     if (!needPreferences && !needPage) return { position: turnPosition(request.reading_position, null), preferences: null };
-    let state;
+    let state: ReaderState;
     try {
       state = await getReaderState(deps.db, { userId: request.user_id, characterId: request.character_id, bookId }, needPreferences);
     } catch (error) {
