@@ -5,7 +5,6 @@ import { getBookReadingPositions, getCharacterKnowledge } from "./db/reading-pos
 import type { KeyValueStore } from "./kv/index.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
-import { positionFromPages } from "./reading-position.ts";
 
 /**
  * What a chat turn reads before it can answer (the character, the session with its recent history
@@ -15,8 +14,10 @@ import { positionFromPages } from "./reading-position.ts";
  *
  * Entries carry the spec's field names (SPEC: Key-value store keys): chat:char {id, name,
  * system_prompt, profile_json} plus the description a character without a persona is introduced
- * with; chat:sess {id, user_id, character_id, message_count} plus the book_id a turn checks, then
- * the last messages, the summary and the reader's position; chat:book {id, title, author, description}. An entry in any
+ * with and the book_id a turn checks; chat:sess {id, user_id, character_id, message_count} plus the
+ * book_id a turn checks, then the last messages and the summary; chat:book {id, title, author,
+ * description}. The reader's position is never cached: the frontend moves it at any time, and a
+ * cached one could show a reader passages past where they have gone back to. An entry in any
  * other shape (one written by an earlier version during a rolling deploy) is never trusted: it is
  * read from the database instead and replaced (a session entry only by a turn holding the session's
  * lock, so that a fill can never put back an older history).
@@ -38,6 +39,8 @@ const ChatCharacter = z.object({
   system_prompt: z.string().nullable(),
   profile_json: z.record(z.string(), z.unknown()).nullable(),
   description: z.string().nullable(),
+  /** The character's book: a session whose book is another is refused. */
+  book_id: z.string(),
 });
 export type ChatCharacter = z.infer<typeof ChatCharacter>;
 
@@ -54,8 +57,6 @@ const ChatSessionState = z.object({
   /** The last CONVERSATION_WINDOW_MESSAGES messages, oldest first. */
   messages: z.array(z.object({ role: z.enum(["user", "assistant"]), content: z.string() })),
   summary: z.string().nullable(),
-  /** Where the reader is in the book, from user_library (common/reading-position.ts); null: the whole book. */
-  reading_position: z.number().min(0).max(1).nullable(),
 });
 export type ChatSessionState = z.infer<typeof ChatSessionState>;
 
@@ -131,7 +132,14 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   async function characterFromDb(id: string): Promise<ChatCharacter | null> {
     const row = await getCharacter(db, id);
     if (!row) return null;
-    return { id: row.id, name: row.name, system_prompt: row.systemPrompt, profile_json: row.profileJson, description: row.description };
+    return {
+      id: row.id,
+      name: row.name,
+      system_prompt: row.systemPrompt,
+      profile_json: row.profileJson,
+      description: row.description,
+      book_id: row.bookId,
+    };
   }
 
   async function bookFromDb(id: string): Promise<ChatBook | null> {
@@ -150,7 +158,6 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       message_count: row.messageCount,
       messages: row.recentMessages,
       summary: row.summary,
-      reading_position: positionFromPages(row.currentPage, row.pageCount),
     };
   }
 

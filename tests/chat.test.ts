@@ -1,10 +1,12 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { MODEL_FAILED, SAVE_FAILED, SESSION_BUSY, previewOf } from "../api/chat/service.ts";
+import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_ATTEMPTS, SAVE_FAILED, SESSION_BUSY, previewOf } from "../api/chat/service.ts";
 import { SSE_OPENING } from "../api/sse.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../common/chat-cache.ts";
 import { createDatabase } from "../common/db/create.ts";
+import { insertBook } from "../common/db/frontend-rows.ts";
 import { DatabaseError, type Database, type Row } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
+import { MESSAGE_COUNT_MAX } from "../common/db/repositories.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
@@ -238,6 +240,48 @@ for (const variant of variants) {
       });
     });
 
+    describe("rows the frontend wrote that the schema allows", () => {
+      test("a session whose message_count is at the integer column's largest value keeps chatting; the count stays there", async () => {
+        const session = await h.newSession();
+        await h.deps.db.query("UPDATE chat_sessions SET message_count = $2 WHERE id = $1", [session, MESSAGE_COUNT_MAX]);
+        await h.kv.del(sessionCacheKey(session));
+        await exchange(h, session, "Still counting?");
+        await exchange(h, session, "And now?");
+        expect((await sessionRow(h, session)).message_count).toBe(MESSAGE_COUNT_MAX);
+        expect((await messageRows(h, session)).map((m) => m.content)).toEqual(["Still counting?", "Echo: Still counting?", "And now?", "Echo: And now?"]);
+      });
+
+      test.each([["the largest timestamp", "294276-12-31 23:59:59.999999+00"], ["infinity", "infinity"]])(
+        "after a message stamped %s the next turns are saved, stamped by the clock and in order",
+        async (_, stamp) => {
+          const session = await h.newSession();
+          await h.deps.db.query("INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'Out of time', $2::timestamptz)", [session, stamp]);
+          await exchange(h, session, "First.");
+          await exchange(h, session, "Second.");
+          const rows = await h.deps.db.query<{ content: string; near_now: boolean }>(
+            `SELECT content, created_at BETWEEN now() - interval '1 hour' AND now() + interval '1 hour' AS near_now
+               FROM messages WHERE session_id = $1 ORDER BY created_at`,
+            [session],
+          );
+          expect(rows).toEqual([
+            ...["First.", "Echo: First.", "Second.", "Echo: Second."].map((content) => ({ content, near_now: true })),
+            { content: "Out of time", near_now: false },
+          ]);
+        },
+      );
+
+      test("a session whose book is not its character's book is a 404 before the stream, and nothing is asked of the model", async () => {
+        const other = await insertBook(h.deps.db, { title: "Another Book", author: "Someone Else", processingStatus: "completed" });
+        const session = await h.newSession();
+        await h.deps.db.query("UPDATE chat_sessions SET book_id = $2 WHERE id = $1", [session, other.id]);
+        const res = await h.chat(session, "Which book are we in?", { book_id: other.id });
+        expect(res.status).toBe(404);
+        expect(await res.json()).toEqual({ error: CHARACTER_NOT_IN_BOOK });
+        expect(h.gateway.requests).toEqual([]);
+        expect(await h.kv.get(lockKey(session))).toBeNull();
+      });
+    });
+
     describe("the session lock", () => {
       test("of 20 simultaneous messages to one session exactly one is answered, the rest get 429, and the lock is gone after", async () => {
         const session = await h.newSession();
@@ -412,12 +456,9 @@ for (const variant of variants) {
         expect(JSON.parse((await h.kv.get(characterCacheKey(h.world.characterId)))!)).toMatchObject({ name: CHARACTER_NAME, system_prompt: PERSONA });
         // The spec's field names (SPEC: Key-value store keys), in its order.
         const fields = async (key: string) => Object.keys(JSON.parse((await h.kv.get(key))!) as object);
-        expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description"]);
-        // Then ours: the book a turn checks, and the reader's position (null: no library row).
-        expect(await fields(sessionCacheKey(session))).toEqual([
-          "id", "user_id", "character_id", "book_id", "message_count", "messages", "summary", "reading_position",
-        ]);
-        expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!)).toMatchObject({ reading_position: null });
+        // Then ours: the book a turn checks. Never the reader's position: the frontend moves it at any time.
+        expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description", "book_id"]);
+        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary"]);
         expect(await fields(bookCacheKey(h.world.bookId))).toEqual(["id", "title", "author", "description"]);
       });
 
@@ -445,12 +486,14 @@ for (const variant of variants) {
         await exchange(h, session, "Second question.");
         const statements = h.db.statements.slice(before).map((s) => s.replace(/\s+/g, " "));
         const reads = statements.filter((s) => /^SELECT/.test(s));
+        // The reader's page is read every turn (never cached) in the statement that reads their preferences: no extra round trip.
         expect(reads).toHaveLength(1);
         expect(reads[0]).toContain("FROM user_preferences WHERE user_id = $1 AND character_id = $2");
+        expect(reads[0]).toContain("FROM user_library l WHERE l.user_id = $1 AND l.book_id = $3");
         // The exchange is saved in one statement: one round trip to the database.
         const writes = statements.filter((s) => !/^SELECT/.test(s));
         expect(writes).toHaveLength(1);
-        expect(writes[0]).toMatch(/^WITH session AS \( UPDATE chat_sessions SET .* INSERT INTO messages /);
+        expect(writes[0]).toMatch(/^WITH done AS .* UPDATE chat_sessions s SET .* INSERT INTO messages /);
       });
 
       test("two exchanges leave four messages in order and a session with message_count 2 and a preview ending in …", async () => {
@@ -694,8 +737,11 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
     scriptGateway(h.gateway);
   });
 
+  /** Reads of a cached row; the reader's page (with the book's page count) is read every turn and not counted. */
   const reads = (statements: string[], table: string) =>
-    statements.filter((s) => s.startsWith("SELECT") && new RegExp(`FROM ${table}( [a-z])? WHERE`).test(s.replace(/\s+/g, " "))).length;
+    statements.filter(
+      (s) => s.startsWith("SELECT") && !s.includes("FROM user_library") && new RegExp(`FROM ${table}( [a-z])? WHERE`).test(s.replace(/\s+/g, " ")),
+    ).length;
 
   test("cached entries live 3600 s: after that the next message reads the database again", async () => {
     const session = await h.newSession();
@@ -741,19 +787,88 @@ describe("POST /character/chat when a store fails, as the cache expires, and in 
     expect(h.gateway.requests).toEqual([]);
   });
 
-  test("a reply that cannot be saved ends with a 502 event, leaves nothing behind and frees the session", async () => {
+  /**
+   * The harness's database, whose saves of an exchange fail `times` times: refused outright, or
+   * ("lose-reply") carried out and then failed as if the connection dropped before the answer.
+   */
+  function failingSaves(times: number, mode: "refuse" | "lose-reply" = "refuse", error = () => new DatabaseError("connection reset", "connection")) {
+    const attempts = { count: 0 };
+    const db: Database = {
+      ...h.deps.db,
+      query: async <R extends Row = Row>(text: string, params?: readonly unknown[]) => {
+        if (!text.includes("INSERT INTO messages")) return h.deps.db.query<R>(text, params);
+        if (attempts.count++ >= times) return h.deps.db.query<R>(text, params);
+        if (mode === "lose-reply") await h.deps.db.query<R>(text, params);
+        throw error();
+      },
+    };
+    return { db, attempts };
+  }
+
+  test.each([["refused", "refuse"], ["carried out but its answer lost", "lose-reply"]] as const)(
+    "a save %s twice is tried again: the reader gets done and the exchange is saved once",
+    async (_, mode) => {
+      const session = await h.newSession();
+      await exchange(h, session, "Warm the cache.");
+      const failing = failingSaves(2, mode);
+      const app = await h.appWith({ db: failing.db });
+      scriptGateway(h.gateway, { chat: { chunks: ["Saved? ", "Yes."] } });
+      const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Will you remember this?")));
+      await app.settle();
+      expect(events).toEqual([{ token: "Saved? " }, { token: "Yes." }, { done: true, full_response: "Saved? Yes.", sources: expect.any(Array) }]);
+      expect(failing.attempts.count).toBe(3);
+      expect((await sessionRow(h, session)).message_count).toBe(2);
+      expect((await messageRows(h, session)).map((m) => m.content)).toEqual(["Warm the cache.", "Echo: Warm the cache.", "Will you remember this?", "Saved? Yes."]);
+      expect(await h.kv.get(lockKey(session))).toBeNull();
+      // The next turn's history holds the exchange exactly once, whichever way the cache entry went.
+      h.gateway.reset();
+      scriptGateway(h.gateway);
+      await exchange(h, session, "Do you?");
+      expect(requestsOfKind(h.gateway, "chat")[0]!.messages.filter((m) => m.role === "user").map((m) => m.content)).toEqual([
+        "Warm the cache.",
+        "Will you remember this?",
+        "Do you?",
+      ]);
+    },
+  );
+
+  test("when the reader's page cannot be read the turn ends in the 502 event before any token, rather than use the whole book", async () => {
     const session = await h.newSession();
-    await exchange(h, session, "Warm the cache.");
-    const failing: Database = {
+    const db: Database = {
       ...h.deps.db,
       query: <R extends Row = Row>(text: string, params?: readonly unknown[]) =>
-        text.includes("INSERT INTO messages") ? Promise.reject(new DatabaseError("connection reset", "connection")) : h.deps.db.query<R>(text, params),
+        text.includes("FROM user_library") ? Promise.reject(new DatabaseError("connection reset", "connection")) : h.deps.db.query<R>(text, params),
     };
-    const app = await h.appWith({ db: failing });
+    const app = await h.appWith({ db });
+    const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "What happened in the storm?")));
+    await app.settle();
+    expect(events).toEqual([{ error: REPLY_FAILED, code: 502 }]);
+    expect(h.gateway.requests).toEqual([]);
+    // With the position in the body the failed read costs only the preferences: the turn goes on without them.
+    const positioned = await readSse(await app.postJson("/character/chat", h.body(session, "And now?", { reading_position: 0.5 })));
+    expect(positioned.events.at(-1)).toMatchObject({ done: true });
+  });
+
+  test("a save the database refuses for its data (SQLSTATE class 22) is not tried again: the reader gets the 502 event at once", async () => {
+    const session = await h.newSession();
+    const failing = failingSaves(Infinity, "refuse", () => new DatabaseError("invalid byte sequence for encoding \"UTF8\": 0x00", "other", "22021"));
+    const app = await h.appWith({ db: failing.db });
+    const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Hello?")));
+    await app.settle();
+    expect(events.at(-1)).toEqual({ error: SAVE_FAILED, code: 502 });
+    expect(failing.attempts.count).toBe(1);
+  });
+
+  test("a reply that cannot be saved in SAVE_ATTEMPTS tries ends with a 502 event, leaves nothing behind and frees the session", async () => {
+    const session = await h.newSession();
+    await exchange(h, session, "Warm the cache.");
+    const failing = failingSaves(Infinity);
+    const app = await h.appWith({ db: failing.db });
     scriptGateway(h.gateway, { chat: { chunks: ["Saved? ", "No."] } });
     const { events } = await readSse(await app.postJson("/character/chat", h.body(session, "Will you remember this?")));
     await app.settle();
     expect(events).toEqual([{ token: "Saved? " }, { token: "No." }, { error: SAVE_FAILED, code: 502 }]);
+    expect(failing.attempts.count).toBe(SAVE_ATTEMPTS);
     expect((await sessionRow(h, session)).message_count).toBe(1);
     expect(JSON.parse((await h.kv.get(sessionCacheKey(session)))!).message_count).toBe(1);
     expect(await h.kv.get(lockKey(session))).toBeNull();

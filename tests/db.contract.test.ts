@@ -518,37 +518,98 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
       });
 
-      test("a session is read, and an exchange saved, with the reader's page in the book and the book's page count", async () => {
+      test("the reader's page in the book, the book's page count and the reader's preferences are read in one statement", async () => {
         const book = await fr.insertBook(db, { title: "Emma", author: "Jane Austen", pageCount: 474 });
         const { characters } = await repo.saveCharacters(db, book.id, [{ name: "Emma", importance: 1 }]);
         const userId = crypto.randomUUID();
-        const session = await fr.createSession(db, { userId, characterId: characters[0]!.id });
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toMatchObject({ currentPage: null, pageCount: 474 });
+        const ids = { userId, characterId: characters[0]!.id, bookId: book.id };
+        expect(await repo.getReaderState(db, ids, true)).toEqual({ currentPage: null, pageCount: 474, preferences: null });
         await fr.addToLibrary(db, userId, book.id);
         await db.query("UPDATE user_library SET current_page = 120 WHERE user_id = $1 AND book_id = $2", [userId, book.id]);
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toMatchObject({ currentPage: 120, pageCount: 474 });
+        await fr.upsertPreferences(db, { userId, characterId: characters[0]!.id, relationshipMode: "friend", speechModifiers: ["talk_less"] });
+        expect(await repo.getReaderState(db, ids, true)).toEqual({
+          currentPage: 120,
+          pageCount: 474,
+          preferences: await repo.getPreferences(db, userId, characters[0]!.id),
+        });
+        expect(await repo.getReaderState(db, ids, false)).toEqual({ currentPage: 120, pageCount: 474, preferences: null });
         // Another reader's library row is not this reader's position.
         await fr.addToLibrary(db, crypto.randomUUID(), book.id);
         await db.query("UPDATE user_library SET current_page = 300 WHERE user_id <> $1 AND book_id = $2", [userId, book.id]);
-        expect(await repo.appendExchange(db, session.id, "Hello?", "Good morning.", "Good morning.")).toMatchObject({ currentPage: 120, pageCount: 474 });
+        expect(await repo.getReaderState(db, ids, false)).toMatchObject({ currentPage: 120 });
+        expect(await repo.getReaderState(db, { ...ids, userId: "not-a-user" }, true)).toEqual({ currentPage: null, pageCount: null, preferences: null });
+      });
+
+      test("a session whose message_count is at the column's largest value still saves its exchanges; the count stays there", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        await db.query("UPDATE chat_sessions SET message_count = $2 WHERE id = $1", [session.id, repo.MESSAGE_COUNT_MAX - 1]);
+        const last = await repo.appendExchange(db, session.id, "One more?", "One more.", "One more.");
+        expect(last).toMatchObject({ messageCount: repo.MESSAGE_COUNT_MAX, previousCount: repo.MESSAGE_COUNT_MAX - 1 });
+        const past = await repo.appendExchange(db, session.id, "And another?", "Still here.", "Still here.");
+        expect(past).toMatchObject({ messageCount: repo.MESSAGE_COUNT_MAX, previousCount: repo.MESSAGE_COUNT_MAX, preview: "Still here." });
+        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual(["One more?", "One more.", "And another?", "Still here."]);
+      });
+
+      test.each([["the largest timestamp", "294276-12-31 23:59:59.999999+00"], ["infinity", "infinity"], ["a year ahead", null]])(
+        "a message stamped %s does not order later exchanges: they are stamped by the clock, in order, and saved",
+        async (_, stamp) => {
+          const { characters } = await bookWithCharacters(["Alice"]);
+          const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+          await db.query(
+            "INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'From the future', COALESCE($2::timestamptz, now() + interval '1 year'))",
+            [session.id, stamp],
+          );
+          await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+          await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+          const rows = await db.query<{ content: string; near_now: boolean; same_time: boolean }>(
+            `SELECT content, created_at BETWEEN now() - interval '1 hour' AND now() + interval '1 hour' AS near_now,
+                    count(*) OVER (PARTITION BY created_at) > 1 AS same_time
+               FROM messages WHERE session_id = $1 ORDER BY created_at`,
+            [session.id],
+          );
+          // The frontend's order: the new messages by the clock, in order, none tied; the stray stamp stays last.
+          expect(rows).toEqual([
+            ...["Who are you?", "I hardly know, sir.", "Where are you going?", "Down the rabbit hole!"].map((content) => ({ content, near_now: true, same_time: false })),
+            { content: "From the future", near_now: false, same_time: false },
+          ]);
+        },
+      );
+
+      test("a message stamped within the lead bound ahead of the clock still orders the next exchange after it", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        await db.query("INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'A minute ahead', now() + interval '1 minute')", [session.id]);
+        await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        const shown = await db.query<{ content: string }>("SELECT content FROM messages WHERE session_id = $1 ORDER BY created_at", [session.id]);
+        expect(shown.map((r) => r.content)).toEqual(["A minute ahead", "Who are you?", "I hardly know, sir."]);
+      });
+
+      test("saving an exchange again with the same message ids (a retry after a lost answer) writes nothing and answers the session", async () => {
+        const { characters } = await bookWithCharacters(["Alice"]);
+        const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
+        const ids = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() };
+        const first = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know", ids);
+        const again = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know", ids);
+        expect(first).toMatchObject({ messageCount: 1, previousCount: 0 });
+        expect(again).toEqual({ ...first!, previousCount: null });
+        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => [m.id, m.content])).toEqual([
+          [ids.userMessageId, "Who are you?"],
+          [ids.assistantMessageId, "I hardly know, sir."],
+        ]);
       });
 
       test("a session is read with its last messages, oldest first, and its summary, in one statement", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({
-          ...session,
-          summary: null,
-          recentMessages: [],
-          currentPage: null,
-          pageCount: null,
-        });
+        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, summary: null, recentMessages: [] });
 
         await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         const saved = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
         await repo.setSessionSummary(db, session.id, "Alice met a reader.");
+        const { previousCount: _, ...savedSession } = saved!;
         expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({
-          ...saved!,
+          ...savedSession,
           summary: "Alice met a reader.",
           recentMessages: [
             { role: "assistant", content: "I hardly know, sir." },

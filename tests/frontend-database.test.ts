@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { createDatabase } from "../common/db/create.ts";
 import type { Database, Row } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
+import { appendExchange, MESSAGE_COUNT_MAX, saveCharacters } from "../common/db/repositories.ts";
 import { SchemaError } from "../common/db/schema.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { runPipeline } from "../ingest/pipeline.ts";
@@ -183,6 +184,32 @@ function onFrontendDatabase(adminUrl: string, name: string, connect: (url: strin
         await app.settle();
         gateway.stop();
         await env.close();
+      }
+    });
+
+    test("schema-valid rows that once broke a session (message_count at int4's largest, messages stamped infinity or at the largest timestamp) still take exchanges", async () => {
+      await migrate(db);
+      const { userId, bookId } = await frontendUploads(db, ENGLISH_BOOK);
+      const { characters } = await saveCharacters(db, bookId, [{ name: "Clara", importance: 1 }]);
+      const session = async (setup: (id: string) => Promise<unknown>) => {
+        const [row] = await db.query<{ id: string }>(
+          "INSERT INTO chat_sessions (user_id, character_id, book_id) VALUES ($1, $2, $3) RETURNING id",
+          [userId, characters[0]!.id, bookId],
+        );
+        await setup(row!.id);
+        return row!.id;
+      };
+      const full = await session((id) => db.query("UPDATE chat_sessions SET message_count = 2147483647 WHERE id = $1", [id]));
+      expect(await appendExchange(db, full, "Still there?", "Always.", "Always.")).toMatchObject({ messageCount: MESSAGE_COUNT_MAX });
+      for (const stamp of ["infinity", "294276-12-31 23:59:59.999999+00"]) {
+        const stray = await session((id) =>
+          db.query("INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'stray', $2::timestamptz)", [id, stamp]),
+        );
+        await appendExchange(db, stray, "Who are you?", "Clara.", "Clara.");
+        await appendExchange(db, stray, "And the ledger?", "Kept.", "Kept.");
+        const shown = await db.query<{ content: string }>("SELECT content FROM messages WHERE session_id = $1 ORDER BY created_at", [stray]);
+        expect(shown.map((m) => m.content)).toEqual(["Who are you?", "Clara.", "And the ledger?", "Kept.", "stray"]);
+        expect(await db.query("SELECT 1 FROM messages WHERE session_id = $1 AND created_at > now() + interval '1 hour' AND content <> 'stray'", [stray])).toEqual([]);
       }
     });
 

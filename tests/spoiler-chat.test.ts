@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { sessionCacheKey } from "../common/chat-cache.ts";
 import type { Database } from "../common/db/index.ts";
 import { addToLibrary } from "../common/db/frontend-rows.ts";
 import { migrate } from "../common/db/migrate.ts";
@@ -116,6 +117,72 @@ describe("a chat turn for a reader part-way through the book", () => {
       await db.query("DELETE FROM user_library WHERE user_id = $1", [h.world.userId]);
       await db.query("UPDATE books SET page_count = NULL WHERE id = $1", [h.world.bookId]);
     }
+  });
+
+  /** Puts the reader on `page` of a 200-page book, as the frontend's reader moves the bookmark: straight in user_library. */
+  async function bookmarkAt(page: number) {
+    await db.query("UPDATE user_library SET current_page = $3 WHERE user_id = $1 AND book_id = $2", [h.world.userId, h.world.bookId, page]);
+  }
+
+  async function withLibraryRow(run: () => Promise<void>) {
+    await db.query("UPDATE books SET page_count = 200 WHERE id = $1", [h.world.bookId]);
+    await addToLibrary(db, h.world.userId, h.world.bookId);
+    try {
+      await run();
+    } finally {
+      await db.query("DELETE FROM user_library WHERE user_id = $1", [h.world.userId]);
+      await db.query("UPDATE books SET page_count = NULL WHERE id = $1", [h.world.bookId]);
+    }
+  }
+
+  /** What a turn sent upstream must hold no passage that ends after 10% (none does: the first ends at 12.5%). */
+  function expectNothingPast10Percent(next: Awaited<ReturnType<typeof turn>>) {
+    expect(next.events.at(-1)).toMatchObject({ done: true });
+    expect(next.system).toContain("The reader has read about 10% of the book so far.");
+    expect(sourcesOf(next.events)).toEqual([]);
+    const sent = upstreamText();
+    for (const passage of PASSAGES) expect(sent).not.toContain(passage);
+  }
+
+  test("a reader who moves the bookmark back from 90% to 10% gets nothing past 10% on the very next turn", async () => {
+    await withLibraryRow(async () => {
+      const session = await h.newSession();
+      await bookmarkAt(180);
+      const far = await turn(session, "Tell me about the inspector and the log.");
+      expect(far.system).toContain("The reader has read about 90% of the book so far.");
+      expect(sourcesOf(far.events).some((i) => i >= 5)).toBe(true);
+
+      await bookmarkAt(20);
+      h.gateway.reset();
+      h.reranker.reset();
+      scriptGateway(h.gateway);
+      expectNothingPast10Percent(await turn(session, "Tell me about the inspector and the log."));
+    });
+  });
+
+  test("a summary fold that ends after the bookmark moved back (and the cache entry was dropped) does not bring the old position back", async () => {
+    await withLibraryRow(async () => {
+      const session = await h.newSession();
+      await bookmarkAt(180);
+      for (let i = 0; i < 5; i++) await turn(session, `Warm-up ${i}: the storm, the letter, the inspector.`);
+      // The sixth exchange pushes the first two messages out of the window: a fold runs after it, held here.
+      const started = Promise.withResolvers<void>();
+      const held = Promise.withResolvers<void>();
+      scriptGateway(h.gateway, { summary: async () => (started.resolve(), await held.promise, { content: "They spoke of the storm." }) });
+      const { events } = await readSse(await h.chat(session, "The sixth: what did the inspector find?"));
+      expect(events.at(-1)).toMatchObject({ done: true });
+      await started.promise;
+      await bookmarkAt(20);
+      await kv.del(sessionCacheKey(session));
+      held.resolve();
+      await h.app.settle();
+      expect(requestsOfKind(h.gateway, "summary")).toHaveLength(1);
+
+      h.gateway.reset();
+      h.reranker.reset();
+      scriptGateway(h.gateway);
+      expectNothingPast10Percent(await turn(session, "Tell me about the inspector and the log."));
+    });
   });
 
   test("a position in the body wins over the library's page; 1 is the whole book", async () => {

@@ -14,7 +14,7 @@ import {
 import { toOpenApiSchema } from "../docs.ts";
 import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { formatSseEvent, sseResponse } from "../sse.ts";
-import { MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
+import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SAVE_ATTEMPTS, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
 
 /** Sent by the frontend; the body's user_id is what counts (internal network, trusted body). */
 const ChatHeaders = z.looseObject({
@@ -48,7 +48,8 @@ stream ends:
   sent while the previous reply's conversation summary is still being updated is not refused: it waits for the
   update (a second or two) and then answers with it.
 - \`code: 502\`: the language model failed before or during the reply, gave no first token within
-  \`CHAT_FIRST_TOKEN_TIMEOUT_MS\` (60 s) of the message, or the reply could not be saved.
+  \`CHAT_FIRST_TOKEN_TIMEOUT_MS\` (60 s) of the message, or the reply could not be saved (tried ${SAVE_ATTEMPTS} times
+  over about 2 s; the tokens already sent are the whole reply, and the message can be sent again).
 
 After an error event nothing of the exchange is saved. \`done\` is sent once the user message and the reply have
 been saved (the session's \`message_count\` grows by one and its \`preview\` is the start of the reply, ending in "…").
@@ -60,7 +61,8 @@ Before the stream begins, the request can fail with an ordinary JSON error:
   ${MAX_USER_MESSAGE_CHARS} characters, \`preferences\` longer than ${MAX_PREFERENCES_CHARS} characters.
 - **413**: the body is larger than 1 MiB.
 - **404**: \`{"error": "${SESSION_NOT_FOUND}"}\` when the session does not exist or belongs to another user, character
-  or book; \`character not found\` or \`book not found\` when those are missing.
+  or book; \`character not found\` or \`book not found\` when those are missing; \`${CHARACTER_NOT_IN_BOOK}\` when the
+  session's book is not its character's book.
 - **500**: the database is unavailable.
 
 How the reply is grounded: the message is rewritten into a narrative and a keyword query (cached), both searched

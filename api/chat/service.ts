@@ -8,8 +8,15 @@ import {
   type PositionedContext,
 } from "../../common/chat-cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
-import type { Database } from "../../common/db/index.ts";
-import { appendExchange, getPreferences, setSessionSummary } from "../../common/db/repositories.ts";
+import { DatabaseError, type Database } from "../../common/db/index.ts";
+import {
+  appendExchange,
+  getReaderState,
+  setSessionSummary,
+  type ExchangeIds,
+  type ReaderState,
+  type SavedExchange,
+} from "../../common/db/repositories.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
@@ -80,6 +87,14 @@ const FOLD_POLL_MS = 25;
 export const STORE_RETRY_WINDOW_MS = 10_000;
 const STORE_RETRY_FIRST_MS = 200;
 const STORE_RETRY_MAX_MS = 2_000;
+/**
+ * A reply the reader has received is saved in up to SAVE_ATTEMPTS attempts, waiting
+ * SAVE_RETRY_FIRST_MS, then twice as long each time up to SAVE_RETRY_MAX_MS, in between (1.75 s in
+ * all), while the session lock is kept alive; then the reader gets the SAVE_FAILED event.
+ */
+export const SAVE_ATTEMPTS = 4;
+export const SAVE_RETRY_FIRST_MS = 250;
+export const SAVE_RETRY_MAX_MS = 2_000;
 /** Characters of the reply kept as the session's preview, before the closing "…". */
 export const PREVIEW_CHARS = 100;
 
@@ -87,6 +102,8 @@ export const lockKey = (sessionId: string) => `chat:lock:${sessionId}`;
 export const foldKey = (sessionId: string) => `chat:fold:${sessionId}`;
 
 export const SESSION_NOT_FOUND = "session not found";
+/** The session's character belongs to another book than the session: its passages would be the wrong book's. */
+export const CHARACTER_NOT_IN_BOOK = "character not found in the session's book";
 export const SESSION_BUSY = "another reply is in progress for this session";
 export const MODEL_FAILED = "the language model failed to reply";
 export const SAVE_FAILED = "the reply could not be saved";
@@ -119,6 +136,16 @@ export interface ChatService {
 export function previewOf(reply: string): string {
   const codePoints = [...reply.replace(/\s+/g, " ").trim()];
   return `${codePoints.slice(0, PREVIEW_CHARS).join("").trimEnd()}…`;
+}
+
+/**
+ * Whether a failed save may succeed when tried again: not when Postgres refused the data itself
+ * (SQLSTATE classes 22 and 23, such as a NUL character or a session deleted meanwhile), except a
+ * duplicate key, which is a save of the same exchange still in flight.
+ */
+function mayPassOnRetry(error: unknown): boolean {
+  if (!(error instanceof DatabaseError) || error.code === "unique_violation") return true;
+  return !/^2[23]/.test(error.sqlState ?? "");
 }
 
 /**
@@ -187,6 +214,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       throw notFound(SESSION_NOT_FOUND);
     }
     if (!character) throw notFound("character not found");
+    if (character.book_id !== session.book_id) throw notFound(CHARACTER_NOT_IN_BOOK);
     if (!book) throw notFound("book not found");
     return { request, character, book, session, receivedAt };
   }
@@ -234,9 +262,8 @@ export function createChatService(deps: ChatDeps): ChatService {
   }
 
   /** The whole book for a reader with no position; else only what comes before it. */
-  async function knowledgeFor(turn: ChatTurn, session: ChatSessionState): Promise<Knowledge> {
-    const { character, book, request } = turn;
-    const position = turnPosition(request.reading_position, session.reading_position);
+  async function knowledgeFor(turn: ChatTurn, position: number | null): Promise<Knowledge> {
+    const { character, book } = turn;
     const persona = character.system_prompt?.trim() || fallbackPersona(character, book);
     if (position === null) {
       return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined };
@@ -278,15 +305,45 @@ export function createChatService(deps: ChatDeps): ChatService {
     };
   }
 
-  async function preferencesFor(request: ChatRequest): Promise<PreferencesRow | null> {
+  /**
+   * The reader's position (the body's, else their page in user_library) and stored preferences (unless
+   * the body gives them) for this turn, read in one statement on every turn, never from a cache: a
+   * bookmark moved back must narrow the very next turn. Rejects when the page is needed and cannot be
+   * read: without it, the whole book could be a spoiler.
+   */
+  async function readerFor(request: ChatRequest, bookId: string): Promise<{ position: number | null; preferences: PreferencesRow | null }> {
+    const needPreferences = request.preferences === undefined;
+    const needPage = request.reading_position === undefined;
+    if (!needPreferences && !needPage) return { position: turnPosition(request.reading_position, null), preferences: null };
+    let state: ReaderState;
     try {
-      const preferences = await getPreferences(deps.db, request.user_id, request.character_id);
-      const skipped = preferences ? skippedPreferenceValues(preferences) : [];
-      if (skipped.length > 0) log.warn("preference values not understood, left out of the prompt", { skipped: skipped.join(", ") });
-      return preferences;
+      state = await getReaderState(deps.db, { userId: request.user_id, characterId: request.character_id, bookId }, needPreferences);
     } catch (error) {
+      if (needPage) throw error;
       log.warn("preferences unavailable, replying without them", { error });
-      return null;
+      return { position: turnPosition(request.reading_position, null), preferences: null };
+    }
+    const { preferences } = state;
+    const skipped = preferences ? skippedPreferenceValues(preferences) : [];
+    if (skipped.length > 0) log.warn("preference values not understood, left out of the prompt", { skipped: skipped.join(", ") });
+    return { position: turnPosition(request.reading_position, positionFromPages(state.currentPage, state.pageCount)), preferences };
+  }
+
+  /**
+   * Saves the exchange, trying again with back-off when the database fails (SAVE_ATTEMPTS): the reader
+   * has the whole reply by now. The same message ids on every attempt make a retry after a save whose
+   * answer was lost find it saved rather than save it twice. Null: the session is gone.
+   */
+  async function saveExchange(sessionId: string, userMessage: string, reply: string, signal: AbortSignal): Promise<SavedExchange | null> {
+    const ids: ExchangeIds = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() };
+    for (let attempt = 1, wait = SAVE_RETRY_FIRST_MS; ; attempt++, wait = Math.min(wait * 2, SAVE_RETRY_MAX_MS)) {
+      try {
+        return await appendExchange(deps.db, sessionId, userMessage, reply, previewOf(reply), ids);
+      } catch (error) {
+        if (attempt >= SAVE_ATTEMPTS || !mayPassOnRetry(error) || signal.aborted) throw error;
+        log.warn("saving the exchange failed; trying again", { session_id: sessionId, attempt, error });
+        await Bun.sleep(wait);
+      }
     }
   }
 
@@ -428,10 +485,12 @@ export function createChatService(deps: ChatDeps): ChatService {
         });
       }
 
-      const preferences = request.preferences === undefined ? preferencesFor(request) : Promise.resolve(null);
+      const reader = readerFor(request, book.id);
+      // Awaited with the prompt; a failed read rejects `reader` itself, awaited first.
+      const preferences = reader.then((r) => r.preferences, () => null);
       const session = await latestSession(turn.session.id, signal);
       if (!session) throw new Error("the session was deleted before the reply");
-      const knowledge = await knowledgeFor(turn, session);
+      const knowledge = await knowledgeFor(turn, (await reader).position);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
       const queries = await rewrite(turn, session, knowledge, signal);
       // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
@@ -490,10 +549,10 @@ export function createChatService(deps: ChatDeps): ChatService {
 
       let saved;
       try {
-        saved = await appendExchange(deps.db, session.id, request.user_message, full, previewOf(full));
+        saved = await saveExchange(session.id, request.user_message, full, signal);
         if (!saved) throw new Error("the session was deleted during the reply");
       } catch (error) {
-        log.error("saving the exchange failed", { session_id: session.id, error });
+        log.error("saving the exchange failed; the reader gets the 502 event", { session_id: session.id, error });
         outcome = "502";
         yield { error: SAVE_FAILED, code: 502 };
         return;
@@ -505,11 +564,17 @@ export function createChatService(deps: ChatDeps): ChatService {
       ];
       const state: ChatSessionState = {
         ...session,
-        reading_position: positionFromPages(saved.currentPage, saved.pageCount),
         message_count: saved.messageCount,
         messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
       };
-      if (saved.messageCount === session.message_count + 1) {
+      if (saved.previousCount !== null && saved.previousCount === saved.messageCount) {
+        log.warn("message_count is at its largest value and no longer counts exchanges", { session_id: session.id, message_count: saved.messageCount });
+      }
+      if (saved.previousCount === null) {
+        // Found saved by a retry: whether another exchange came in between cannot be told, so the entry is dropped.
+        log.warn("exchange found saved on a retry; its cache entry is dropped", { session_id: session.id });
+        await forgetSessionCache(session.id);
+      } else if (saved.previousCount === session.message_count) {
         await refreshSessionCache(state);
         const leaving = messagesLeavingWindow(conversation, 2);
         if (leaving.length > 0) afterReply = (foldLock) => foldSummary(turn, state, leaving, foldLock);

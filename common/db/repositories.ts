@@ -360,16 +360,45 @@ export function getSession(db: Queryable, id: string): Promise<ChatSession | nul
   return findById<ChatSessionRow>(db, "chat_sessions", SESSION_COLUMNS, id);
 }
 
+/** The largest value of an integer column (the frontend's `message_count` is int4): the count stops there. */
+export const MESSAGE_COUNT_MAX = 2_147_483_647;
+/**
+ * How far past the database's clock a message may be stamped and still order the next exchange. A
+ * later stamp (a frontend's wrong clock, `infinity`, the largest timestamp) is left where it is and
+ * ignored: ordering after it would stamp every later message with it, or fail for good past the
+ * timestamp's range.
+ */
+export const MESSAGE_STAMP_LEAD_SECONDS = 3600;
+
+/** The two messages of one exchange, named by the turn: saving them again finds them and saves nothing. */
+export interface ExchangeIds {
+  userMessageId: string;
+  assistantMessageId: string;
+}
+
+export type SavedExchange = ChatSession & {
+  /**
+   * message_count before this save, null when the exchange had already been saved (a retry after a
+   * save whose answer was lost). Equal to messageCount when the count is at MESSAGE_COUNT_MAX.
+   */
+  previousCount: number | null;
+};
+
 /**
  * Records one exchange: the user's message, the reply, and the session's message_count, preview and
  * updated_at (the only columns of chat_sessions the backend writes), all or nothing. Returns the
  * updated session, or null (and writes nothing) when the session does not exist.
  *
+ * Idempotent: the messages carry the ids the turn chose, and a session already holding the first
+ * of them is returned as it is, with nothing written (`previousCount` null), so a turn may retry a
+ * save whose answer it never got.
+ *
  * The frontend orders messages by created_at alone, so the question is stamped after every message
  * already in the session and the reply after the question, never equal: clocks can be coarser than
- * the time between two statements (the embedded database's ticks in milliseconds).
- * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip,
- * and learns the reader's page with it (the session cache it then writes carries the position).
+ * the time between two statements (the embedded database's ticks in milliseconds). Messages stamped
+ * more than MESSAGE_STAMP_LEAD_SECONDS ahead of the clock are not ordered after. message_count stops
+ * at MESSAGE_COUNT_MAX rather than failing every later save.
+ * One statement, so atomic without a transaction: a chat turn saves its exchange in one round trip.
  */
 export async function appendExchange(
   db: Queryable,
@@ -377,32 +406,40 @@ export async function appendExchange(
   userMessage: string,
   assistantMessage: string,
   preview: string,
-): Promise<(ChatSession & ReadingPages) | null> {
+  ids: ExchangeIds = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() },
+): Promise<SavedExchange | null> {
   if (!isUuid(sessionId)) return null;
-  const [session] = await db.query<ChatSessionRow & ReadingPagesRow>(
-    `WITH session AS (
-       UPDATE chat_sessions SET message_count = message_count + 1, preview = $2, updated_at = now() WHERE id = $1
-       RETURNING ${SESSION_COLUMNS}
+  const [session] = await db.query<ChatSessionRow & { previous_count: number | null }>(
+    `WITH done AS (
+       SELECT 1 FROM messages WHERE id = $5 AND session_id = $1
+     ), previous AS (
+       SELECT id, message_count FROM chat_sessions WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM done) FOR UPDATE
+     ), session AS (
+       UPDATE chat_sessions s
+          SET message_count = CASE WHEN s.message_count < $7 THEN s.message_count + 1 ELSE s.message_count END,
+              preview = $2, updated_at = now()
+         FROM previous WHERE s.id = previous.id
+       RETURNING ${SESSION_COLUMNS.split(", ").map((c) => `s.${c}`).join(", ")}, previous.message_count AS previous_count
      ), asked AS (
-       SELECT GREATEST(now(), max(created_at) + interval '1 microsecond') AS at FROM messages WHERE session_id = $1
+       SELECT GREATEST(now(), max(created_at) + interval '1 microsecond') AS at FROM messages
+        WHERE session_id = $1 AND created_at <= now() + make_interval(secs => $8)
      ), saved AS (
-       INSERT INTO messages (session_id, role, content, created_at)
-       SELECT session.id, m.role, m.content,
+       INSERT INTO messages (id, session_id, role, content, created_at)
+       SELECT m.id, session.id, m.role, m.content,
               CASE m.role WHEN 'user' THEN asked.at ELSE GREATEST(clock_timestamp(), asked.at + interval '1 microsecond') END
-       FROM session, asked, (VALUES ('user', $3::text), ('assistant', $4::text)) AS m (role, content)
+       FROM session, asked, (VALUES ($5::uuid, 'user', $3::text), ($6::uuid, 'assistant', $4::text)) AS m (id, role, content)
      )
-     SELECT session.*, ${readingPagesOf("session")} FROM session`,
-    [sessionId, preview, userMessage, assistantMessage],
+     SELECT * FROM session
+     UNION ALL
+     SELECT ${SESSION_COLUMNS}, NULL FROM chat_sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM done)`,
+    [sessionId, preview, userMessage, assistantMessage, ids.userMessageId, ids.assistantMessageId, MESSAGE_COUNT_MAX, MESSAGE_STAMP_LEAD_SECONDS],
   );
   return session ? camelize(session) : null;
 }
 
 type ReadingPagesRow = { current_page: number | null; page_count: number | null };
-/** The reader's page in the session's book (user_library) and the book's page count: where the reader is. */
+/** The reader's page in the book (user_library) and the book's page count: where the reader is. */
 export type ReadingPages = Camelize<ReadingPagesRow>;
-const readingPagesOf = (session: string) =>
-  `(SELECT l.current_page FROM user_library l WHERE l.user_id = ${session}.user_id AND l.book_id = ${session}.book_id) AS current_page,
-   (SELECT b.page_count FROM books b WHERE b.id = ${session}.book_id) AS page_count`;
 
 export interface RecentMessage {
   role: Message["role"];
@@ -413,15 +450,15 @@ export interface RecentMessage {
 const MESSAGE_ORDER = "created_at, CASE role WHEN 'user' THEN 0 ELSE 1 END, id";
 const MESSAGE_ORDER_DESC = "created_at DESC, CASE role WHEN 'user' THEN 0 ELSE 1 END DESC, id DESC";
 
-/** The session with its last `limit` messages (oldest first), its rolling summary and the reader's page, in one statement. */
+/** The session with its last `limit` messages (oldest first) and its rolling summary, in one statement. */
 export async function getSessionWithRecentMessages(
   db: Queryable,
   sessionId: string,
   limit: number,
-): Promise<(ChatSession & ReadingPages & { recentMessages: RecentMessage[]; summary: string | null }) | null> {
+): Promise<(ChatSession & { recentMessages: RecentMessage[]; summary: string | null }) | null> {
   if (!isUuid(sessionId)) return null;
-  const [row] = await db.query<ChatSessionRow & ReadingPagesRow & { recent_messages: RecentMessage[]; summary: string | null }>(
-    `SELECT ${SESSION_COLUMNS.split(", ").map((c) => `s.${c}`).join(", ")}, ${readingPagesOf("s")},
+  const [row] = await db.query<ChatSessionRow & { recent_messages: RecentMessage[]; summary: string | null }>(
+    `SELECT ${SESSION_COLUMNS.split(", ").map((c) => `s.${c}`).join(", ")},
        (SELECT summary FROM chat_session_summaries WHERE session_id = s.id) AS summary,
        COALESCE(
          (SELECT jsonb_agg(jsonb_build_object('role', m.role, 'content', m.content) ORDER BY m.n DESC)
@@ -461,15 +498,37 @@ export async function setSessionSummary(db: Queryable, sessionId: string, summar
 
 // Preferences (the frontend's table, read only) ----------------------------------------------------
 
+/** A user_preferences row as UserPreferencesRow: the modifier lists as JSON arrays whatever their column type. */
+const PREFERENCES_SELECT = `SELECT user_id, character_id, relationship_mode::text AS relationship_mode, custom_relationship, preference_summary,
+            COALESCE(to_jsonb(speech_modifiers), '[]'::jsonb) AS speech_modifiers,
+            COALESCE(to_jsonb(behavioral_modifiers), '[]'::jsonb) AS behavioral_modifiers
+       FROM user_preferences WHERE user_id = $1 AND character_id = $2`;
+
 /** The reader's preferences for a character; the modifier lists read the same from text[], jsonb or json columns. */
 export async function getPreferences(db: Queryable, userId: string, characterId: string): Promise<UserPreferences | null> {
   if (!isUuid(userId) || !isUuid(characterId)) return null;
-  const [row] = await db.query<UserPreferencesRow>(
-    `SELECT user_id, character_id, relationship_mode::text AS relationship_mode, custom_relationship, preference_summary,
-            COALESCE(to_jsonb(speech_modifiers), '[]'::jsonb) AS speech_modifiers,
-            COALESCE(to_jsonb(behavioral_modifiers), '[]'::jsonb) AS behavioral_modifiers
-       FROM user_preferences WHERE user_id = $1 AND character_id = $2`,
-    [userId, characterId],
-  );
+  const [row] = await db.query<UserPreferencesRow>(PREFERENCES_SELECT, [userId, characterId]);
   return row ? camelize(row) : null;
+}
+
+export type ReaderState = ReadingPages & { preferences: UserPreferences | null };
+
+/**
+ * What a chat turn reads of the reader on every turn, never from a cache: their page in the book
+ * (user_library, which the frontend moves at any time) with the book's page count, and, when
+ * `withPreferences`, their preferences for the character — one statement, one round trip.
+ */
+export async function getReaderState(
+  db: Queryable,
+  ids: { userId: string; characterId: string; bookId: string },
+  withPreferences: boolean,
+): Promise<ReaderState> {
+  if (!isUuid(ids.userId) || !isUuid(ids.characterId) || !isUuid(ids.bookId)) return { currentPage: null, pageCount: null, preferences: null };
+  const [row] = await db.query<ReadingPagesRow & { preferences: UserPreferencesRow | null }>(
+    `SELECT (SELECT l.current_page FROM user_library l WHERE l.user_id = $1 AND l.book_id = $3) AS current_page,
+            (SELECT b.page_count FROM books b WHERE b.id = $3) AS page_count,
+            (SELECT to_jsonb(p) FROM (${PREFERENCES_SELECT} AND $4::boolean) p) AS preferences`,
+    [ids.userId, ids.characterId, ids.bookId, withPreferences],
+  );
+  return { currentPage: row?.current_page ?? null, pageCount: row?.page_count ?? null, preferences: row?.preferences ? camelize(row.preferences) : null };
 }
