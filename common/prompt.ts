@@ -261,13 +261,13 @@ const LOOKALIKES: Readonly<Record<string, string>> = {
   α: "a", β: "b", ε: "e", η: "n", ι: "i", κ: "k", μ: "u", ν: "v", ο: "o", ρ: "p", τ: "t", υ: "u", χ: "x",
 };
 
+/** Longer than our longest marker or heading, spelled: such a line cannot be one, and its look-alikes need no folding. */
+const MAX_RESERVED_LETTERS = 40;
+
 /** A line as the words it spells: compatibility forms and look-alikes folded, case, accents, spacing and punctuation dropped. */
 function spelled(line: string): string {
-  return line
-    .normalize("NFKD")
-    .toLowerCase()
-    .replace(/\p{L}/gu, (c) => LOOKALIKES[c] ?? c)
-    .replace(/[^\p{L}\p{N}]/gu, "");
+  const letters = line.normalize("NFKD").toLowerCase().replace(/[^\p{L}\p{N}]/gu, "");
+  return letters.length > MAX_RESERVED_LETTERS ? letters : letters.replace(/\p{L}/gu, (c) => LOOKALIKES[c] ?? c);
 }
 
 /** Our markers, headings and labels, spelled: a stored line that spells one of them is left out. */
@@ -295,11 +295,19 @@ const RESERVED_LINES = new Set(
 export function neutraliseFences(text: string): string {
   const unbracketed = text.replace(ANGLE_RUN, " ");
   const parts = unbracketed.split(LINE_END);
-  if (!parts.some((line, i) => i % 2 === 0 && RESERVED_LINES.has(spelled(line)))) return unbracketed;
+  if (!parts.some((line, i) => i % 2 === 0 && isReservedLine(line))) return unbracketed;
   // parts alternates line, line end, line…: a reserved line goes with the line end after it.
   let out = "";
-  for (let i = 0; i < parts.length; i += 2) if (!RESERVED_LINES.has(spelled(parts[i]!))) out += parts[i]! + (parts[i + 1] ?? "");
+  for (let i = 0; i < parts.length; i += 2) if (!isReservedLine(parts[i]!)) out += parts[i]! + (parts[i + 1] ?? "");
   return out;
+}
+
+/** More Latin letters than any marker spells (folding keeps them letters): most lines of prose, ruled out without folding. */
+const MANY_LETTERS = new RegExp(`^(?:[^A-Za-z]*[A-Za-z]){${MAX_RESERVED_LETTERS + 1}}`);
+
+function isReservedLine(line: string): boolean {
+  if (line.length > MAX_RESERVED_LETTERS && MANY_LETTERS.test(line)) return false;
+  return RESERVED_LINES.has(spelled(line));
 }
 
 /** The messages of one chat turn: system, the recent window of history, the reader's message. */
