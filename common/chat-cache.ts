@@ -5,6 +5,7 @@ import { getBookReadingPositions, getCharacterKnowledge } from "./db/reading-pos
 import type { KeyValueStore } from "./kv/index.ts";
 import { silentLogger, type Logger } from "./log.ts";
 import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
+import { cutChars, TRIM_MARKER } from "./prompt-budget.ts";
 
 /**
  * What a chat turn reads before it can answer (the character, the session with its recent history
@@ -21,9 +22,20 @@ import { CONVERSATION_WINDOW_MESSAGES } from "./prompt.ts";
  * other shape (one written by an earlier version during a rolling deploy) is never trusted: it is
  * read from the database instead and replaced (a session entry only by a turn holding the session's
  * lock, so that a fill can never put back an older history).
+ *
+ * A chat:sess value is at most maxSessionBytes (boundSession): it keeps every field SPEC lists, all of
+ * the last messages (with their roles) and the summary, and cuts the longest texts among them, each
+ * ending in the trim marker. The database keeps them whole; the prompt cuts them to its own budgets
+ * in any case, so a turn answered from the cache sees what one answered from the database does.
  */
 
 export const CHAT_CACHE_TTL_SECONDS = 3600;
+/**
+ * Longest chat:sess value, in bytes of its JSON. Ten messages of normal length (a reply of a thousand
+ * tokens is about 5 KB) and a summary take a few tens of KB; the bound only bites on rows of abnormal
+ * size, and it is above what the prompt takes of them at the default context (common/prompt-budget.ts).
+ */
+export const DEFAULT_SESSION_CACHE_BYTES = 262_144;
 
 export const characterCacheKey = (characterId: string) => `chat:char:${characterId}`;
 export const sessionCacheKey = (sessionId: string) => `chat:sess:${sessionId}`;
@@ -91,6 +103,8 @@ export interface ChatCacheOptions {
   ttlSeconds?: number;
   /** Messages of history kept with the session. */
   windowMessages?: number;
+  /** Longest chat:sess value in bytes; DEFAULT_SESSION_CACHE_BYTES when unset. */
+  maxSessionBytes?: number;
 }
 
 export interface ChatCache {
@@ -128,6 +142,17 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   const logger = options.logger ?? silentLogger;
   const ttl = options.ttlSeconds ?? CHAT_CACHE_TTL_SECONDS;
   const windowMessages = options.windowMessages ?? CONVERSATION_WINDOW_MESSAGES;
+  const maxSessionBytes = options.maxSessionBytes ?? DEFAULT_SESSION_CACHE_BYTES;
+
+  /** The session as cached: the last windowMessages messages, within maxSessionBytes. */
+  function sessionEntry(session: ChatSessionState): ChatSessionState {
+    const windowed = session.messages.length > windowMessages ? { ...session, messages: session.messages.slice(-windowMessages) } : session;
+    const bounded = boundSession(windowed, maxSessionBytes);
+    if (bounded !== windowed) {
+      logger.info("session cache entry cut to its byte bound", { session_id: session.id, max_bytes: maxSessionBytes });
+    }
+    return bounded;
+  }
 
   async function characterFromDb(id: string): Promise<ChatCharacter | null> {
     const row = await getCharacter(db, id);
@@ -150,7 +175,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   async function sessionFromDb(id: string): Promise<ChatSessionState | null> {
     const row = await getSessionWithRecentMessages(db, id, windowMessages);
     if (!row) return null;
-    return {
+    return sessionEntry({
       id: row.id,
       user_id: row.userId,
       character_id: row.characterId,
@@ -158,7 +183,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       message_count: row.messageCount,
       messages: row.recentMessages,
       summary: row.summary,
-    };
+    });
   }
 
   async function load({ characterId, sessionId, bookId }: ChatContextIds): Promise<ChatContext> {
@@ -211,8 +236,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       return session;
     },
     async storeSession(session) {
-      const entry: ChatSessionState = { ...session, messages: session.messages.slice(-windowMessages) };
-      await kv.set(sessionCacheKey(session.id), JSON.stringify(entry), { ex: ttl });
+      await kv.set(sessionCacheKey(session.id), JSON.stringify(sessionEntry(session)), { ex: ttl });
     },
     async forgetSession(sessionId) {
       await kv.del(sessionCacheKey(sessionId));
@@ -238,5 +262,53 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       ]);
       return { book, character: character ?? { checkpoints: [] } };
     },
+  };
+}
+
+const utf8 = new TextEncoder();
+/**
+ * Bytes of the value's JSON, or (a JSON string of n UTF-16 units being at most 3n bytes) its length
+ * when that shows it is under `below`: short values are not encoded.
+ */
+function jsonBytes(value: unknown, below = 0): number {
+  const json = JSON.stringify(value);
+  return json.length * 3 < below ? json.length : utf8.encode(json).length;
+}
+
+/** `text` whose JSON string is at most `bytes` long: unchanged, or its beginning ending in TRIM_MARKER. */
+function cutToJsonBytes(text: string, bytes: number): string {
+  if (jsonBytes(text) <= bytes) return text;
+  let chars = Math.min(text.length, bytes);
+  for (;;) {
+    const cut = cutChars(text, chars).trimEnd() + TRIM_MARKER;
+    const size = jsonBytes(cut);
+    if (size <= bytes || chars === 0) return cut;
+    chars = Math.max(0, Math.min(chars - 1, Math.floor((chars * bytes) / size)));
+  }
+}
+
+/**
+ * The session within `maxBytes` of JSON, the same object when it already is. The texts (each
+ * message's content and the summary) share what the other fields leave, fairly: a text smaller than
+ * an equal share keeps all of it, and what it leaves goes to the longer ones, which are cut.
+ */
+export function boundSession(session: ChatSessionState, maxBytes: number): ChatSessionState {
+  if (jsonBytes(session, maxBytes) <= maxBytes) return session;
+  const texts = [...session.messages.map((m) => m.content), session.summary ?? ""];
+  const frame = jsonBytes({ ...session, messages: session.messages.map((m) => ({ ...m, content: "" })), summary: session.summary === null ? null : "" });
+  // Each text's JSON string without its two quotes, which the frame already counts.
+  const sizes = texts.map((t) => jsonBytes(t) - 2);
+  let left = Math.max(0, maxBytes - frame);
+  const order = sizes.map((_, i) => i).sort((a, b) => sizes[a]! - sizes[b]!);
+  const allowed = new Array<number>(texts.length);
+  for (const [rank, i] of order.entries()) {
+    allowed[i] = Math.min(sizes[i]!, Math.floor(left / (order.length - rank)));
+    left -= allowed[i]!;
+  }
+  const cut = texts.map((t, i) => (allowed[i]! >= sizes[i]! ? t : cutToJsonBytes(t, allowed[i]! + 2)));
+  return {
+    ...session,
+    messages: session.messages.map((m, i) => ({ role: m.role, content: cut[i]! })),
+    summary: session.summary === null ? null : cut[texts.length - 1]!,
   };
 }

@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt-budget.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "./reading-position.ts";
 
 /**
@@ -24,6 +25,11 @@ export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_CHARACTER_CONCURRENCY = 16;
 /** Longest a reader waits for the first token of a reply before the 502 event; common proxies cut a silent connection at 60 s. */
 export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
+
+/** Below this the shares of a prompt (common/prompt-budget.ts) leave too little for a persona and a passage. */
+export const MIN_CHAT_CONTEXT_TOKENS = 4_096;
+/** Of the context, what the prompt must keep besides the reply's reserve. */
+const MIN_PROMPT_TOKENS = 2_048;
 
 export class ConfigError extends Error {
   constructor(
@@ -112,6 +118,8 @@ const envSchema = z.object({
   METRICS_PORT: integer(1, 65535, "a port number 1-65535"),
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
+  CHAT_CONTEXT_TOKENS: integer(MIN_CHAT_CONTEXT_TOKENS, 10_000_000, `tokens ${MIN_CHAT_CONTEXT_TOKENS}-10000000`),
+  CHAT_REPLY_TOKENS: integer(1, 1_000_000, "a positive number of tokens"),
   CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
   CHARACTER_CONCURRENCY: integer(1, 256, "a whole number of calls 1-256"),
   LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
@@ -156,6 +164,10 @@ export interface Config {
   metricsPort: number;
   maxAttempts: number;
   chatFirstTokenTimeoutMs: number;
+  /** The model's context window the chat's prompts are fitted into (common/prompt-budget.ts). */
+  chatContextTokens: number;
+  /** Of the context, left free for the reply. */
+  chatReplyTokens: number;
   /** Parts of the book characters are written for: a profile and persona at the end of each part but the last (spoiler-safe chat). */
   characterCheckpoints: number;
   /** Model calls in flight per book in the character passes (profiles, personas, discovery). */
@@ -198,6 +210,11 @@ export function loadConfig(env: Env = process.env): Config {
     kv = { driver: "upstash", url: e.UPSTASH_REDIS_REST_URL, token: e.UPSTASH_REDIS_REST_TOKEN };
   } else if (e.REDIS_URL) kv = { driver: "redis", url: e.REDIS_URL };
   if (e.TYPESENSE_URL && !e.TYPESENSE_API_KEY) throw new ConfigError("TYPESENSE_API_KEY", "an API key when TYPESENSE_URL is set");
+  const chatContextTokens = e.CHAT_CONTEXT_TOKENS ?? DEFAULT_CHAT_CONTEXT_TOKENS;
+  const chatReplyTokens = e.CHAT_REPLY_TOKENS ?? DEFAULT_CHAT_REPLY_TOKENS;
+  if (chatContextTokens - chatReplyTokens - PROMPT_FRAMING_TOKENS < MIN_PROMPT_TOKENS) {
+    throw new ConfigError("CHAT_REPLY_TOKENS", `at most ${chatContextTokens - PROMPT_FRAMING_TOKENS - MIN_PROMPT_TOKENS} tokens with CHAT_CONTEXT_TOKENS at ${chatContextTokens}`);
+  }
   if (e.RERANK_API_KEY && !e.RERANK_URL) throw new ConfigError("RERANK_URL", "an http(s) URL when RERANK_API_KEY is set");
 
   return {
@@ -225,6 +242,8 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: e.METRICS_PORT ?? DEFAULT_METRICS_PORT,
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
+    chatContextTokens,
+    chatReplyTokens,
     characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,
     characterConcurrency: e.CHARACTER_CONCURRENCY ?? DEFAULT_CHARACTER_CONCURRENCY,
     logLevel: e.LOG_LEVEL ?? "info",

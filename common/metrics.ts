@@ -164,6 +164,8 @@ export interface Metrics {
     requests: Counter<"outcome">;
     timeToFirstToken: Histogram;
     lockUnavailable: Counter;
+    /** Prompt parts cut (or messages and passages left out) to fit the context budget (common/prompt-budget.ts). */
+    promptTrims: Counter<"purpose" | "part">;
   };
   llm: {
     tokens: Counter<"purpose" | "type">;
@@ -347,6 +349,12 @@ export function createMetrics(options: MetricsOptions = {}): Metrics {
       lockUnavailable: new Counter({
         name: "chat_lock_unavailable_total",
         help: "Chats that proceeded without the session lock because the key-value store failed.",
+        registers: api,
+      }),
+      promptTrims: new Counter({
+        name: "chat_prompt_trims_total",
+        help: "Prompt parts cut, or history messages and passages left out, to fit the context budget, by request purpose (chat, rewrite, summary) and part (persona, preferences, passages, summary, history, user_message).",
+        labelNames: ["purpose", "part"],
         registers: api,
       }),
     },

@@ -54,9 +54,12 @@ function known<T extends Record<string, string>>(table: T, value: unknown): valu
   return typeof value === "string" && Object.hasOwn(table, value);
 }
 
-function relationshipLine({ relationshipMode, customRelationship }: PreferencesRow): string | null {
+/** Cuts a free-text field (the reader's own words, of any length in the row) to what the prompt allows. */
+export type FitFreeText = (text: string) => string;
+
+function relationshipLine({ relationshipMode, customRelationship }: PreferencesRow, fit: FitFreeText): string | null {
   if (relationshipMode === "custom") {
-    const described = oneLine(customRelationship ?? "");
+    const described = oneLine(fit(customRelationship?.trim() ?? ""));
     return described ? `Relationship mode: custom: the reader is ${described} to you` : null;
   }
   return known(RELATIONSHIP_MODES, relationshipMode) ? `Relationship mode: ${relationshipMode}: the reader is ${RELATIONSHIP_MODES[relationshipMode]}` : null;
@@ -67,12 +70,15 @@ function listLine<T extends Record<string, string>>(label: string, table: T, val
   return chosen.length > 0 ? `${label}: ${chosen.map((v) => table[v]).join("; ")}` : null;
 }
 
-/** The lines of the preference block, or "" when there is no row or nothing in it to follow. */
-export function compilePreferences(preferences: PreferencesRow | null | undefined): string {
+/**
+ * The lines of the preference block, or "" when there is no row or nothing in it to follow. `fit`
+ * cuts the two free-text fields (custom_relationship, preference_summary) before they are used.
+ */
+export function compilePreferences(preferences: PreferencesRow | null | undefined, fit: FitFreeText = (text) => text): string {
   if (!preferences) return "";
-  const summary = oneLine(preferences.preferenceSummary ?? "");
+  const summary = oneLine(fit(preferences.preferenceSummary?.trim() ?? ""));
   return [
-    relationshipLine(preferences),
+    relationshipLine(preferences, fit),
     listLine("Speech modifiers", SPEECH_MODIFIERS, preferences.speechModifiers),
     listLine("Behavioral modifiers", BEHAVIORAL_MODIFIERS, preferences.behavioralModifiers),
     summary ? `Preference summary: ${summary} (${SUMMARY_OVERRIDES})` : null,

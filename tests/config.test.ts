@@ -52,6 +52,15 @@ describe("loadConfig", () => {
     expect(loadConfig({ CHARACTER_CONCURRENCY: "4" }).characterConcurrency).toBe(4);
   });
 
+  test("CHAT_CONTEXT_TOKENS is 16384 and CHAT_REPLY_TOKENS 1024 unless set; a reply's reserve that leaves the prompt too little is refused", () => {
+    expect(loadConfig({})).toMatchObject({ chatContextTokens: 16_384, chatReplyTokens: 1_024 });
+    expect(loadConfig({ CHAT_CONTEXT_TOKENS: "131072", CHAT_REPLY_TOKENS: "4096" })).toMatchObject({ chatContextTokens: 131_072, chatReplyTokens: 4_096 });
+    expect(() => loadConfig({ CHAT_CONTEXT_TOKENS: "1000" })).toThrow("invalid CHAT_CONTEXT_TOKENS: expected tokens 4096-10000000");
+    expect(() => loadConfig({ CHAT_CONTEXT_TOKENS: "4096", CHAT_REPLY_TOKENS: "2048" })).toThrow(
+      "invalid CHAT_REPLY_TOKENS: expected at most 1536 tokens with CHAT_CONTEXT_TOKENS at 4096",
+    );
+  });
+
   test("empty strings count as unset", () => {
     expect(loadConfig({ PORT: "", DATABASE_URL: " " }).database.driver).toBe("pglite");
   });

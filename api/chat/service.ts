@@ -35,6 +35,7 @@ import {
   type RewrittenQueries,
 } from "../../common/prompt.ts";
 import { skippedPreferenceValues, type PreferencesRow } from "../../common/preferences.ts";
+import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt-budget.ts";
 import type { Reranker } from "../../common/rerank/index.ts";
 import { knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/reading-position.ts";
 import { createRetriever, type RetrievalResult, type Retriever } from "../../common/retrieval.ts";
@@ -68,7 +69,7 @@ export interface ChatDeps {
   reranker: Reranker | undefined;
   /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
   sessionLockTtlSeconds?: number;
-  config?: Pick<Config, "chatFirstTokenTimeoutMs">;
+  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens">>;
   metrics: Metrics;
   logger: Logger;
 }
@@ -178,6 +179,18 @@ export function createChatService(deps: ChatDeps): ChatService {
     void task.finally(() => background.delete(task));
   };
 
+  const budget = promptBudget(deps.config?.chatContextTokens, deps.config?.chatReplyTokens);
+  const counter = createTokenCounter();
+  /** Every cut made to fit a prompt into the context is logged and counted. */
+  const limitsFor = (sessionId: string): PromptLimits => ({
+    budget,
+    counter,
+    onTrim: ({ purpose, part, chars, keptChars, budgetTokens, dropped }) => {
+      deps.metrics.chat.promptTrims.inc({ purpose, part });
+      log.info("prompt part cut to its budget", { session_id: sessionId, purpose, part, chars, kept_chars: keptChars, budget_tokens: budgetTokens, ...(dropped ? { dropped } : {}) });
+    },
+  });
+
   // Built on first use: the routes (and the OpenAPI document) are assembled without the stores.
   let parts: { cache: ChatCache; retriever: Retriever } | undefined;
   const use = () =>
@@ -236,7 +249,7 @@ export function createChatService(deps: ChatDeps): ChatService {
           character: { name: character.name, profile: knowledge.profile, description: knowledge.description },
           userMessage: request.user_message,
           history: session.messages,
-        }),
+        }, limitsFor(session.id)),
         {
           purpose: "rewrite",
           temperature: REWRITE_TEMPERATURE,
@@ -405,7 +418,7 @@ export function createChatService(deps: ChatDeps): ChatService {
   async function foldSummary(turn: ChatTurn, state: ChatSessionState, leaving: ConversationMessage[], lock: Lock | null) {
     try {
       const text = await deps.llm.complete(
-        buildSummaryMessages({ characterName: turn.character.name, previousSummary: state.summary, leaving }),
+        buildSummaryMessages({ characterName: turn.character.name, previousSummary: state.summary, leaving }, limitsFor(state.id)),
         { purpose: "summary", temperature: 0, maxTokens: SUMMARY_MAX_TOKENS, signal: AbortSignal.timeout(SUMMARY_TIMEOUT_MS) },
       );
       const summary = text.trim();
@@ -512,7 +525,7 @@ export function createChatService(deps: ChatDeps): ChatService {
         passages: retrieved.chunks,
         summary: session.summary,
         readingPosition: knowledge.position,
-      });
+      }, limitsFor(session.id));
 
       let full = "";
       // The reader waits for the first token at most this long from the moment the message arrived.
@@ -522,7 +535,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       signal.addEventListener("abort", forwardAbort, { once: true });
       const firstTokenTimer = setTimeout(() => completion.abort(new Error("no first token in time")), Math.max(0, firstTokenBudget));
       try {
-        const deltas = deps.llm.stream(buildChatMessages(systemPrompt, session.messages, request.user_message), {
+        const deltas = deps.llm.stream(buildChatMessages(systemPrompt, session.messages, request.user_message, limitsFor(session.id)), {
           purpose: "chat",
           signal: completion.signal,
         });
