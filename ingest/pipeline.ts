@@ -608,7 +608,7 @@ function indexOptions(run: Run): IndexOptions {
     ...run.options.index,
     retry: run.retry,
     ...(run.signal ? { signal: run.signal } : {}),
-    onSkip: (kind, store, chunkIndexes, err) => run.skip(kind, err, { store, chunks: `${chunkIndexes[0]}-${chunkIndexes.at(-1)}` }),
+    onSkip: (kind, store, chunkIndexes, err) => run.skip(kind, err, { store, chunks: chunkIndexes.join(",") }),
     onProgress: (done, total) => run.progress("index", done, total),
   };
 }

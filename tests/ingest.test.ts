@@ -39,12 +39,11 @@ const englishText = await readFile(join(FIXTURES, ENGLISH_BOOK), "utf8");
 const urduText = await readFile(join(FIXTURES, URDU_BOOK), "utf8");
 const chunkCount = (text: string) => chunkTextToArray(text, { chunkTokens: TEST_PIPELINE_OPTIONS.index!.chunkTokens! }).length;
 
-/** The chunks of the English book in the index batch that holds `phrase`. */
-function batchHolding(phrase: string) {
-  const { chunkTokens, batchSize } = TEST_PIPELINE_OPTIONS.index! as { chunkTokens: number; batchSize: number };
-  const chunks = chunkTextToArray(englishText, { chunkTokens });
-  const first = Math.floor(chunks.findIndex((c) => c.text.includes(phrase)) / batchSize) * batchSize;
-  return chunks.slice(first, first + batchSize);
+/** The chunk_index of the English book's chunk that holds `phrase` (at the test's chunk size unless given). */
+function chunkHolding(phrase: string, chunkTokens = TEST_PIPELINE_OPTIONS.index!.chunkTokens!) {
+  const index = chunkTextToArray(englishText, { chunkTokens }).findIndex((c) => c.text.includes(phrase));
+  if (index < 0) throw new Error(`no chunk holds ${phrase}`);
+  return index;
 }
 
 let books: BookServer;
@@ -217,9 +216,9 @@ describe("ingesting an English book", () => {
     expect(gateway.extractions().filter((e) => e.character.name === "Mr. Pennington")).toHaveLength(3);
     expect(await listFiles(join(env.promptDir, book.id))).not.toContain("mr. pennington.md");
 
+    // The batch is tried again in halves after its retries: only the chunk that fails alone is lost.
     const chunks = chunkCount(englishText);
-    const lost = batchHolding("grey opinion").length;
-    expect(lost).toBeGreaterThan(0);
+    const lost = 1;
     expect(await env.deps.textIndex.count(book.id)).toBe(chunks);
     expect(await env.deps.vectorIndex.count(book.id)).toBe(chunks - lost);
 
@@ -289,7 +288,7 @@ describe("ingesting an English book", () => {
     expect(await statusOf(book.id)).toBe("completed");
   });
 
-  test("a batch of chunks the full-text index keeps refusing is skipped and counted; the rest of the book is indexed", async () => {
+  test("a chunk the full-text index keeps refusing is skipped and counted; the rest of its batch and of the book is indexed", async () => {
     const { env } = await setup();
     const textIndex = env.deps.textIndex;
     env.deps.textIndex = {
@@ -302,17 +301,53 @@ describe("ingesting an English book", () => {
     const result = await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
 
     const chunks = chunkCount(englishText);
-    const lost = batchHolding("grey opinion").length;
+    const lost = 1;
     expect(result.index).toMatchObject({ chunks, vectors: chunks, documents: chunks - lost });
-    // A skipped batch's chunks still have their place in the book.
+    // A skipped chunk still has its place in the book.
     expect(result.index.chunkEnds).toHaveLength(chunks);
     expect(await textIndex.count(book.id)).toBe(chunks - lost);
     expect(await statusOf(book.id)).toBe("completed");
     const metrics = await exposition(env);
     expect(metricValue(metrics, 'processing_items_skipped_total{kind="chunk_batch"}')).toBe(1);
-    expect(metricValue(metrics, 'indexing_errors_total{store="typesense"}')).toBe(3);
+    // Three tries of the batch, then each piece holding the chunk once, down to the chunk alone.
+    const { batchSize } = TEST_PIPELINE_OPTIONS.index! as { batchSize: number };
+    expect(metricValue(metrics, 'indexing_errors_total{store="typesense"}')).toBe(3 + Math.ceil(Math.log2(batchSize)));
     expect(metricValue(metrics, 'indexing_chunks_indexed_total{store="typesense"}')).toBe(chunks - lost);
     expect(metricValue(metrics, 'indexing_chunks_indexed_total{store="qdrant"}')).toBe(chunks);
+  });
+
+  test("a chunk whose embedding input the gateway refuses is the only one missing from the vector index; the other 63 of its batch are there", async () => {
+    const { gateway, env } = await setup();
+    const chunkTokens = 32;
+    const bad = chunkHolding("grey opinion", chunkTokens);
+    const badText = chunkTextToArray(englishText, { chunkTokens })[bad]!.text;
+    gateway.override.embeddings = (inputs) => (inputs.includes(badText) ? { status: 400, message: "input refused by the content filter" } : undefined);
+    const vectorIndex = env.deps.vectorIndex;
+    const written = new Set<number>();
+    env.deps.vectorIndex = {
+      ...vectorIndex,
+      adapter: vectorIndex.adapter,
+      upsert: async (bookId, points) => {
+        await vectorIndex.upsert(bookId, points);
+        for (const p of points) written.add(p.chunkIndex);
+      },
+    };
+    const book = await newBook("The Keeper's Ledger, with one refused chunk");
+    // One batch of 64 holds the whole book (50 chunks of 32 tokens).
+    const result = await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, { ...TEST_PIPELINE_OPTIONS, index: { chunkTokens, batchSize: 64 } });
+
+    const chunks = chunkTextToArray(englishText, { chunkTokens }).length;
+    expect(chunks).toBeGreaterThan(32);
+    expect(result.index).toMatchObject({ chunks, vectors: chunks - 1, documents: chunks });
+    expect([...written].sort((a, b) => a - b)).toEqual(Array.from({ length: chunks }, (_, i) => i).filter((i) => i !== bad));
+    expect(await vectorIndex.count(book.id)).toBe(chunks - 1);
+    expect(await env.deps.textIndex.count(book.id)).toBe(chunks);
+    expect(await statusOf(book.id)).toBe("completed");
+    expect(result.skipped).toEqual({ embedding_batch: 1 });
+    const metrics = await exposition(env);
+    expect(metricValue(metrics, 'processing_items_skipped_total{kind="embedding_batch"}')).toBe(1);
+    expect(metricValue(metrics, "indexing_embeddings_generated_total")).toBe(chunks - 1);
+    expect(metricValue(metrics, 'indexing_chunks_indexed_total{store="qdrant"}')).toBe(chunks - 1);
   });
 
   test("an invalid profile answer is asked again once; a character that answers badly twice is skipped", async () => {
