@@ -7,7 +7,7 @@ import { DatabaseError, type Database } from "../common/db/index.ts";
 import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "../common/chat-cache.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge, type CharacterCheckpoint } from "../common/db/reading-positions.ts";
-import { getBook, saveCharacters, setProcessingStatus, type Book, type Character, type CharacterInput, type SavedCharacters } from "../common/db/repositories.ts";
+import { getBook, listPersonas, saveCharacters, setProcessingStatus, type Book, type Character, type CharacterInput, type SavedCharacters } from "../common/db/repositories.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Logger, LogFields } from "../common/log.ts";
@@ -518,11 +518,6 @@ async function writePersonas(
   const prompts = await characterPass(run, "prompt", profiled, (p) => writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal));
   const personas = profiled.flatMap((p, i) => (prompts[i] === undefined ? [] : [{ ...p, systemPrompt: prompts[i] }]));
   const whole = personas.filter((p) => p.at === undefined);
-  const paths = await writeBackups(
-    run.deps.config.systemPromptStoragePath,
-    book.id,
-    whole.map((p) => ({ name: p.character.name, systemPrompt: p.systemPrompt })),
-  );
   const rows = await storeCharacters(
     run,
     book.id,
@@ -550,7 +545,12 @@ async function writePersonas(
     rows.map((row) => ({ characterId: row.id, firstAppearance: firstSeen.get(row.name) ?? 0, checkpoints: checkpointsOf.get(row.name) ?? [] })),
   );
   await forgetCached(run, rows.flatMap((row) => [characterCacheKey(row.id), knowledgeCacheKey(row.id)]));
-  const pathOf = new Map(whole.map((p, i) => [p.character.name, paths[i]!]));
+  // The backups are written from the rows once saved, so they are the rows' personas, no more and no
+  // fewer: a character kept from an earlier run (its pass failed now, or it is retired for a reader's
+  // sake) keeps its backup, and one the database refused gets none.
+  const kept = await listPersonas(run.deps.db, book.id);
+  const paths = await writeBackups(run.deps.config.systemPromptStoragePath, book.id, kept);
+  const pathOf = new Map(kept.map((p, i) => [p.name, paths[i]!]));
   const written = rows.reduce((n, row) => n + (checkpointsOf.get(row.name)?.length ?? 0), 0);
   return { characters: rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! })), written };
 }

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { characterCacheKey } from "../common/chat-cache.ts";
 import { chunkTextToArray } from "../common/chunking.ts";
@@ -198,6 +199,43 @@ describe("ingesting an English book", () => {
     expect(await env.deps.vectorIndex.count(book.id)).toBe(chunkCount(englishText));
     expect(await env.deps.textIndex.count(book.id)).toBe(chunkCount(englishText));
     expect(metricValue(await exposition(env), 'processing_jobs_processed_total{status="completed"}')).toBe(2);
+  });
+
+  test("after a re-ingestion in which one character fails and another is no longer found, the backups are exactly the characters rows with their personas", async () => {
+    const { gateway, env } = await setup();
+    const book = await newBook("The Keeper's Ledger, backups and rows");
+    const dir = await mkdtemp(join(tmpdir(), "backup-rows-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const ingest = async (text: string) => {
+      const path = join(dir, `${crypto.randomUUID()}.txt`);
+      await writeFile(path, text);
+      return runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS);
+    };
+    /** Each characters row's persona, and each backup file's content, by file name. */
+    const rowsAndBackups = async () => {
+      const rows = await db.query<{ name: string; system_prompt: string }>("SELECT name, system_prompt FROM characters WHERE book_id = $1", [book.id]);
+      const files = await listFiles(join(env.promptDir, book.id));
+      return {
+        rows: Object.fromEntries(rows.map((r) => [`${r.name.toLowerCase()}.md`, `${r.system_prompt}\n`])),
+        backups: Object.fromEntries(await Promise.all(files.map(async (f) => [f, await readFile(join(env.promptDir, book.id, f), "utf8")] as const))),
+      };
+    };
+    await ingest(englishText);
+    const tobias = (await listCharacters(db, book.id)).find((c) => c.name === "Tobias Finch")!;
+    // A reader's session keeps Tobias Finch's row (retired) once an edition no longer has him.
+    await db.query("INSERT INTO chat_sessions (user_id, character_id, book_id) VALUES ($1, $2, $3)", [USER_ID, tobias.id, book.id]);
+
+    gateway.override.extract = (input) => (input.character.name === "Clara" ? { status: 400, message: "refused" } : undefined);
+    const second = await ingest(englishText.replaceAll("Tobias Finch", "Tobias Quill").replaceAll("Finch", "Quill"));
+    const written = second.characters.map((c) => c.character.name);
+    expect(written).not.toContain("Clara");
+    expect(written).not.toContain("Tobias Finch");
+
+    const { rows, backups } = await rowsAndBackups();
+    expect(Object.keys(rows)).toEqual(expect.arrayContaining(["clara.md", "tobias finch.md", "tobias quill.md"]));
+    expect(backups).toEqual(rows);
+    // Every written character's reported backup is its own file.
+    for (const { character, backupPath } of second.characters) expect(backupPath).toBe(join(env.promptDir, book.id, `${character.name.toLowerCase()}.md`));
   });
 
   test("a character whose profile keeps failing and an embedding batch that keeps failing are skipped, counted, and the book completes", async () => {

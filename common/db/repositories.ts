@@ -243,6 +243,19 @@ export async function listCharacters(db: Queryable, bookId: string): Promise<Cha
   return rows.map(camelize);
 }
 
+/**
+ * Every persona the book's characters rows hold, retired characters' included, oldest row first (so a
+ * backup's file name, which depends on the order when two names collide, stays the same across runs).
+ */
+export async function listPersonas(db: Queryable, bookId: string): Promise<{ name: string; systemPrompt: string }[]> {
+  if (!isUuid(bookId)) return [];
+  const rows = await db.query<{ name: string; system_prompt: string }>(
+    "SELECT name, system_prompt FROM characters WHERE book_id = $1 AND system_prompt IS NOT NULL ORDER BY created_at, id",
+    [bookId],
+  );
+  return rows.map(camelize);
+}
+
 export interface SaveCharactersOptions {
   /**
    * Names this run found but could not write (a profile or persona pass failed for them): such a
