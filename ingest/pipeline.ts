@@ -262,7 +262,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
       record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-      const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) });
+      const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
       const attempted = items.filter((i) => i.at !== undefined).length;
@@ -274,7 +274,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
         await removeWhatWasWritten(run);
       } else if (err instanceof BookRejectedError) {
         log.error("book failed", { reason: err.reason, cause: err.cause });
-        await setProcessingStatus(deps.db, job.bookId, "failed", { error: err.reason });
+        await setProcessingStatus(deps.db, job.bookId, "failed", { error: err.reason }, log);
       }
       throw err;
     } finally {
@@ -290,7 +290,7 @@ function bookInfo(book: Book): BookInfo {
 async function verifyBook(run: Run): Promise<Book> {
   const book = await getBook(run.deps.db, run.job.bookId);
   if (!book) throw new BookRejectedError(run.job.bookId, "book not found");
-  await setProcessingStatus(run.deps.db, book.id, "processing");
+  await setProcessingStatus(run.deps.db, book.id, "processing", {}, run.log);
   return book;
 }
 

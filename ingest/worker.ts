@@ -122,7 +122,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
   /** Keeps the book's status in line with the job; a failure here must not lose the job's outcome. */
   const setStatus = async (bookId: string, status: "pending" | "failed", reason: string) => {
     try {
-      await setProcessingStatus(deps.db, bookId, status, { error: reason });
+      await setProcessingStatus(deps.db, bookId, status, { error: reason }, log);
     } catch (err) {
       log.error("could not update the book's status", { book_id: bookId, status, error: err });
     }
