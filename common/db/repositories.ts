@@ -216,6 +216,18 @@ async function writeProcessingStatus(
   return rows.length > 0;
 }
 
+/**
+ * Clears the error recorded for a book after the job that completed it (a returned lease of a job
+ * that had in fact finished), so a completed book reports no stale failure. A no-op otherwise.
+ */
+export async function clearStaleIngestionError(db: Queryable, bookId: string, jobId: string): Promise<void> {
+  if (!isUuid(bookId)) return;
+  await db.query(
+    "UPDATE book_ingestions SET last_error = NULL, updated_at = now() WHERE book_id = $1 AND completed_job_id = $2 AND last_error IS NOT NULL",
+    [bookId, jobId],
+  );
+}
+
 /** Our record of a book's ingestion, or null before its first run. */
 export async function getIngestion(db: Queryable, bookId: string): Promise<BookIngestion | null> {
   if (!isUuid(bookId)) return null;
