@@ -2,6 +2,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt-budget.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "./reading-position.ts";
+import { DEFAULT_RERANK_MODEL } from "./rerank/index.ts";
 
 /**
  * The one place that reads the environment. Every variable is parsed once into a typed object;
@@ -156,7 +157,7 @@ export interface Config {
    * Present when RERANK_API_KEY is set (SPEC: an empty reranker key means no rerank). A self-hosted
    * reranker that needs no key is switched on with any non-empty key; it is sent as a Bearer token.
    */
-  rerank?: { url: string; apiKey: string; model?: string };
+  rerank?: { url: string; apiKey: string; model: string };
   systemPromptStoragePath: string;
   fileUrlAllowedHosts: string[];
   maxBookBytes: number;
@@ -233,7 +234,7 @@ export function loadConfig(env: Env = process.env): Config {
       embedModel: e.EMBED_MODEL ?? DEFAULT_EMBED_MODEL,
     },
     ...(e.RERANK_URL && e.RERANK_API_KEY
-      ? { rerank: { url: e.RERANK_URL, apiKey: e.RERANK_API_KEY, ...(e.RERANK_MODEL ? { model: e.RERANK_MODEL } : {}) } }
+      ? { rerank: { url: e.RERANK_URL, apiKey: e.RERANK_API_KEY, model: e.RERANK_MODEL ?? DEFAULT_RERANK_MODEL } }
       : {}),
     systemPromptStoragePath: resolve(e.SYSTEM_PROMPT_STORAGE_PATH ?? join(dataDir, "prompts")),
     fileUrlAllowedHosts: e.FILE_URL_ALLOWED_HOSTS ?? [],

@@ -11,6 +11,7 @@ import type { LanguageModel } from "./llm/index.ts";
 import { createLogger, toStdout, type Logger } from "./log.ts";
 import { countTokens, createMetrics, type Metrics, type MetricsRole } from "./metrics.ts";
 import { createHttpReranker } from "./rerank/http.ts";
+import { detectProcessingStatuses } from "./db/processing-status.ts";
 import type { Reranker } from "./rerank/index.ts";
 import { createEmbeddedTextIndex } from "./text/embedded.ts";
 import type { TextIndex } from "./text/index.ts";
@@ -66,6 +67,7 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
   const db = await createDatabase(config.database, { logger });
   const applied = await migrate(db);
   if (applied.length > 0) logger.info("migrations applied", { migrations: applied });
+  await detectProcessingStatuses(db, logger);
 
   const kv = createKeyValueStore(config.kv, logger);
   const llm = createLanguageModel(config.llm, {

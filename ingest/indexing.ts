@@ -7,7 +7,7 @@ import type { IndexingPipeline, Metrics } from "../common/metrics.ts";
 import type { IndexedChunk, IndexStoreLabel } from "../common/search.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
-import { batches, forEachBounded, retryItem, type ItemRetryOptions } from "./work-items.ts";
+import { batches, forEachBounded, isolateFailures, type IsolationOptions } from "./work-items.ts";
 
 /**
  * The index phase, in two stages. prepareIndex chunks the book lazily and embeds each batch, spooling
@@ -17,8 +17,9 @@ import { batches, forEachBounded, retryItem, type ItemRetryOptions } from "./wor
  * touches the indexes, and it runs only once the characters are saved: a re-ingestion whose
  * character passes fail leaves the book's indexes as they were.
  *
- * A batch that still fails after its retries is skipped and counted (an embedding batch that fails
- * leaves its chunks in the full-text index only). If an index would end up with nothing at all, the
+ * A batch that still fails after its retries is tried again in halves, and halves of those, so only
+ * the chunks that fail alone are skipped and counted (ingest/work-items.ts, isolateFailures); a chunk
+ * whose embedding fails is in the full-text index only. If an index would end up with nothing at all, the
  * store or the embedding model is down rather than one batch being bad: that fails the attempt, so
  * the job is retried later instead of leaving a book nobody can search.
  */
@@ -46,9 +47,10 @@ export interface IndexOptions {
   batchSize?: number;
   concurrency?: number;
   chunkTokens?: number;
-  retry: ItemRetryOptions;
+  /** Tries per batch, and how many chunks of one batch may fail alone before the rest of it is given up. */
+  retry: IsolationOptions;
   signal?: AbortSignal;
-  /** A batch given up on, with the chunk indexes it held. */
+  /** Chunks of one batch given up on, by chunk index. */
   onSkip?: (kind: IndexSkipKind, store: IndexStoreLabel | "embedding", chunkIndexes: number[], err: unknown) => void;
   /** Characters of the text indexed so far, of `total`. */
   onProgress?: (done: number, total: number) => void;
@@ -112,12 +114,15 @@ function collector(options: Pick<IndexOptions, "collectEvery" | "collect">): (ch
 }
 
 /**
- * One spooled batch, `<n>.json`: its chunks, the vectors' dimension (0 when the batch's embedding
- * failed) and the embedding's time; the vectors themselves are `<n>.f32`, raw float32, row after row.
+ * One spooled batch, `<n>.json`: its chunks, the vectors' dimension (0 when no chunk of the batch was
+ * embedded), which chunks have a vector, and the embedding's time; the vectors themselves are
+ * `<n>.f32`, raw float32, one row per embedded chunk in that order.
  */
 interface SpooledBatch {
   chunks: IndexedChunk[];
   dimension: number;
+  /** chunk_index of each row of `<n>.f32`. */
+  embedded: number[];
   embedSeconds: number;
 }
 
@@ -141,23 +146,21 @@ export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, tex
     prepared.chunks += items.length;
     metrics.indexing.chunksGenerated.inc(items.length);
     const started = performance.now();
-    let spooled: SpooledBatch = { chunks: items, dimension: 0, embedSeconds: 0 };
-    try {
-      const vectors = await retryItem(
-        () => deps.llm.embed(items.map((c) => c.text), options.signal ? { signal: options.signal } : {}),
-        options.retry,
-      );
-      metrics.indexing.embeddingsGenerated.inc(vectors.length);
-      const dimension = vectors[0]?.length ?? 0;
+    const embedding = await isolateFailures(items, (piece) => deps.llm.embed(piece.map((c) => c.text), options.signal ? { signal: options.signal } : {}), options.retry);
+    const vectors = embedding.done.flatMap((piece) => piece.value);
+    const embedded = embedding.done.flatMap((piece) => piece.items.map((c) => c.chunkIndex));
+    metrics.indexing.embeddingsGenerated.inc(vectors.length);
+    const dimension = vectors[0]?.length ?? 0;
+    if (vectors.length > 0) {
       const packed = new Float32Array(vectors.length * dimension);
       vectors.forEach((v, i) => packed.set(v, i * dimension));
       await writeFile(join(spoolDir, `${n}.f32`), packed);
-      spooled = { chunks: items, dimension, embedSeconds: (performance.now() - started) / 1000 };
-      prepared.embedded += items.length;
-    } catch (err) {
-      if (options.signal?.aborted) throw err;
-      prepared.lastError = err;
-      options.onSkip?.("embedding_batch", "embedding", items.map((c) => c.chunkIndex), err);
+    }
+    const spooled: SpooledBatch = { chunks: items, dimension, embedded, embedSeconds: (performance.now() - started) / 1000 };
+    prepared.embedded += embedded.length;
+    if (embedding.failed.length > 0) {
+      prepared.lastError = embedding.error;
+      options.onSkip?.("embedding_batch", "embedding", embedding.failed.map((c) => c.chunkIndex), embedding.error);
     }
     await writeFile(join(spoolDir, `${n}.json`), JSON.stringify(spooled));
     indexedChars += batch.reduce((total, c) => total + c.text.length, 0);
@@ -186,28 +189,33 @@ export async function writeIndex(deps: IndexDeps, bookId: string, prepared: Prep
   let lastError: unknown;
   await Promise.all([deps.vectorIndex.deleteBook(bookId), deps.textIndex.deleteBook(bookId)]);
 
-  /** One batch into one store: timed per try, failures counted per try, given up after the retries. */
-  const write = async (store: IndexStoreLabel, chunks: IndexedChunk[], upsert: () => Promise<void>): Promise<boolean> => {
-    try {
-      await retryItem(async () => {
+  /**
+   * One batch into one store: timed per try, failures counted per try, tried again in pieces after
+   * its retries (isolateFailures). Returns how many of its chunks were written.
+   */
+  const write = async <T extends IndexedChunk>(store: IndexStoreLabel, chunks: T[], upsert: (piece: T[]) => Promise<void>): Promise<number> => {
+    const outcome = await isolateFailures(
+      chunks,
+      async (piece) => {
         const stop = metrics.indexing.writeDuration.startTimer({ store });
         try {
-          await upsert();
+          await upsert(piece);
         } catch (err) {
           metrics.indexing.errors.inc({ store });
           throw err;
         } finally {
           stop();
         }
-      }, options.retry);
-      metrics.indexing.chunksIndexed.inc({ store }, chunks.length);
-      return true;
-    } catch (err) {
-      if (options.signal?.aborted) throw err;
-      lastError = err;
-      options.onSkip?.("chunk_batch", store, chunks.map((c) => c.chunkIndex), err);
-      return false;
+      },
+      options.retry,
+    );
+    const written = chunks.length - outcome.failed.length;
+    if (written > 0) metrics.indexing.chunksIndexed.inc({ store }, written);
+    if (outcome.failed.length > 0) {
+      lastError = outcome.error;
+      options.onSkip?.("chunk_batch", store, outcome.failed.map((c) => c.chunkIndex), outcome.error);
     }
+    return written;
   };
 
   /** One batch through one pipeline, timed in indexing_duration_seconds{pipeline}, retries included (and, for vectors, the embedding's time). */
@@ -225,23 +233,24 @@ export async function writeIndex(deps: IndexDeps, bookId: string, prepared: Prep
   await forEachBounded(Array.from({ length: prepared.batches }, (_, n) => n), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (n) => {
     options.signal?.throwIfAborted();
     const batch = JSON.parse(await readFile(join(prepared.spoolDir, `${n}.json`), "utf8")) as SpooledBatch;
-    const { chunks, dimension } = batch;
+    const { chunks, dimension, embedded } = batch;
     const [documents, vectors] = await Promise.all([
-      timed("full_text", () => write("typesense", chunks, () => deps.textIndex.upsert(bookId, chunks))),
+      timed("full_text", () => write("typesense", chunks, (piece) => deps.textIndex.upsert(bookId, piece))),
       dimension === 0
-        ? Promise.resolve(false)
+        ? Promise.resolve(0)
         : timed(
             "vector",
             async () => {
               const packed = new Float32Array(await Bun.file(join(prepared.spoolDir, `${n}.f32`)).arrayBuffer());
-              const points = chunks.map((c, i) => ({ ...c, vector: Array.from(packed.subarray(i * dimension, (i + 1) * dimension)) }));
-              return write("qdrant", chunks, () => deps.vectorIndex.upsert(bookId, points));
+              const byIndex = new Map(chunks.map((c) => [c.chunkIndex, c]));
+              const points = embedded.map((chunkIndex, i) => ({ ...byIndex.get(chunkIndex)!, vector: Array.from(packed.subarray(i * dimension, (i + 1) * dimension)) }));
+              return write("qdrant", points, (piece) => deps.vectorIndex.upsert(bookId, piece));
             },
             batch.embedSeconds,
           ),
     ]);
-    if (documents) report.documents += chunks.length;
-    if (vectors) report.vectors += chunks.length;
+    report.documents += documents;
+    report.vectors += vectors;
     written += chunks.length;
     options.onProgress?.(Math.floor((prepared.textLength * (prepared.chunks + written)) / (2 * prepared.chunks)), prepared.textLength);
     collect(chunks.length);

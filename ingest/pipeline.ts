@@ -7,7 +7,7 @@ import { DatabaseError, type Database } from "../common/db/index.ts";
 import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "../common/chat-cache.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge, type CharacterCheckpoint } from "../common/db/reading-positions.ts";
-import { getBook, saveCharacters, setProcessingStatus, type Book, type Character, type CharacterInput, type SavedCharacters } from "../common/db/repositories.ts";
+import { getBook, listPersonas, saveCharacters, setProcessingStatus, type Book, type Character, type CharacterInput, type SavedCharacters } from "../common/db/repositories.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Logger, LogFields } from "../common/log.ts";
@@ -263,7 +263,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
       record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-      const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) });
+      const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
       const attempted = items.filter((i) => i.at !== undefined).length;
@@ -275,7 +275,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
         await removeWhatWasWritten(run);
       } else if (err instanceof BookRejectedError) {
         log.error("book failed", { reason: err.reason, cause: err.cause });
-        await setProcessingStatus(deps.db, job.bookId, "failed", { error: err.reason });
+        await setProcessingStatus(deps.db, job.bookId, "failed", { error: err.reason }, log);
       }
       throw err;
     } finally {
@@ -291,7 +291,7 @@ function bookInfo(book: Book): BookInfo {
 async function verifyBook(run: Run): Promise<Book> {
   const book = await getBook(run.deps.db, run.job.bookId);
   if (!book) throw new BookRejectedError(run.job.bookId, "book not found");
-  await setProcessingStatus(run.deps.db, book.id, "processing");
+  await setProcessingStatus(run.deps.db, book.id, "processing", {}, run.log);
   return book;
 }
 
@@ -539,11 +539,6 @@ async function writePersonas(
   const prompts = await characterPass(run, "prompt", profiled, (p) => writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal));
   const personas = profiled.flatMap((p, i) => (prompts[i] === undefined ? [] : [{ ...p, systemPrompt: prompts[i] }]));
   const whole = personas.filter((p) => p.at === undefined);
-  const paths = await writeBackups(
-    run.deps.config.systemPromptStoragePath,
-    book.id,
-    whole.map((p) => ({ name: p.character.name, systemPrompt: p.systemPrompt })),
-  );
   const rows = await storeCharacters(
     run,
     book.id,
@@ -571,7 +566,12 @@ async function writePersonas(
     rows.map((row) => ({ characterId: row.id, firstAppearance: firstSeen.get(row.name) ?? 0, checkpoints: checkpointsOf.get(row.name) ?? [] })),
   );
   await forgetCached(run, rows.flatMap((row) => [characterCacheKey(row.id), knowledgeCacheKey(row.id)]));
-  const pathOf = new Map(whole.map((p, i) => [p.character.name, paths[i]!]));
+  // The backups are written from the rows once saved, so they are the rows' personas, no more and no
+  // fewer: a character kept from an earlier run (its pass failed now, or it is retired for a reader's
+  // sake) keeps its backup, and one the database refused gets none.
+  const kept = await listPersonas(run.deps.db, book.id);
+  const paths = await writeBackups(run.deps.config.systemPromptStoragePath, book.id, kept);
+  const pathOf = new Map(kept.map((p, i) => [p.name, paths[i]!]));
   const written = rows.reduce((n, row) => n + (checkpointsOf.get(row.name)?.length ?? 0), 0);
   return { characters: rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! })), written };
 }
@@ -629,7 +629,7 @@ function indexOptions(run: Run): IndexOptions {
     ...run.options.index,
     retry: run.retry,
     ...(run.signal ? { signal: run.signal } : {}),
-    onSkip: (kind, store, chunkIndexes, err) => run.skip(kind, err, { store, chunks: `${chunkIndexes[0]}-${chunkIndexes.at(-1)}` }),
+    onSkip: (kind, store, chunkIndexes, err) => run.skip(kind, err, { store, chunks: chunkIndexes.join(",") }),
     onProgress: (done, total) => run.progress("index", done, total),
   };
 }

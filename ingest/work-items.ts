@@ -82,3 +82,57 @@ export function* batches<T>(items: Iterable<T>, size: number): Generator<T[]> {
   }
   if (batch.length > 0) yield batch;
 }
+
+/**
+ * Items of a failed batch that fail alone are given up; after this many, the rest of the batch is
+ * given up untried: that many bad items in one batch means the upstream is failing, not the items,
+ * and each further piece would only cost another call.
+ */
+export const DEFAULT_MAX_ISOLATED_FAILURES = 4;
+
+export interface IsolationOptions extends ItemRetryOptions {
+  maxIsolatedFailures?: number;
+}
+
+export interface Isolated<T, R> {
+  /** The pieces that went through, each with fn's result, in the order of the items. */
+  done: { items: T[]; value: R }[];
+  /** The items given up, in order. */
+  failed: T[];
+  /** The last failure, when any item was given up. */
+  error?: unknown;
+}
+
+/**
+ * Runs fn on the whole batch with retries; when it still fails, on each half of it, and on halves of
+ * the halves that fail, each piece tried once (the batch had its retries), so a bad item costs only
+ * itself: one bad chunk among 64 costs 12 further calls (two per halving), not the other 63 chunks. Nothing more is
+ * tried once the signal is aborted; the abort is rethrown.
+ */
+export async function isolateFailures<T, R>(items: readonly T[], fn: (piece: T[]) => Promise<R>, options: IsolationOptions): Promise<Isolated<T, R>> {
+  const result: Isolated<T, R> = { done: [], failed: [] };
+  let failuresLeft = options.maxIsolatedFailures ?? DEFAULT_MAX_ISOLATED_FAILURES;
+  const attempt = async (piece: T[], retried: boolean): Promise<void> => {
+    if (failuresLeft <= 0) {
+      result.failed.push(...piece);
+      return;
+    }
+    try {
+      const value = retried ? await retryItem(() => fn(piece), options) : await fn(piece);
+      result.done.push({ items: piece, value });
+    } catch (err) {
+      if (options.signal?.aborted) throw err;
+      result.error = err;
+      if (piece.length === 1) {
+        failuresLeft--;
+        result.failed.push(piece[0]!);
+        return;
+      }
+      const half = Math.ceil(piece.length / 2);
+      await attempt(piece.slice(0, half), false);
+      await attempt(piece.slice(half), false);
+    }
+  };
+  await attempt([...items], true);
+  return result;
+}

@@ -3,7 +3,7 @@ import { buildDepsOrExit } from "../common/deps.ts";
 import { listenAddress } from "../common/listen-address.ts";
 import { usage } from "../common/commands.ts";
 import { DatabaseError } from "../common/db/index.ts";
-import { getIngestion, setProcessingStatus } from "../common/db/repositories.ts";
+import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../common/db/repositories.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
@@ -122,7 +122,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
   /** Keeps the book's status in line with the job; a failure here must not lose the job's outcome. */
   const setStatus = async (bookId: string, status: "pending" | "failed", reason: string) => {
     try {
-      await setProcessingStatus(deps.db, bookId, status, { error: reason });
+      await setProcessingStatus(deps.db, bookId, status, { error: reason }, log);
     } catch (err) {
       log.error("could not update the book's status", { book_id: bookId, status, error: err });
     }
@@ -132,6 +132,8 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
     for (const job of requeued) {
       metrics.processing.jobsRetried.inc();
       log.warn("job returned to the queue after its lease expired", { job_id: job.job_id, book_id: job.book_id, attempts: job.attempts });
+      // A job whose worker completed the book and went away before closing it failed nothing.
+      if ((await getIngestion(deps.db, job.book_id).catch(() => null))?.completedJobId === job.job_id) continue;
       await setStatus(job.book_id, "pending", `attempt ${job.attempts} of ${maxAttempts} stopped: the worker went away`);
     }
     for (const dead of deadLettered) {
@@ -165,6 +167,8 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
       if ((await getIngestion(deps.db, job.book_id))?.completedJobId === job.job_id) {
         // Completed before, but the queue never heard (the store stalled as the job finished).
         jobLog.warn("job already completed; closed without running it again");
+        // A reaper that returned it may have recorded the attempt as stopped just as the book completed.
+        await clearStaleIngestionError(deps.db, job.book_id, job.job_id);
         await queue.complete(claim);
         return "settled";
       }

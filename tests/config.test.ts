@@ -27,6 +27,7 @@ describe("loadConfig", () => {
     expect(loadConfig({ RERANK_URL: "http://rerank:8080" }).rerank).toBeUndefined();
     expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: " " }).rerank).toBeUndefined();
     expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: "k", RERANK_MODEL: "m" }).rerank).toEqual({ url: "http://rerank:8080", apiKey: "k", model: "m" });
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: "k" }).rerank).toEqual({ url: "http://rerank:8080", apiKey: "k", model: "rerank-v3.5" });
     expect(() => loadConfig({ RERANK_API_KEY: "k" })).toThrow("invalid RERANK_URL: expected an http(s) URL when RERANK_API_KEY is set");
   });
 

@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "./support/postgres.ts";
 import { REPO_ROOT } from "./support/process.ts";
+import { seededRandom } from "./support/seeded-random.ts";
 import { deleteKeysWithPrefix, keysWithPrefix, probeRedis, uniqueKeyPrefix } from "./support/redis.ts";
 import { ENGLISH_BOOK, FIXTURES, TEST_PIPELINE_OPTIONS, USER_ID, eventually, startBookServer, startScriptedGateway, type BookServer, type ScriptedGateway } from "./fixtures/ingest/harness.ts";
 
@@ -26,26 +27,32 @@ import { ENGLISH_BOOK, FIXTURES, TEST_PIPELINE_OPTIONS, USER_ID, eventually, sta
  *
  * The seed is printed. A first run without kills measures how long a worker takes over two books;
  * every later run enqueues two books, kills one or two workers each at a random moment within that
- * time, then lets a last worker finish.
+ * time, then lets a last worker finish. Seeds that once failed are kept as cases; each run of the
+ * suite also tries a new one (FAULTS_SEED picks it, to replay a printed seed).
+ *
+ * Robust to a loaded machine rather than fast: nothing waits a fixed time except the kill moments
+ * (drawn within the measured window, which a slow machine widens); every wait is on a condition,
+ * with a deadline scaled to that window, and the leases are long enough that a worker starved for
+ * a second or two keeps its job.
  */
-
-setDefaultTimeout(300_000);
 
 const RUNS = 6;
 const BOOKS_PER_RUN = 2;
 const KILLS_PER_RUN = 2;
-
-/** Mulberry32: small, seedable, good enough to spread kill moments. */
-function random(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/**
+ * Seeds that failed before, kept as cases. 354564323: a worker completed a book and was killed
+ * before it closed the job; the reaper recorded "attempt 1 of 5 stopped: the worker went away" on
+ * the completed book.
+ */
+const KEPT_SEEDS = [354564323];
+const SEEDS = [...KEPT_SEEDS, Number(process.env.FAULTS_SEED ?? Date.now() % 2 ** 31)];
+/** A worker process's start (Bun, the database's migrations) on a busy machine. */
+const WORKER_READY_MS = 60_000;
+/** Each seed's whole test: seven runs on a loaded machine, the deadlines below failing first. */
+const TEST_TIMEOUT_MS = 1_200_000;
+/** Waits for a run's books: generous, and at least this many times the measured window. */
+const MIN_WAIT_MS = 120_000;
+const WAIT_WINDOWS = 20;
 
 const [redis, postgres] = await Promise.all([probeRedis(), probePostgres()]);
 const skip = !redis.reachable
@@ -102,6 +109,8 @@ describe.skipIf(skip !== undefined)("workers killed with SIGKILL at random point
         LLM_GATEWAY_URL: gateway.baseURL,
         FILE_URL_ALLOWED_HOSTS: books.host,
         MAX_ATTEMPTS: "5",
+        // Renewed every 1.3 s: a worker starved for a moment on a loaded machine keeps its job.
+        FAULTS_VISIBILITY_SECONDS: "4",
         LOG_LEVEL: "error",
         FAULTS_QUEUE_PREFIX: prefix,
       },
@@ -111,19 +120,23 @@ describe.skipIf(skip !== undefined)("workers killed with SIGKILL at random point
     const ready = (async () => {
       const reader = child.stdout.getReader();
       let seen = "";
-      while (!seen.includes("worker ready")) {
-        const { done, value } = await reader.read();
-        if (done) throw new Error("the worker exited before it was ready");
-        seen += new TextDecoder().decode(value);
+      const deadline = setTimeout(() => child.kill("SIGKILL"), WORKER_READY_MS);
+      try {
+        while (!seen.includes("worker ready")) {
+          const { done, value } = await reader.read();
+          if (done) throw new Error(`the worker exited before it was ready (or was not ready within ${WORKER_READY_MS} ms)`);
+          seen += new TextDecoder().decode(value);
+        }
+      } finally {
+        clearTimeout(deadline);
       }
       reader.releaseLock();
     })();
     return { child, ready };
   }
 
-  test(`${RUNS} runs of ${BOOKS_PER_RUN} books with up to ${KILLS_PER_RUN} kills each: every book completes once and nothing is left behind`, async () => {
-    const seed = Date.now() % 2 ** 31;
-    const next = random(seed);
+  test.each(SEEDS)(`seed %d: ${RUNS} runs of ${BOOKS_PER_RUN} books with up to ${KILLS_PER_RUN} kills each: every book completes once, with no error left on it, and nothing is left behind`, async (seed) => {
+    const next = seededRandom(seed);
     console.info(`faults-worker-kill: seed ${seed}`);
     const text = await readFile(join(FIXTURES, ENGLISH_BOOK), "utf8");
     const expectedChunks = chunkTextToArray(text, { chunkTokens: TEST_PIPELINE_OPTIONS.index!.chunkTokens! }).length;
@@ -156,14 +169,15 @@ describe.skipIf(skip !== undefined)("workers killed with SIGKILL at random point
       const { child, ready } = startChild();
       await ready;
       const started = performance.now();
+      const waitMs = Math.max(MIN_WAIT_MS, WAIT_WINDOWS * window);
       try {
         await eventually(
           async () => (await Promise.all(ids.map((id) => getBook(db, id)))).every((b) => b?.processingStatus === "completed"),
           `run ${run}'s books to complete (seed ${seed})`,
-          120_000,
+          waitMs,
         );
         // The last worker stops cleanly once the queue has drained.
-        await eventually(async () => (await kv.llen(keys.inFlight)) === 0 && (await kv.llen(keys.queue)) === 0, `run ${run}'s queue to drain (seed ${seed})`, 60_000);
+        await eventually(async () => (await kv.llen(keys.inFlight)) === 0 && (await kv.llen(keys.queue)) === 0, `run ${run}'s queue to drain (seed ${seed})`, waitMs);
       } finally {
         child.kill("SIGTERM");
         await child.exited;
@@ -191,9 +205,11 @@ describe.skipIf(skip !== undefined)("workers killed with SIGKILL at random point
       await vectors.close?.();
       await texts.close?.();
     }
-    const [{ n }] = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM characters")) as [{ n: number }];
+    const [{ n }] = (await db.query<{ n: number }>("SELECT count(*)::int AS n FROM characters WHERE book_id IN (SELECT jsonb_array_elements_text($1::jsonb)::uuid)", [
+      bookIds,
+    ])) as [{ n: number }];
     expect(n).toBe(bookIds.length * (await listCharacters(db, bookIds[0]!)).length);
     expect([await kv.llen(keys.queue), await kv.llen(keys.inFlight), await kv.llen(keys.deadLetter)]).toEqual([0, 0, 0]);
     expect(await keysWithPrefix(prefix, redis.url)).toEqual([]);
-  });
+  }, TEST_TIMEOUT_MS);
 });

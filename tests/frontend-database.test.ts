@@ -5,10 +5,12 @@ import { join } from "node:path";
 import { createDatabase } from "../common/db/create.ts";
 import type { Database, Row } from "../common/db/index.ts";
 import { migrate } from "../common/db/migrate.ts";
-import { appendExchange, MESSAGE_COUNT_MAX, saveCharacters } from "../common/db/repositories.ts";
+import { createPgliteDatabase } from "../common/db/pglite.ts";
+import { appendExchange, getIngestion, MESSAGE_COUNT_MAX, saveCharacters } from "../common/db/repositories.ts";
 import { SchemaError } from "../common/db/schema.ts";
+import { createLogger } from "../common/log.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
-import { runPipeline } from "../ingest/pipeline.ts";
+import { BookRejectedError, runPipeline } from "../ingest/pipeline.ts";
 import { startWorker } from "../ingest/worker.ts";
 import { buildTestApp } from "./support/app.ts";
 import { readSse, scriptGateway } from "./support/chat.ts";
@@ -308,7 +310,107 @@ function onFrontendDatabase(adminUrl: string, name: string, connect: (url: strin
   });
 }
 
+/**
+ * SPEC shows processing_status `pending` and `completed` only; a frontend column may accept nothing
+ * else. Each variant is the frontend's schema with that one column changed.
+ */
+const STATUS_COLUMNS = [
+  { kind: "an enum of the spec's two values", accepts: false, warnings: 1, change: (sql: string) => sql.replace("ENUM ('pending', 'processing', 'completed', 'failed')", "ENUM ('pending', 'completed')") },
+  {
+    kind: "text with CHECK (processing_status IN ('pending', 'completed'))",
+    accepts: false,
+    warnings: 1,
+    change: (sql: string) =>
+      sql.replace("processing_status book_processing_status NOT NULL DEFAULT 'pending'", "processing_status text NOT NULL DEFAULT 'pending' CHECK (processing_status IN ('pending', 'completed'))"),
+  },
+  {
+    kind: "text with a CHECK over two columns, which only the write reveals",
+    accepts: false,
+    // Each value is found refused at its first write.
+    warnings: 2,
+    change: (sql: string) =>
+      sql.replace(
+        "processing_status book_processing_status NOT NULL DEFAULT 'pending'",
+        "processing_status text NOT NULL DEFAULT 'pending', CHECK (processing_status IN ('pending', 'completed') OR title IS NULL)",
+      ),
+  },
+  { kind: "plain text", accepts: true, warnings: 0, change: (sql: string) => sql.replace("processing_status book_processing_status NOT NULL DEFAULT 'pending'", "processing_status text NOT NULL DEFAULT 'pending'") },
+];
+
+function onRestrictedStatusColumns(name: string, open: () => Promise<{ db: Database; drop: () => Promise<void> }>) {
+  describe(`a books.processing_status column that may refuse processing and failed, via ${name}`, () => {
+    let books: BookServer;
+    let gateway: ScriptedGateway;
+    let workDir: string;
+    beforeAll(async () => {
+      books = startBookServer();
+      gateway = startScriptedGateway();
+      workDir = await mkdtemp(join(tmpdir(), "status-column-"));
+      await writeFile(join(workDir, "not-text.txt"), new Uint8Array([0x66, 0x6f, 0x6f, 0xff, 0xfe, 0x00, 0x01]));
+    });
+    afterAll(async () => {
+      books?.stop();
+      gateway?.stop();
+      await rm(workDir, { recursive: true, force: true });
+    });
+
+    test.each(STATUS_COLUMNS)("$kind: start-up works, a book completes, a failing one ends pending where failed is refused", async ({ accepts, warnings: expectedWarnings, change }) => {
+      const { db, drop } = await open();
+      const warnings: string[] = [];
+      const logger = createLogger({ level: "warn", write: (line) => warnings.push(line) });
+      const env = await createIngestEnv({ gateway, books, db });
+      env.deps.logger = logger;
+      try {
+        await db.exec(change(await Bun.file(FRONTEND_SCHEMA_FILE).text()));
+        // Start-up: migrations and the schema check pass whatever the column accepts.
+        await migrate(db);
+        const { bookId } = await frontendUploads(db, ENGLISH_BOOK);
+        const status = async (id: string) => (await db.query<{ s: string }>("SELECT processing_status::text AS s FROM books WHERE id = $1", [id]))[0]!.s;
+
+        let whileRunning: Promise<string> | undefined;
+        const result = await runPipeline(env.deps, { bookId, source: { path: join(FIXTURES, ENGLISH_BOOK) } }, {
+          ...TEST_PIPELINE_OPTIONS,
+          onProgress: (event) => void (event.phase === "booknlp" && (whileRunning ??= status(bookId))),
+        });
+        expect(result.index.chunks).toBeGreaterThan(0);
+        expect(await whileRunning).toBe(accepts ? "processing" : "pending");
+        expect(await status(bookId)).toBe("completed");
+
+        const failing = await frontendUploads(db, "not-text.txt");
+        const error = await runPipeline(env.deps, { bookId: failing.bookId, source: { path: join(workDir, "not-text.txt") } }, TEST_PIPELINE_OPTIONS).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(BookRejectedError);
+        expect(await status(failing.bookId)).toBe(accepts ? "failed" : "pending");
+        expect((await getIngestion(db, failing.bookId))?.lastError).toBe("file is not UTF-8 text");
+
+        const refusals = warnings.filter((w) => w.includes("processing_status does not accept"));
+        expect(refusals).toHaveLength(expectedWarnings);
+        if (!accepts) expect(refusals.at(-1)).toContain('refused="processing, failed"');
+      } finally {
+        await env.close();
+        await drop();
+      }
+    });
+  });
+}
+
+onRestrictedStatusColumns("PGlite", async () => {
+  const db = await createPgliteDatabase();
+  return { db, drop: () => db.close() };
+});
+
 if (postgres.reachable) {
+  onRestrictedStatusColumns("Bun SQL", async () => {
+    const testDb = await createTestDatabase(postgres.url);
+    const db = await createDatabase({ driver: "postgres", url: testDb.url });
+    return {
+      db,
+      drop: async () => {
+        await db.close();
+        await testDb.drop();
+      },
+    };
+  });
+
   onFrontendDatabase(postgres.url, "Bun SQL", (url) => createDatabase({ driver: "postgres", url }));
   let bridge: WsTcpBridge | undefined;
   onFrontendDatabase(

@@ -22,7 +22,7 @@ import { backupFileNames, bookBackupDir, writeBackups } from "../ingest/backups.
 import { characterStyle, describe as describeProfile, mergeDiscoveries, selectCharacters, spread } from "../ingest/characters.ts";
 import { discoveryCalls, sampleText } from "../ingest/discovery.ts";
 import { parseBookNlp } from "../ingest/nlp/booknlp-files.ts";
-import { batches, forEachBounded, mapBounded, retryItem } from "../ingest/work-items.ts";
+import { batches, forEachBounded, isolateFailures, mapBounded, retryItem } from "../ingest/work-items.ts";
 import { indexBook } from "../ingest/indexing.ts";
 import { createOfflineLanguageModel } from "../common/llm/offline.ts";
 import { createMetrics } from "../common/metrics.ts";
@@ -309,6 +309,34 @@ describe("work items", () => {
     });
     await expect(run).rejects.toThrow("three");
     expect(seen).toEqual([1, 2, 3]);
+  });
+});
+
+describe("isolating the items of a failed batch", () => {
+  const items = Array.from({ length: 64 }, (_, i) => i);
+  const cases: { name: string; bad: number[]; kept: number; failed: number[]; calls: number; max?: number }[] = [
+    { name: "a batch that goes through is one call", bad: [], kept: 64, failed: [], calls: 1 },
+    // 3 tries of the batch, then each half holding 17 down to 17 alone (32, 16, 8, 4, 2, 1) with its sibling.
+    { name: "one bad item among 64 costs only itself", bad: [17], kept: 63, failed: [17], calls: 3 + 12 },
+    { name: "two bad items in different halves cost only themselves", bad: [0, 63], kept: 62, failed: [0, 63], calls: 3 + 22 },
+    { name: "past the limit of items failing alone, the rest of the batch is given up untried", bad: items, kept: 0, failed: items, calls: 3 + 7, max: 2 },
+  ];
+  test.each(cases)("$name", async ({ bad, kept, failed, calls, max }) => {
+    let made = 0;
+    const result = await isolateFailures(
+      items,
+      async (piece) => {
+        made++;
+        if (piece.some((i) => bad.includes(i))) throw new Error("refused");
+        return piece.length;
+      },
+      { retries: 2, baseDelayMs: 1, ...(max ? { maxIsolatedFailures: max } : {}) },
+    );
+    expect(result.done.flatMap((d) => d.items)).toEqual(items.filter((i) => !failed.includes(i)));
+    expect(result.done.reduce((n, d) => n + d.value, 0)).toBe(kept);
+    expect(result.failed).toEqual(failed);
+    expect(result.error === undefined).toBe(failed.length === 0);
+    expect(made).toBe(calls);
   });
 });
 

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { readFile } from "node:fs/promises";
+import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { characterCacheKey } from "../common/chat-cache.ts";
 import { chunkTextToArray } from "../common/chunking.ts";
@@ -39,12 +40,11 @@ const englishText = await readFile(join(FIXTURES, ENGLISH_BOOK), "utf8");
 const urduText = await readFile(join(FIXTURES, URDU_BOOK), "utf8");
 const chunkCount = (text: string) => chunkTextToArray(text, { chunkTokens: TEST_PIPELINE_OPTIONS.index!.chunkTokens! }).length;
 
-/** The chunks of the English book in the index batch that holds `phrase`. */
-function batchHolding(phrase: string) {
-  const { chunkTokens, batchSize } = TEST_PIPELINE_OPTIONS.index! as { chunkTokens: number; batchSize: number };
-  const chunks = chunkTextToArray(englishText, { chunkTokens });
-  const first = Math.floor(chunks.findIndex((c) => c.text.includes(phrase)) / batchSize) * batchSize;
-  return chunks.slice(first, first + batchSize);
+/** The chunk_index of the English book's chunk that holds `phrase` (at the test's chunk size unless given). */
+function chunkHolding(phrase: string, chunkTokens = TEST_PIPELINE_OPTIONS.index!.chunkTokens!) {
+  const index = chunkTextToArray(englishText, { chunkTokens }).findIndex((c) => c.text.includes(phrase));
+  if (index < 0) throw new Error(`no chunk holds ${phrase}`);
+  return index;
 }
 
 let books: BookServer;
@@ -201,6 +201,43 @@ describe("ingesting an English book", () => {
     expect(metricValue(await exposition(env), 'processing_jobs_processed_total{status="completed"}')).toBe(2);
   });
 
+  test("after a re-ingestion in which one character fails and another is no longer found, the backups are exactly the characters rows with their personas", async () => {
+    const { gateway, env } = await setup();
+    const book = await newBook("The Keeper's Ledger, backups and rows");
+    const dir = await mkdtemp(join(tmpdir(), "backup-rows-"));
+    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    const ingest = async (text: string) => {
+      const path = join(dir, `${crypto.randomUUID()}.txt`);
+      await writeFile(path, text);
+      return runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS);
+    };
+    /** Each characters row's persona, and each backup file's content, by file name. */
+    const rowsAndBackups = async () => {
+      const rows = await db.query<{ name: string; system_prompt: string }>("SELECT name, system_prompt FROM characters WHERE book_id = $1", [book.id]);
+      const files = await listFiles(join(env.promptDir, book.id));
+      return {
+        rows: Object.fromEntries(rows.map((r) => [`${r.name.toLowerCase()}.md`, `${r.system_prompt}\n`])),
+        backups: Object.fromEntries(await Promise.all(files.map(async (f) => [f, await readFile(join(env.promptDir, book.id, f), "utf8")] as const))),
+      };
+    };
+    await ingest(englishText);
+    const tobias = (await listCharacters(db, book.id)).find((c) => c.name === "Tobias Finch")!;
+    // A reader's session keeps Tobias Finch's row (retired) once an edition no longer has him.
+    await db.query("INSERT INTO chat_sessions (user_id, character_id, book_id) VALUES ($1, $2, $3)", [USER_ID, tobias.id, book.id]);
+
+    gateway.override.extract = (input) => (input.character.name === "Clara" ? { status: 400, message: "refused" } : undefined);
+    const second = await ingest(englishText.replaceAll("Tobias Finch", "Tobias Quill").replaceAll("Finch", "Quill"));
+    const written = second.characters.map((c) => c.character.name);
+    expect(written).not.toContain("Clara");
+    expect(written).not.toContain("Tobias Finch");
+
+    const { rows, backups } = await rowsAndBackups();
+    expect(Object.keys(rows)).toEqual(expect.arrayContaining(["clara.md", "tobias finch.md", "tobias quill.md"]));
+    expect(backups).toEqual(rows);
+    // Every written character's reported backup is its own file.
+    for (const { character, backupPath } of second.characters) expect(backupPath).toBe(join(env.promptDir, book.id, `${character.name.toLowerCase()}.md`));
+  });
+
   test("a character whose profile keeps failing and an embedding batch that keeps failing are skipped, counted, and the book completes", async () => {
     const { gateway, env } = await setup();
     gateway.override.extract = (input) => (input.character.name === "Mr. Pennington" ? { status: 500 } : undefined);
@@ -217,9 +254,9 @@ describe("ingesting an English book", () => {
     expect(gateway.extractions().filter((e) => e.character.name === "Mr. Pennington")).toHaveLength(3);
     expect(await listFiles(join(env.promptDir, book.id))).not.toContain("mr. pennington.md");
 
+    // The batch is tried again in halves after its retries: only the chunk that fails alone is lost.
     const chunks = chunkCount(englishText);
-    const lost = batchHolding("grey opinion").length;
-    expect(lost).toBeGreaterThan(0);
+    const lost = 1;
     expect(await env.deps.textIndex.count(book.id)).toBe(chunks);
     expect(await env.deps.vectorIndex.count(book.id)).toBe(chunks - lost);
 
@@ -289,7 +326,7 @@ describe("ingesting an English book", () => {
     expect(await statusOf(book.id)).toBe("completed");
   });
 
-  test("a batch of chunks the full-text index keeps refusing is skipped and counted; the rest of the book is indexed", async () => {
+  test("a chunk the full-text index keeps refusing is skipped and counted; the rest of its batch and of the book is indexed", async () => {
     const { env } = await setup();
     const textIndex = env.deps.textIndex;
     env.deps.textIndex = {
@@ -302,17 +339,53 @@ describe("ingesting an English book", () => {
     const result = await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
 
     const chunks = chunkCount(englishText);
-    const lost = batchHolding("grey opinion").length;
+    const lost = 1;
     expect(result.index).toMatchObject({ chunks, vectors: chunks, documents: chunks - lost });
-    // A skipped batch's chunks still have their place in the book.
+    // A skipped chunk still has its place in the book.
     expect(result.index.chunkEnds).toHaveLength(chunks);
     expect(await textIndex.count(book.id)).toBe(chunks - lost);
     expect(await statusOf(book.id)).toBe("completed");
     const metrics = await exposition(env);
     expect(metricValue(metrics, 'processing_items_skipped_total{kind="chunk_batch"}')).toBe(1);
-    expect(metricValue(metrics, 'indexing_errors_total{store="typesense"}')).toBe(3);
+    // Three tries of the batch, then each piece holding the chunk once, down to the chunk alone.
+    const { batchSize } = TEST_PIPELINE_OPTIONS.index! as { batchSize: number };
+    expect(metricValue(metrics, 'indexing_errors_total{store="typesense"}')).toBe(3 + Math.ceil(Math.log2(batchSize)));
     expect(metricValue(metrics, 'indexing_chunks_indexed_total{store="typesense"}')).toBe(chunks - lost);
     expect(metricValue(metrics, 'indexing_chunks_indexed_total{store="qdrant"}')).toBe(chunks);
+  });
+
+  test("a chunk whose embedding input the gateway refuses is the only one missing from the vector index; the other 63 of its batch are there", async () => {
+    const { gateway, env } = await setup();
+    const chunkTokens = 32;
+    const bad = chunkHolding("grey opinion", chunkTokens);
+    const badText = chunkTextToArray(englishText, { chunkTokens })[bad]!.text;
+    gateway.override.embeddings = (inputs) => (inputs.includes(badText) ? { status: 400, message: "input refused by the content filter" } : undefined);
+    const vectorIndex = env.deps.vectorIndex;
+    const written = new Set<number>();
+    env.deps.vectorIndex = {
+      ...vectorIndex,
+      adapter: vectorIndex.adapter,
+      upsert: async (bookId, points) => {
+        await vectorIndex.upsert(bookId, points);
+        for (const p of points) written.add(p.chunkIndex);
+      },
+    };
+    const book = await newBook("The Keeper's Ledger, with one refused chunk");
+    // One batch of 64 holds the whole book (50 chunks of 32 tokens).
+    const result = await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, { ...TEST_PIPELINE_OPTIONS, index: { chunkTokens, batchSize: 64 } });
+
+    const chunks = chunkTextToArray(englishText, { chunkTokens }).length;
+    expect(chunks).toBeGreaterThan(32);
+    expect(result.index).toMatchObject({ chunks, vectors: chunks - 1, documents: chunks });
+    expect([...written].sort((a, b) => a - b)).toEqual(Array.from({ length: chunks }, (_, i) => i).filter((i) => i !== bad));
+    expect(await vectorIndex.count(book.id)).toBe(chunks - 1);
+    expect(await env.deps.textIndex.count(book.id)).toBe(chunks);
+    expect(await statusOf(book.id)).toBe("completed");
+    expect(result.skipped).toEqual({ embedding_batch: 1 });
+    const metrics = await exposition(env);
+    expect(metricValue(metrics, 'processing_items_skipped_total{kind="embedding_batch"}')).toBe(1);
+    expect(metricValue(metrics, "indexing_embeddings_generated_total")).toBe(chunks - 1);
+    expect(metricValue(metrics, 'indexing_chunks_indexed_total{store="qdrant"}')).toBe(chunks - 1);
   });
 
   test("an invalid profile answer is asked again once; a character that answers badly twice is skipped", async () => {

@@ -1,4 +1,6 @@
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
+import { loadConfig } from "../common/config.ts";
+import { DEFAULT_RERANK_MODEL } from "../common/rerank/index.ts";
 import { createHttpReranker, rerankEndpoint, type HttpRerankerOptions } from "../common/rerank/http.ts";
 import { startLoopbackServer } from "./support/fake-llm-gateway.ts";
 import { startFakeReranker } from "./support/fake-reranker.ts";
@@ -36,9 +38,14 @@ describe("the rerank request", () => {
     expect(server.rerankRequests()[0]!.body).toMatchObject({ top_n: 2 });
   });
 
-  test("leaves the model out when none is configured", async () => {
+  test("names a model even when RERANK_MODEL is not set: the documented default, rerank-v3.5", async () => {
+    const config = loadConfig({ RERANK_URL: server.url, RERANK_API_KEY: "rk-test" });
+    await createHttpReranker({ ...config.rerank!, maxRetries: 0 }).rerank("Alice", documents, 1);
+    expect(server.rerankRequests()[0]!.body).toMatchObject({ model: "rerank-v3.5" });
+    expect(DEFAULT_RERANK_MODEL).toBe("rerank-v3.5");
+    server.reset();
     await reranker({ model: undefined }).rerank("Alice", documents, 1);
-    expect(server.rerankRequests()[0]!.body).not.toHaveProperty("model");
+    expect(server.rerankRequests()[0]!.body).toMatchObject({ model: "rerank-v3.5" });
   });
 
   test("sends nothing when there are no documents", async () => {

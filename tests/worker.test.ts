@@ -9,6 +9,7 @@ import { getBook, listCharacters, getIngestion } from "../common/db/repositories
 import { insertBook } from "../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../common/kv/memory.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../common/queue.ts";
+import { runPipeline } from "../ingest/pipeline.ts";
 import { startWorker } from "../ingest/worker.ts";
 import { metricValue } from "./support/app.ts";
 import { freePort, REPO_ROOT } from "./support/process.ts";
@@ -101,6 +102,34 @@ describe("worker in process", () => {
       // Given up on: failed exactly once, however many attempts it took.
       expect(metricValue(metrics, 'processing_jobs_processed_total{status="failed"}')).toBe(1);
       expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(0);
+    } finally {
+      gateway.stop();
+      await env.close();
+    }
+  });
+
+  test("a worker that dies after completing a book but before closing its job leaves no stale error: the book stays completed with last_error empty", async () => {
+    const gateway = startScriptedGateway();
+    const kv = createMemoryKeyValueStore();
+    const env = await createIngestEnv({ gateway, books, db, kv });
+    try {
+      const book = await insertBook(db, { title: "The Keeper's Ledger, finished just before the crash" });
+      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+      // The first worker claims the job and completes the book, then is gone before it closes the job.
+      const queue = createReliableQueue(kv, { maxAttempts: env.deps.config.maxAttempts, visibilityTimeoutSeconds: 1, claimGraceMs: 0 });
+      const claim = (await queue.claim())!;
+      await runPipeline(env.deps, { bookId: book.id, jobId: claim.job.job_id, source: { url: claim.job.file_url } }, TEST_PIPELINE_OPTIONS);
+      const profileCalls = gateway.extractions().length;
+
+      // The next worker's reaper finds the lease expired and hands the job back; the worker then closes it.
+      const rescuer = startWorker(env.deps, { ...FAST, visibilityTimeoutSeconds: 1, claimGraceMs: 0, reapIntervalMs: 50 });
+      await eventually(async () => rescuer.state().jobsHandled === 1, "the returned job to be closed");
+      await rescuer.stop();
+
+      expect(gateway.extractions()).toHaveLength(profileCalls);
+      expect((await getBook(db, book.id))?.processingStatus).toBe("completed");
+      expect((await getIngestion(db, book.id))?.lastError).toBeNull();
+      expect([await kv.llen("processing_queue"), await kv.llen(queue.keys.inFlight)]).toEqual([0, 0]);
     } finally {
       gateway.stop();
       await env.close();

@@ -1,4 +1,6 @@
+import type { Logger } from "../log.ts";
 import { type Database, DatabaseError, type Queryable, type Row } from "./index.ts";
+import { refusedStatus, writesStatus } from "./processing-status.ts";
 
 /**
  * Typed access to the tables this backend reads and writes. Row shapes are declared once, in the
@@ -156,16 +158,42 @@ export async function setProcessingStatus(
   bookId: string,
   status: ProcessingStatus,
   outcome: IngestionOutcome = {},
+  log?: Logger,
 ): Promise<boolean> {
   if (!isUuid(bookId)) return false;
-  // The status is bound twice: once for the frontend's column, whose type may be an enum of its own,
-  // and once as text for our table.
+  try {
+    return await writeProcessingStatus(db, bookId, status, outcome, await columnValue(db, status, log));
+  } catch (err) {
+    if (!(await refusedStatus(db, status, err, log))) throw err;
+    return writeProcessingStatus(db, bookId, status, outcome, await columnValue(db, status, log));
+  }
+}
+
+/**
+ * What goes into books.processing_status for `status` (common/db/processing-status.ts): the status
+ * where the column accepts it; where it refuses `failed`, `pending` (the book can be submitted
+ * again); where it refuses `processing`, nothing (the row keeps `pending`).
+ */
+async function columnValue(db: Queryable, status: ProcessingStatus, log: Logger | undefined): Promise<ProcessingStatus | null> {
+  if (await writesStatus(db, status, log)) return status;
+  return status === "failed" ? "pending" : null;
+}
+
+async function writeProcessingStatus(
+  db: Queryable,
+  bookId: string,
+  status: ProcessingStatus,
+  outcome: IngestionOutcome,
+  column: ProcessingStatus | null,
+): Promise<boolean> {
+  // The status is bound twice: once for the frontend's column, whose type may be an enum of its own
+  // (bound as `pending`, never written, when the column gets nothing), and once as text for our table.
   const rows = await db.query(
     `WITH target AS (
        SELECT id, processing_status::text = 'completed' AS completed FROM books WHERE id = $1
      ), book AS (
        UPDATE books b SET processing_status = $2 FROM target
-       WHERE b.id = target.id AND (NOT target.completed OR $3::text = 'completed')
+       WHERE b.id = target.id AND $7::boolean AND (NOT target.completed OR $3::text = 'completed')
        RETURNING b.id
      ), record AS (
        INSERT INTO book_ingestions (book_id, attempts, last_error, chunk_count, completed_job_id, started_at, finished_at)
@@ -183,9 +211,21 @@ export async function setProcessingStatus(
          updated_at = now()
      )
      SELECT id FROM target`,
-    [bookId, status, status, outcome.error ?? null, outcome.chunkCount ?? null, outcome.jobId ?? null],
+    [bookId, column ?? "pending", status, outcome.error ?? null, outcome.chunkCount ?? null, outcome.jobId ?? null, column !== null],
   );
   return rows.length > 0;
+}
+
+/**
+ * Clears the error recorded for a book after the job that completed it (a returned lease of a job
+ * that had in fact finished), so a completed book reports no stale failure. A no-op otherwise.
+ */
+export async function clearStaleIngestionError(db: Queryable, bookId: string, jobId: string): Promise<void> {
+  if (!isUuid(bookId)) return;
+  await db.query(
+    "UPDATE book_ingestions SET last_error = NULL, updated_at = now() WHERE book_id = $1 AND completed_job_id = $2 AND last_error IS NOT NULL",
+    [bookId, jobId],
+  );
 }
 
 /** Our record of a book's ingestion, or null before its first run. */
@@ -238,6 +278,19 @@ export async function listCharacters(db: Queryable, bookId: string): Promise<Cha
   if (!isUuid(bookId)) return [];
   const rows = await db.query<CharacterRow>(
     `SELECT ${CHARACTER_COLUMNS} FROM characters WHERE book_id = $1 AND retired_at IS NULL ORDER BY importance DESC, name`,
+    [bookId],
+  );
+  return rows.map(camelize);
+}
+
+/**
+ * Every persona the book's characters rows hold, retired characters' included, oldest row first (so a
+ * backup's file name, which depends on the order when two names collide, stays the same across runs).
+ */
+export async function listPersonas(db: Queryable, bookId: string): Promise<{ name: string; systemPrompt: string }[]> {
+  if (!isUuid(bookId)) return [];
+  const rows = await db.query<{ name: string; system_prompt: string }>(
+    "SELECT name, system_prompt FROM characters WHERE book_id = $1 AND system_prompt IS NOT NULL ORDER BY created_at, id",
     [bookId],
   );
   return rows.map(camelize);

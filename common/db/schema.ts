@@ -9,7 +9,7 @@ import type { Queryable } from "./index.ts";
  * Types are compared by family, so the frontend's own choices pass where the backend's SQL works the
  * same: varchar for text, bigint for integer, timestamp for timestamptz, jsonb or json for text[],
  * and a Postgres enum for a text column whose values the backend reads or writes (its labels must
- * then include every value the backend writes).
+ * then include every value the backend must write; processing_status needs only the spec's two).
  */
 
 type Family = "uuid" | "text" | "integer" | "timestamp" | "list";
@@ -30,7 +30,8 @@ export const FRONTEND_COLUMNS: Readonly<Record<string, Readonly<Record<string, E
     file_path: { family: "text" },
     // Spoiler-safe chat: the reader's position is current_page / page_count.
     page_count: { family: "integer" },
-    processing_status: { family: "text", writes: ["pending", "processing", "completed", "failed"] },
+    // Also `processing` and `failed` where the column accepts them (common/db/processing-status.ts).
+    processing_status: { family: "text", writes: ["pending", "completed"] },
   },
   user_library: {
     user_id: { family: "uuid" },

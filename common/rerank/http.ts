@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { UpstreamError, requestJson, withRetries } from "../upstream.ts";
-import type { Reranker, RerankResult } from "./index.ts";
+import { DEFAULT_RERANK_MODEL, type Reranker, type RerankResult } from "./index.ts";
 
 /**
  * Reranker over the `POST /v1/rerank` shape shared by Cohere, Jina, Voyage and the self-hosted
@@ -16,7 +16,7 @@ export const DEFAULT_RERANK_MAX_RETRIES = 2;
 export interface HttpRerankerOptions {
   url: string;
   apiKey?: string;
-  /** Omitted from the request when unset, for servers that host a single model. */
+  /** Always sent; DEFAULT_RERANK_MODEL when not given (Cohere refuses a request without one). */
   model?: string;
   fetch?: (input: string | URL | Request, init?: RequestInit) => Promise<Response>;
   timeoutMs?: number;
@@ -73,7 +73,7 @@ export function createHttpReranker(options: HttpRerankerOptions): Reranker {
       if (documents.length === 0 || topN <= 0) return [];
       const n = Math.min(topN, documents.length);
       const body = JSON.stringify({
-        ...(options.model ? { model: options.model } : {}),
+        model: options.model ?? DEFAULT_RERANK_MODEL,
         query,
         documents,
         top_n: n,

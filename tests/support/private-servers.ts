@@ -24,6 +24,9 @@ function postgresBin(): string | undefined {
 const POSTGRES_BIN = postgresBin();
 /** initdb and postgres refuse to run as root; as root the cluster belongs to the postgres account. */
 const RUN_AS_POSTGRES = process.getuid?.() === 0;
+// By absolute path: /usr/sbin is not on every PATH (a user's shell, a CI image), and a spawn by name would crash the suite.
+const RUNUSER = ["/usr/sbin/runuser", "/sbin/runuser"].find(existsSync);
+const ID = ["/usr/bin/id", "/bin/id"].find(existsSync);
 
 export function unavailableRedisServer(): string | undefined {
   if (!REDIS_SERVER || !REDIS_CLI) return "redis-server and redis-cli are not installed (apt-get install redis-server)";
@@ -32,7 +35,8 @@ export function unavailableRedisServer(): string | undefined {
 
 export function unavailablePostgresServer(): string | undefined {
   if (!POSTGRES_BIN) return "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql)";
-  if (RUN_AS_POSTGRES && !Bun.spawnSync(["id", "-u", "postgres"]).success) return "running as root without a postgres account for initdb";
+  if (RUN_AS_POSTGRES && !RUNUSER) return "running as root without runuser (/usr/sbin/runuser or /sbin/runuser) to start the cluster as the postgres account";
+  if (RUN_AS_POSTGRES && (!ID || !Bun.spawnSync([ID, "-u", "postgres"]).success)) return "running as root without a postgres account for initdb";
   return undefined;
 }
 
@@ -45,7 +49,7 @@ async function until(what: string, check: () => boolean | Promise<boolean>, time
 }
 
 function run(command: string[], asPostgres = false): { ok: boolean; output: string } {
-  const argv = asPostgres && RUN_AS_POSTGRES ? ["runuser", "-u", "postgres", "--", ...command] : command;
+  const argv = asPostgres && RUN_AS_POSTGRES ? [RUNUSER!, "-u", "postgres", "--", ...command] : command;
   const result = Bun.spawnSync(argv, { stdout: "pipe", stderr: "pipe" });
   return { ok: result.success, output: result.stdout.toString() + result.stderr.toString() };
 }
