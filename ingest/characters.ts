@@ -306,6 +306,15 @@ function paragraphOpenings(tokens: TokenColumns): string[] {
 }
 
 /**
+ * "The salesman", "the old woman": someone known by what they are, not a name. Such a speaker is
+ * listed by importance under the cap like anyone, but is no story's lead: in a story they are
+ * usually a named person the engine did not link to the description.
+ */
+function isDescription(name: string): boolean {
+  return /^the\s/i.test(name) && /\s\p{Ll}/u.test(name.slice(3));
+}
+
+/**
  * The characters a collection of stories keeps whatever the cap: those who speak in several
  * stories (RECURRING_MIN_QUOTES in each of two or more: the detective and his friend), and in each
  * story its STORY_LEADS most important characters who speak there and in no other story (the
@@ -342,7 +351,7 @@ function storyLeads(eligible: readonly Merged[], parsed: ParsedBookNlp, tokens: 
   for (let k = 0; k < stories.length; k++) {
     eligible
       .map((m, i) => ({ m, i, weight: importanceOf(mentions[i]![k]!, quotes[i]![k]!) }))
-      .filter(({ i }) => !recurring[i] && quotes[i]![k]! > 0)
+      .filter(({ m, i }) => !recurring[i] && quotes[i]![k]! > 0 && !isDescription(m.summary.name))
       .sort((a, b) => b.weight - a.weight)
       .slice(0, STORY_LEADS)
       .forEach(({ m }) => kept.add(m));

@@ -96,6 +96,18 @@ describe("a collection of stories", () => {
     expect(names).toEqual(expect.arrayContaining(["Tobias", "Mr. Quill", ...guests, ...guests.map((g) => `${g}ley`)]));
   });
 
+  test("a speaker known only by a description is no story's lead: the cap keeps the story's named people", () => {
+    const withSalesman = [
+      "THE CASES OF TOBIAS",
+      ...story("I. THE MILL", [["Clara", 9], ["Ashdown", 8], ["Marsh", 7]]),
+      ...story("II. THE LANTERN", [["Fenwick", 4], ["the salesman", 6], ["Pardoe", 3]]),
+      ...story("III. THE DOOR", [["Harrow", 4]]),
+    ].join("\n\n");
+    const names = select(withSalesman, 7).map((c) => c.name.toLowerCase());
+    expect(names).toEqual(expect.arrayContaining(["fenwick", "pardoe", "harrow"]));
+    expect(names).not.toContain("the salesman");
+  });
+
   test("the same text without story headings is ranked by importance alone", () => {
     const novel = text.replace(/^[IV]+\. .*$/gm, "");
     const names = select(novel, 6).map((c) => c.name);

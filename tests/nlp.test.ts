@@ -171,6 +171,53 @@ describe("name clustering", () => {
     expect(character(characters, "Kate").id).not.toBe(character(characters, "Wren").id);
   });
 
+  test("two given names side by side are two people, and a place before a given name is no part of it", () => {
+    const t = [
+      'Clara Whitcombe came in. "Good evening," said Clara. Clara sat down. Tobias Finch bowed. "Evening," said Tobias. Tobias Finch smiled, and Tobias Finch poured the wine.',
+      "On seeing Clara Tobias grew animated. In Dover Tobias had missed her. Dover was cold that year, said Clara, and Dover was far.",
+      'Tobias laughed. "Stay," said Tobias. Tobias looked at Clara, and Clara looked at Tobias.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    const everyName = characters.flatMap((c) => [c.name, ...c.aliases]);
+    expect(everyName).not.toContain("Clara Tobias");
+    expect(everyName).not.toContain("Dover Tobias");
+    expect(characters.filter((c) => [c.name, ...c.aliases].includes("Tobias"))).toHaveLength(1);
+    expect(character(characters, "Tobias").id).toBe(character(characters, "Tobias Finch").id);
+  });
+
+  test("a given name two families' full names share does not make them one person", () => {
+    const t = [
+      'Nicholas Whitcombe rode in. Nicholas Ashdown rode after him. "Wait," said Nicholas Whitcombe. "I am waiting," said Nicholas Ashdown.',
+      ...Array.from({ length: 5 }, () => 'Nicholas laughed. "Again," said Nicholas. Nicholas sat down, and Nicholas slept.'),
+      'Whitcombe woke. Whitcombe rose. Whitcombe went out. Ashdown woke. Ashdown rose. Ashdown went out.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Nicholas Whitcombe").id).not.toBe(character(characters, "Nicholas Ashdown").id);
+  });
+
+  test("'Master' before a surname is Mr.: 'Master Holmes' is Mr. Holmes, not someone new", () => {
+    const t = [
+      'Mr. Tobias Quill came in. "Sit down," said Mr. Quill. Quill lit his pipe. Quill waited.',
+      '"A little nut for you to crack, Master Quill," said the stranger. Quill smiled. "We shall see," said Quill. Quill rose, and Quill went out.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(characters.filter((c) => [c.name, ...c.aliases].some((n) => n.endsWith("Quill")))).toHaveLength(1);
+  });
+
+  test("'the Lord' pages away from the one lord the book names is not him", () => {
+    const filler = "The rain fell on the roofs of the town, and the river ran high under the bridge all night long.";
+    const t = [
+      '"I wish to the Lord that I had gone," said Tobias. "Thank the Lord you did not," said Clara.',
+      ...Array.from({ length: 250 }, () => filler),
+      'Lord Ashdown came in. "Good evening," said Lord Ashdown. The Lord sat down. "Wine," said the Lord.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Lord Ashdown").aliases.map((a) => a.toLowerCase())).toContain("the lord");
+    const lords = characters.filter((c) => [c.name, ...c.aliases].some((n) => n.toLowerCase() === "the lord"));
+    expect(lords.map((c) => c.name)).toEqual(["Lord Ashdown"]);
+    expect(characters.flatMap((c) => c.aliases).filter((a) => a.toLowerCase() === "the lord")).toHaveLength(1);
+  });
+
   test("a nationality in the plural is a group, not a character; a surname that is a plural word is still a name", () => {
     const t = 'The Englishmen came at noon, and the Indians waited. Tobias watched the Englishmen. The Indians spoke to Tobias, and he answered them. "Welcome," said Tobias to the Indians. "Well, well," said Mr. Wells.';
     const { characters } = read(t);

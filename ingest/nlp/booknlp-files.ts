@@ -313,7 +313,7 @@ function bestName(proper: MentionCount[], common: MentionCount[], id: number): s
   if (top) {
     const words = top[0].split(" ");
     if (words.length > 1 || TITLED.test(top[0])) return top[0];
-    const fuller = ranked.find(([n, c]) => c >= MIN_FULLER_NAME_COUNT && !TITLED.test(n) && n.split(" ").length > 1 && n.split(" ").includes(words[0]!));
+    const fuller = ranked.find(([n, c]) => c >= MIN_FULLER_NAME_COUNT && !TITLE_PREFIX.test(n) && n.split(" ").length > 1 && n.split(" ").includes(words[0]!));
     return (fuller ?? top)[0];
   }
   const nominal = [...common].sort((a, b) => b.c - a.c)[0];

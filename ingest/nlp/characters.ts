@@ -45,6 +45,8 @@ const FEMALE = 3;
 // How many times more often a bare name must occur than all the fuller names it fits together
 // before those fuller names are taken for elaborations of it.
 const ELABORATION_RATIO = 4;
+// How far (tokens, a few pages) "the Major" may be from the major's name to be taken for them.
+const RANK_REACH = 3000;
 // Bare uses that make a given name a name in its own right.
 const OWN_NAME_MIN = 3;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
@@ -83,9 +85,12 @@ function compatible(c: Character, f: Form): boolean {
   if (f.title === "mrs" && !c.titles.has("mrs")) return false;
   // So does "Lady" before a surname: Lady Bertram is not the untitled Maria Bertram, her daughter.
   if (f.title === "lady" && f.words.length === 1 && !c.titles.has("lady") && c.lasts.has(f.words[0]!) && !c.firsts.has(f.words[0]!)) return false;
-  // Different titles before one surname are different people (Major Sholto, Mr. Sholto).
-  if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title)) return false;
   const words = f.words;
+  // Different titles before one surname are different people (Major Sholto, Mr. Sholto), except
+  // "Master", the old full form of "Mr.": "Master Holmes" before a surname is Mr. Holmes.
+  const surnameOnly = words.length === 1 && c.lasts.has(words[0]!) && !c.firsts.has(words[0]!);
+  const mister = f.title === "master" && c.titles.has("mr") && surnameOnly;
+  if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister) return false;
   if (f.definite) return c.heads.has(words[words.length - 1]!);
   if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
   const w = words[0]!;
@@ -188,9 +193,18 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     const cands = placeLike ? [] : [...near].filter((c) => compatible(c, f));
     // "The Major" is the book's one major, met by name before ("Major Callendar").
     const rank = f.definite && f.words.length === 1 ? titleOf(f.parts[0]!) : undefined;
+    // Only within a few pages of the major's name: "I wish to the Lord" stories away from any lord
+    // is not Lord St. Simon. The mentions far from it are a character of their own.
     if (cands.length === 0 && rank !== undefined) {
-      const holder = dominant(chars.filter((c) => c.titles.has(rank)));
-      if (holder) cands.push(holder);
+      // The book's one holder of the rank: with two emperors, "the Emperor" is neither by default.
+      const holders = chars.filter((c) => c.titles.has(rank) && c.mentionCount > 0);
+      const holder = dominant(holders);
+      const near = holder ? f.mentions.filter(nearTo(names.filter((m) => m.char === holder.id).map((m) => m.start))) : [];
+      if (holder && near.length === f.mentions.length) cands.push(holder);
+      else if (holder && near.length > 0) {
+        absorb(holder, { ...f, mentions: near }, tok);
+        f.mentions = f.mentions.filter((m) => m.char !== holder.id);
+      }
     }
     // A familiar form nobody else answers to joins the one character with the full given name.
     if (cands.length === 0 && f.words.length === 1 && !f.definite) {
@@ -213,7 +227,10 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         // A fuller name whose given name is a name in its own right ("Natásha Pierre", "Nicholas
         // Rostóv") is someone else, not an elaboration.
         const someoneElse = (c: Character) => [...c.firsts].some((g) => g !== w && (forms.get(g)?.mentions.length ?? 0) >= OWN_NAME_MIN);
-        if (!cands.some(someoneElse) && f.mentions.length >= ELABORATION_RATIO * cands.reduce((n, c) => n + c.mentionCount, 0)) {
+        // Nor does a given name two families' full names share: "Nicholas" does not make Nicholas
+        // Rostóv and Nicholas Bolkónski one man.
+        const families = new Set(cands.flatMap((c) => [...c.lasts].filter((l) => l !== w)));
+        if (!cands.some(someoneElse) && families.size < 2 && f.mentions.length >= ELABORATION_RATIO * cands.reduce((n, c) => n + c.mentionCount, 0)) {
           // A bare name used far more than every fuller name it fits is one character's own name, and
           // the fuller ones are occasional elaborations ("Piglet" and "Foolish Piglet", "Pooh" and
           // "Winnie-the-Pooh" and "Pooh Bear"): they are all that character.
@@ -242,6 +259,21 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
   }
   resolveByRecency(tok, names, deferred, chars);
   return chars;
+}
+
+/** Whether a mention is within RANK_REACH tokens of one of `starts` (ascending). */
+function nearTo(starts: readonly number[]): (m: NameMention) => boolean {
+  return (m) => {
+    let lo = 0;
+    let hi = starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (starts[mid]! < m.start) lo = mid + 1;
+      else hi = mid;
+    }
+    const [before, after] = [starts[lo - 1], starts[lo]];
+    return (after !== undefined && after - m.start <= RANK_REACH) || (before !== undefined && m.start - before <= RANK_REACH);
+  };
 }
 
 /** Moves every name and mention of `from` to `into`; `from` is left empty, no longer a candidate for anything. */

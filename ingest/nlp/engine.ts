@@ -4,7 +4,7 @@ import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.
 import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./characters.ts";
 import { resolveMentions, type EntityMention } from "./coref.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
-import { capitalStats, findEpithets, findNames, withoutCredited, type NameMention, type PlaceMention } from "./names.ts";
+import { capitalStats, findEpithets, findNames, splitRunTogether, withoutCredited, type NameMention, type PlaceMention } from "./names.ts";
 import { findQuotes, type QuoteScan } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
 import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, Tags, type BookNlpFiles } from "./writer.ts";
@@ -93,7 +93,9 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   const stats = capitalStats(tok, scan.inQuote);
   const found = findNames(tok, scan.inQuote, stats);
   const places = found.places;
-  const names = withoutCredited(tok, [...found.names, ...findEpithets(tok, scan.inQuote, found.names)].sort((a, b) => a.start - b.start), scan.inQuote);
+  const names = splitRunTogether(
+    withoutCredited(tok, [...found.names, ...findEpithets(tok, scan.inQuote, found.names)].sort((a, b) => a.start - b.start), scan.inQuote),
+  );
   const chars = clusterNames(tok, names, [emptyCharacter(NARRATOR_ID, undefined)]);
   scoreCharacters(tok, names, chars, scan.inQuote);
   const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);

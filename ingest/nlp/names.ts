@@ -404,6 +404,52 @@ export function withoutCredited(tok: Tokenized, names: NameMention[], inQuote: U
   });
 }
 
+/**
+ * Two words that read as one name but are not: "On seeing Natásha Pierre grew animated", "In Kiev
+ * Pierre …". When the second word is a given name of this book (it begins a fuller name, "Pierre
+ * Bezúkhov", used more often than any name ending in it) the pair is that person after a word
+ * that is not their given name: the first word stays a name only when it is a given name of the
+ * book too (Natásha), and is dropped otherwise (Kiev). Mentions stay in text order.
+ */
+export function splitRunTogether(names: NameMention[]): NameMention[] {
+  // Fuller names by how often each is used, and the fuller names each word begins and ends.
+  const uses = new Map<string, number>();
+  for (const m of names) {
+    if (m.parts.length < 2 || m.definite) continue;
+    const key = m.parts.join(" ").toLowerCase();
+    uses.set(key, (uses.get(key) ?? 0) + 1);
+  }
+  const begun = new Map<string, string[]>();
+  const ended = new Map<string, string[]>();
+  for (const key of uses.keys()) {
+    const words = key.split(" ");
+    begun.set(words[0]!, [...(begun.get(words[0]!) ?? []), key]);
+    ended.set(words[words.length - 1]!, [...(ended.get(words[words.length - 1]!) ?? []), key]);
+  }
+  /** The most any fuller name other than `key` beginning with `word` is used. */
+  const asGivenName = (word: string, key: string) => Math.max(0, ...(begun.get(word) ?? []).filter((k) => k !== key).map((k) => uses.get(k)!));
+  const runTogether = (m: NameMention): boolean => {
+    if (m.parts.length !== 2 || m.title !== undefined || m.definite || m.end !== m.start + 1) return false;
+    const key = m.parts.join(" ").toLowerCase();
+    const second = m.parts[1]!.toLowerCase();
+    // Its own fuller name ("Pierre Bezúkhov") is used more than any name ending in it: a given
+    // name, not a surname ("Nicholas Rostóv", where "Rostóv" begins no name).
+    return asGivenName(second, key) > Math.max(...ended.get(second)!.map((k) => uses.get(k)!));
+  };
+  if (!names.some(runTogether)) return names;
+  const out: NameMention[] = [];
+  for (const m of names) {
+    if (!runTogether(m)) {
+      out.push(m);
+      continue;
+    }
+    const [first, second] = m.parts as [string, string];
+    if (asGivenName(first.toLowerCase(), m.parts.join(" ").toLowerCase()) > 0) out.push({ ...m, end: m.start, parts: [first], placeContext: false });
+    out.push({ ...m, start: m.end, parts: [second], placeContext: false });
+  }
+  return out;
+}
+
 /** Plural of a nationality or the like ("Indians", "Englishmen"): a group, never one character. */
 function isPeopleWord(lc: string): boolean {
   if (lc.endsWith("men")) return DEMONYMS.has(lc.slice(0, -3) + "man");
