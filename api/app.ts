@@ -131,7 +131,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
     )
     .use(processingRoutes(deps))
     .use(chatRoutes(chat))
-    .use(deps.playground ? playgroundRoutes(deps.db, deps.playground) : new Elysia({ name: "playground" }));
+    .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }));
   knownRoutes = () => app.routes;
   return app;
 }
