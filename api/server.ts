@@ -12,6 +12,7 @@ export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "chat
   const { fetch, routes, settle } = createApp({
     ...deps,
     ...options,
+    requestGuard: { allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins },
     probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
   });
   const server = Bun.serve({

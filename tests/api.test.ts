@@ -324,9 +324,15 @@ describe("POST /character/processing", () => {
   });
 
   test("a body that is not JSON is refused with 400", async () => {
-    const res = await t.request("/character/processing", { method: "POST", headers: { "content-type": "text/plain" }, body: "hello" });
+    const res = await t.request("/character/processing", { method: "POST", headers: { "content-type": "application/json" }, body: "hello" });
     expect(res.status).toBe(400);
-    expect(await res.json()).toHaveProperty("error");
+    expect(await res.json()).toEqual({ error: "body is not valid JSON" });
+  });
+
+  test("a body sent as text/plain is refused with 415 before it is read", async () => {
+    const res = await t.request("/character/processing", { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify(valid()) });
+    expect(res.status).toBe(415);
+    expect(await res.json()).toEqual({ error: "the request body must be application/json" });
   });
 
   test("a book that is not in the database is refused with 422", async () => {
