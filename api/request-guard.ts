@@ -26,6 +26,14 @@ export interface RequestGuardOptions {
 export const DEFAULT_ALLOWED_HOSTS: readonly string[] = [];
 export const DEFAULT_ALLOWED_ORIGINS: readonly string[] = [];
 
+export const NOT_JSON_ERROR = "the request body must be application/json";
+export const FOREIGN_ORIGIN_EXAMPLE = "requests from the origin https://elsewhere.example are not allowed: add it to ALLOWED_ORIGINS";
+
+/** The refusals of every state-changing route, as their documentation lists them. */
+export const GUARD_REFUSALS_DOC = `- **403**: the \`Host\` is not an allowed name (\`ALLOWED_HOSTS\`), or a browser page of another origin sent
+  the request (\`ALLOWED_ORIGINS\`).
+- **415**: the body is not sent as \`application/json\`.`;
+
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
 const FOREIGN_FETCH_SITES = new Set(["cross-site", "same-site"]);
 
@@ -94,7 +102,7 @@ export function createRequestGuard(options: RequestGuardOptions = {}): (request:
       }
     }
     const contentType = request.headers.get("content-type");
-    if ((contentType !== null || hasBody(request)) && !isJsonMediaType(contentType)) return refusal(415, "the request body must be application/json");
+    if ((contentType !== null || hasBody(request)) && !isJsonMediaType(contentType)) return refusal(415, NOT_JSON_ERROR);
     return undefined;
   };
 }
