@@ -82,3 +82,30 @@ describe("the chat page's passages", () => {
     expect([huge.status, await huge.json()]).toEqual([400, { error: "query must be ?book_id=<uuid>&chunks=<n>[,<n>…]" }]);
   });
 });
+
+describe("the chat page's address", () => {
+  /** The relative paths the page fetches, as written in it (`playground/books`, `character/chat`, …). */
+  function fetchedPaths(html: string): string[] {
+    return [...html.matchAll(/fetch\(["`]([a-z/]+)/g)].map((m) => m[1]!);
+  }
+
+  test.each(["/playground", "/playground/"])("opened at %s, every relative fetch of the page reaches a route", async (address) => {
+    const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
+    let url = new URL(address, "http://localhost");
+    let res = await t.request(url.pathname);
+    if (res.status === 301) {
+      url = new URL(res.headers.get("location")!, url);
+      res = await t.request(url.pathname);
+    }
+    expect(res.status).toBe(200);
+    const paths = fetchedPaths(await res.text());
+    expect(paths).toEqual(expect.arrayContaining(["playground/books", "playground/session", "playground/passages", "character/chat"]));
+    for (const path of paths) {
+      const target = new URL(path, url).pathname;
+      const method = path === "playground/books" || path === "playground/passages" ? "GET" : "POST";
+      const answer = await t.request(target, method === "GET" ? {} : { method, headers: { "content-type": "application/json" }, body: "{}" });
+      expect({ target, status: answer.status }).not.toEqual({ target, status: 404 });
+      expect(target).toStartWith(`/${path.split("/")[0]}`);
+    }
+  });
+});

@@ -44,7 +44,17 @@ async function passagesOf(textIndex: TextIndex, bookId: string, indexes: number[
 
 export function playgroundRoutes(db: Database, textIndex: TextIndex, options: LocalChatOptions) {
   return new Elysia({ name: "playground" })
-    .get(PLAYGROUND_PATH, () => new Response(Bun.file(PAGE), { headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" } }), hidden)
+    .get(
+      PLAYGROUND_PATH,
+      ({ request }) =>
+        // The router serves /playground/ here too, where the page's relative fetches would resolve under
+        // /playground/playground/…: send the browser to the one address they resolve from. Relative, so
+        // that a path prefix added by a proxy is kept.
+        new URL(request.url).pathname.endsWith("/")
+          ? new Response(null, { status: 301, headers: { location: `../${PLAYGROUND_PATH.slice(1)}` } })
+          : new Response(Bun.file(PAGE), { headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" } }),
+      hidden,
+    )
     .get(
       `${PLAYGROUND_PATH}/books`,
       async () => {
