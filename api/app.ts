@@ -9,12 +9,15 @@ import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { LocalChatOptions } from "./local-sessions.ts";
 import { playgroundRoutes } from "./playground/index.ts";
+import { createRequestGuard, type RequestGuardOptions } from "./request-guard.ts";
 
 export interface AppDeps extends ProcessingDeps, ChatDeps {
   /** Serve the chat page (api/playground), with these rules for the local sessions it opens; absent, no page. */
   playground?: LocalChatOptions;
   /** A chat request that works here (`npm start`'s sample session), shown as the docs' example once known. */
   chatExample?: () => ChatRequest | undefined;
+  /** Which hosts and origins may use the API (api/request-guard.ts); loopback and same-origin only when absent. */
+  requestGuard?: RequestGuardOptions;
 }
 
 const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -40,7 +43,11 @@ function describeValidation(error: Readonly<ValidationError>): string {
 export function createApp(deps: AppDeps) {
   const chat = createChatService(deps);
   const app = buildRoutes(deps, chat);
+  const refuse = createRequestGuard(deps.requestGuard);
+  const guardedHealth = (request: Request) => refuse(request) ?? health();
   const handle = async (request: Request) => {
+    const refused = refuse(request);
+    if (refused) return refused;
     const response = await app.handle(request);
     const example = deps.chatExample?.();
     return example && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withChatExample(response, example) : response;
@@ -49,7 +56,7 @@ export function createApp(deps: AppDeps) {
     app,
     fetch: withHttpMetrics(app, handle, deps.metrics),
     routes: {
-      "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", health), HEAD: withRouteMetrics(deps.metrics, "HEAD", "/health", health) },
+      "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", guardedHealth), HEAD: withRouteMetrics(deps.metrics, "HEAD", "/health", guardedHealth) },
     },
     settle: chat.settle,
   };
@@ -131,7 +138,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
     )
     .use(processingRoutes(deps))
     .use(chatRoutes(chat))
-    .use(deps.playground ? playgroundRoutes(deps.db, deps.playground) : new Elysia({ name: "playground" }));
+    .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }));
   knownRoutes = () => app.routes;
   return app;
 }

@@ -114,12 +114,12 @@ const recorderFor = (metrics: Metrics) => {
  * needs no request, counted and timed like every other request. `GET /health` is one: probes and load
  * balancers call it most, and the framework's routing cost it a third of a bare server's rate.
  */
-export function withRouteMetrics(metrics: Metrics, method: string, endpoint: string, respond: () => Response): () => Response {
+export function withRouteMetrics(metrics: Metrics, method: string, endpoint: string, respond: (request: Request) => Response): (request: Request) => Response {
   const { seriesFor, finishedFor } = recorderFor(metrics);
   const s = seriesFor(method, endpoint);
-  return () => {
+  return (request) => {
     const start = performance.now();
-    const response = respond();
+    const response = respond(request);
     finishedFor(s, method, endpoint, response.status).pending++;
     s.duration.observe((performance.now() - start) / 1000);
     return response;

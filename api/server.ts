@@ -5,6 +5,7 @@ import { createApp, type AppDeps } from "./app.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { listenAddress } from "../common/listen-address.ts";
 import { usage } from "../common/commands.ts";
+import { onStopSignals } from "../common/stop-signals.ts";
 
 /** Builds the app from the composition root's dependencies and serves it on config.host:config.port. */
 export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "chatExample"> = {}) {
@@ -12,6 +13,7 @@ export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "chat
   const { fetch, routes, settle } = createApp({
     ...deps,
     ...options,
+    requestGuard: { allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins },
     probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
   });
   const server = Bun.serve({
@@ -46,6 +48,5 @@ if (import.meta.main) {
     await deps.close();
     process.exit(0);
   };
-  process.once("SIGTERM", stop);
-  process.once("SIGINT", stop);
+  onStopSignals(() => void stop());
 }

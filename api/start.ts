@@ -15,6 +15,7 @@ import { PLAYGROUND_PATH } from "./playground/index.ts";
 import { npmRun, usage } from "../common/commands.ts";
 import { listenAddress, type ListenAddress } from "../common/listen-address.ts";
 import { parseArgs } from "node:util";
+import { onStopSignals } from "../common/stop-signals.ts";
 import type { ChatRequest } from "../common/schemas.ts";
 
 /** Asked in the printed curl when the session is not with a character of the sample story. */
@@ -157,7 +158,6 @@ async function main(config: Config, options: LocalChatOptions): Promise<void> {
 
   const shutdown = async (signal: string) => {
     stopping = true;
-    process.once(signal, () => process.exit(130));
     log.info("shutting down", { signal });
     seeding.abort(new Error("the service is stopping"));
     await control.stop();
@@ -169,8 +169,7 @@ async function main(config: Config, options: LocalChatOptions): Promise<void> {
     log.info("stopped");
     process.exit(0);
   };
-  process.once("SIGINT", () => void shutdown("SIGINT"));
-  process.once("SIGTERM", () => void shutdown("SIGTERM"));
+  onStopSignals((signal) => void shutdown(signal));
 
   let seed: SeedOutcome | undefined;
   try {

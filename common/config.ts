@@ -1,6 +1,7 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt-budget.ts";
+import { listenAddress } from "./listen-address.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "./reading-position.ts";
 import { DEFAULT_RERANK_MODEL } from "./rerank/index.ts";
 
@@ -89,6 +90,36 @@ const hostList = z.preprocess(
 
 const httpUrl = url(["http:", "https:"], "an http(s) URL");
 
+const commaList = (v: string) =>
+  v
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean);
+
+/** `*`, or a comma list whose every item passes `valid`, normalised by `normalise`. */
+function listOrAny(valid: (item: string) => boolean, normalise: (item: string) => string, what: string) {
+  return z.preprocess(
+    empty,
+    z
+      .string()
+      .transform(commaList)
+      .refine((items) => (items.length === 1 && items[0] === "*") || (items.length > 0 && items.every(valid)), what)
+      .transform((items): string[] | "*" => (items[0] === "*" ? "*" : items.map(normalise)))
+      .optional(),
+  );
+}
+
+const HOST_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i;
+
+function isOrigin(value: string): boolean {
+  try {
+    const parsed = new URL(value);
+    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.origin === value.replace(/\/$/, "").toLowerCase();
+  } catch {
+    return false;
+  }
+}
+
 /** Expected-value descriptions, keyed by variable; used in the one-line start-up error. */
 const envSchema = z.object({
   PORT: integer(1, 65535, "a port number 1-65535"),
@@ -114,6 +145,8 @@ const envSchema = z.object({
   RERANK_MODEL: optionalString,
   SYSTEM_PROMPT_STORAGE_PATH: optionalString,
   FILE_URL_ALLOWED_HOSTS: hostList,
+  ALLOWED_HOSTS: listOrAny((h) => HOST_NAME.test(h), (h) => h.toLowerCase(), "* or a comma list of host names (no ports)"),
+  ALLOWED_ORIGINS: listOrAny(isOrigin, (o) => new URL(o).origin, "* or a comma list of origins like https://app.example.com"),
   MAX_BOOK_BYTES: integer(1, Number.MAX_SAFE_INTEGER, "a positive number of bytes"),
   BOOKNLP_COMMAND: optionalString,
   METRICS_PORT: integer(1, 65535, "a port number 1-65535"),
@@ -160,6 +193,13 @@ export interface Config {
   rerank?: { url: string; apiKey: string; model: string };
   systemPromptStoragePath: string;
   fileUrlAllowedHosts: string[];
+  /**
+   * Host names the API answers to beyond IP literals and localhost names (api/request-guard.ts);
+   * "*" any. Unset: none when HOST is loopback (DNS rebinding), any when it is a network address.
+   */
+  allowedHosts: string[] | "*";
+  /** Origins whose browser pages may send state-changing requests besides the API's own; "*" any. */
+  allowedOrigins: string[] | "*";
   maxBookBytes: number;
   booknlpCommand?: string;
   metricsPort: number;
@@ -179,6 +219,16 @@ export interface Config {
 
 type Env = Record<string, string | undefined>;
 
+/**
+ * A loopback-bound API is reached only through this machine's browser, so a name re-pointed at
+ * 127.0.0.1 (DNS rebinding) is the way in and only localhost names and IP literals are accepted. On a
+ * network address the API already answers whoever reaches it, by whatever name the network uses for
+ * it (a cluster service name such as `api`); ALLOWED_HOSTS narrows that.
+ */
+function defaultAllowedHosts(host: string): string[] | "*" {
+  return listenAddress(host, DEFAULT_PORT).network ? "*" : [];
+}
+
 function isNeonHost(databaseUrl: string): boolean {
   return new URL(databaseUrl).hostname.endsWith(".neon.tech");
 }
@@ -193,6 +243,7 @@ export function loadConfig(env: Env = process.env): Config {
   }
   const e = parsed.data;
   const dataDir = resolve(e.DATA_DIR ?? DEFAULT_DATA_DIR);
+  const host = e.HOST ?? DEFAULT_HOST;
 
   let database: DatabaseConfig;
   if (!e.DATABASE_URL) database = { driver: "pglite", dataDir: join(dataDir, "pg") };
@@ -220,7 +271,7 @@ export function loadConfig(env: Env = process.env): Config {
 
   return {
     port: e.PORT ?? DEFAULT_PORT,
-    host: e.HOST ?? DEFAULT_HOST,
+    host,
     ...(e.PLAYGROUND ? { playground: e.PLAYGROUND === "on" } : {}),
     dataDir,
     database,
@@ -238,6 +289,8 @@ export function loadConfig(env: Env = process.env): Config {
       : {}),
     systemPromptStoragePath: resolve(e.SYSTEM_PROMPT_STORAGE_PATH ?? join(dataDir, "prompts")),
     fileUrlAllowedHosts: e.FILE_URL_ALLOWED_HOSTS ?? [],
+    allowedHosts: e.ALLOWED_HOSTS ?? defaultAllowedHosts(host),
+    allowedOrigins: e.ALLOWED_ORIGINS ?? [],
     maxBookBytes: e.MAX_BOOK_BYTES ?? DEFAULT_MAX_BOOK_BYTES,
     ...(e.BOOKNLP_COMMAND ? { booknlpCommand: e.BOOKNLP_COMMAND } : {}),
     metricsPort: e.METRICS_PORT ?? DEFAULT_METRICS_PORT,

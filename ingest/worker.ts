@@ -7,6 +7,7 @@ import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
+import { onStopSignals } from "../common/stop-signals.ts";
 import { BookRejectedError, runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
 
 /**
@@ -350,6 +351,5 @@ if (import.meta.main) {
     await deps.close();
     process.exit(0);
   };
-  process.once("SIGTERM", () => void shutdown("SIGTERM"));
-  process.once("SIGINT", () => void shutdown("SIGINT"));
+  onStopSignals((signal) => void shutdown(signal));
 }

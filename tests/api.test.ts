@@ -77,7 +77,7 @@ describe("the documented error examples are what each status really answers", ()
     return media.example ?? media.schema?.example;
   };
 
-  test("POST /character/processing: 400, 413, 422 and 500", async () => {
+  test("POST /character/processing: 400, 403, 413, 415, 422 and 500", async () => {
     const app = await buildTestApp();
     const doc = (await (await app.request("/docs/json")).json()) as Documented;
     const ids = { book_id: "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b", user_id: "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f7a", file_url: "https://books.example.com/a.txt" };
@@ -86,7 +86,9 @@ describe("the documented error examples are what each status really answers", ()
     });
     const answers: [number, Response][] = [
       [400, await app.postJson("/character/processing", { ...ids, book_id: "42" })],
+      [403, await app.postJson("/character/processing", ids, { origin: "https://elsewhere.example" })],
       [413, await app.postJson("/character/processing", JSON.stringify({ ...ids, pad: "x".repeat(1_100_000) }))],
+      [415, await app.request("/character/processing", { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify(ids) })],
       [422, await app.postJson("/character/processing", ids)],
       [500, await down.postJson("/character/processing", ids)],
     ];
@@ -95,9 +97,14 @@ describe("the documented error examples are what each status really answers", ()
     }
   });
 
-  test("POST /character/chat: 413 and 500 show their own messages", async () => {
+  test("POST /character/chat: 403, 413, 415 and 500 show their own messages", async () => {
     const app = await buildTestApp();
     const doc = (await (await app.request("/docs/json")).json()) as Documented;
+    const turn = { user_id: crypto.randomUUID(), character_id: crypto.randomUUID(), book_id: crypto.randomUUID(), session_id: crypto.randomUUID(), user_message: "Hello" };
+    const foreign = await app.postJson("/character/chat", turn, { origin: "https://elsewhere.example" });
+    expect(await foreign.json()).toEqual(exampleOf(doc, "/character/chat", 403));
+    const plain = await app.request("/character/chat", { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify(turn) });
+    expect(await plain.json()).toEqual(exampleOf(doc, "/character/chat", 415));
     expect(exampleOf(doc, "/character/chat", 413)).toEqual({ error: "request body is larger than 1048576 bytes" });
     expect(exampleOf(doc, "/character/chat", 500)).toEqual({ error: "database unavailable" });
   });
@@ -324,9 +331,15 @@ describe("POST /character/processing", () => {
   });
 
   test("a body that is not JSON is refused with 400", async () => {
-    const res = await t.request("/character/processing", { method: "POST", headers: { "content-type": "text/plain" }, body: "hello" });
+    const res = await t.request("/character/processing", { method: "POST", headers: { "content-type": "application/json" }, body: "hello" });
     expect(res.status).toBe(400);
-    expect(await res.json()).toHaveProperty("error");
+    expect(await res.json()).toEqual({ error: "body is not valid JSON" });
+  });
+
+  test("a body sent as text/plain is refused with 415 before it is read", async () => {
+    const res = await t.request("/character/processing", { method: "POST", headers: { "content-type": "text/plain" }, body: JSON.stringify(valid()) });
+    expect(res.status).toBe(415);
+    expect(await res.json()).toEqual({ error: "the request body must be application/json" });
   });
 
   test("a book that is not in the database is refused with 422", async () => {

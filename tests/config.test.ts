@@ -94,6 +94,32 @@ describe("loadConfig", () => {
     ]);
   });
 
+  test("ALLOWED_HOSTS is none on a loopback HOST and any on a network HOST unless set; ALLOWED_ORIGINS is none unless set", () => {
+    expect(loadConfig({}).allowedHosts).toEqual([]);
+    expect(loadConfig({ HOST: "localhost" }).allowedHosts).toEqual([]);
+    expect(loadConfig({ HOST: "::1" }).allowedHosts).toEqual([]);
+    expect(loadConfig({ HOST: "0.0.0.0" }).allowedHosts).toBe("*");
+    expect(loadConfig({ HOST: "::" }).allowedHosts).toBe("*");
+    expect(loadConfig({ HOST: "0.0.0.0", ALLOWED_HOSTS: " API, api.books.svc.cluster.local " }).allowedHosts).toEqual(["api", "api.books.svc.cluster.local"]);
+    expect(loadConfig({ ALLOWED_HOSTS: "*" }).allowedHosts).toBe("*");
+    expect(loadConfig({}).allowedOrigins).toEqual([]);
+    expect(loadConfig({ ALLOWED_ORIGINS: "https://App.Example.com, http://localhost:5173/" }).allowedOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
+    expect(loadConfig({ ALLOWED_ORIGINS: "*" }).allowedOrigins).toBe("*");
+  });
+
+  test.each([
+    ["ALLOWED_HOSTS", "api:3000"],
+    ["ALLOWED_HOSTS", "http://api"],
+    ["ALLOWED_HOSTS", "*,api"],
+    ["ALLOWED_HOSTS", ","],
+    ["ALLOWED_ORIGINS", "app.example.com"],
+    ["ALLOWED_ORIGINS", "https://app.example.com/path"],
+    ["ALLOWED_ORIGINS", "ftp://app.example.com"],
+    ["ALLOWED_ORIGINS", "null"],
+  ])("%s=%s is refused with one line naming it", (variable, value) => {
+    expect(() => loadConfig({ [variable]: value })).toThrow(new RegExp(`^invalid ${variable}: expected \\* or a comma list of`));
+  });
+
   test.each([
     ["PORT", "abc", "PORT"],
     ["PORT", "70000", "PORT"],

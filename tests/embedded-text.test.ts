@@ -203,6 +203,26 @@ describe("embedded BM25 index", () => {
     expect(await reopened.count(URDU_BOOK)).toBe(4);
   });
 
+  test("get returns the stored chunks by index in the order asked, the latest version of each, skipping unknown ones", async () => {
+    const { dir, index } = await indexed();
+    await index.upsert(BOOK, [{ chunkIndex: 4, text: "A parrot learned to whistle." }]);
+    expect(await index.get(BOOK, [6, 4, 99, 0, 4])).toEqual([
+      { chunkIndex: 6, text: passages[6]!.text },
+      { chunkIndex: 4, text: "A parrot learned to whistle." },
+      { chunkIndex: 0, text: passages[0]!.text },
+    ]);
+    expect(await createEmbeddedTextIndex({ dir }).get(BOOK, [1])).toEqual([{ chunkIndex: 1, text: passages[1]!.text }]);
+    expect(await index.get(URDU_BOOK, [0])).toEqual([]);
+    expect(await index.get(BOOK, [])).toEqual([]);
+  });
+
+  test("get refuses more than ten indexes, or indexes that are not whole numbers, before reading anything", async () => {
+    const { index } = await indexed();
+    await expect(index.get(BOOK, Array.from({ length: 11 }, (_, i) => i))).rejects.toBeInstanceOf(RangeError);
+    await expect(index.get(BOOK, [-1])).rejects.toBeInstanceOf(RangeError);
+    await expect(index.get(BOOK, [1.5])).rejects.toBeInstanceOf(RangeError);
+  });
+
   test("a book that was never indexed has no hits and a count of zero", async () => {
     const index = createEmbeddedTextIndex({ dir: await freshDir() });
     expect(await index.search(BOOK, "harbour")).toEqual([]);
@@ -240,6 +260,7 @@ describe("embedded BM25 index", () => {
       await expect(index.upsert(bad, passages)).rejects.toBeInstanceOf(InvalidBookIdError);
       await expect(index.search(bad, "harbour")).rejects.toBeInstanceOf(InvalidBookIdError);
       await expect(index.count(bad)).rejects.toBeInstanceOf(InvalidBookIdError);
+      await expect(index.get(bad, [0])).rejects.toBeInstanceOf(InvalidBookIdError);
       await expect(index.deleteBook(bad)).rejects.toBeInstanceOf(InvalidBookIdError);
     }
     expect(await readdir(dir)).toEqual([]);

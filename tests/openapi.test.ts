@@ -43,7 +43,7 @@ describe("OpenAPI document", () => {
     const op = doc.paths["/character/processing"]!.post!;
     expect(Object.keys(op.requestBody!.content)).toEqual(["application/json"]);
     expect(op.requestBody!.content["application/json"]!.schema.example).toBeDefined();
-    expect(Object.keys(op.responses).sort()).toEqual(["202", "400", "413", "422", "500"]);
+    expect(Object.keys(op.responses).sort()).toEqual(["202", "400", "403", "413", "415", "422", "500"]);
     expect(op.responses["202"]!.content!["application/json"]!.schema!.example).toBeDefined();
   });
 });

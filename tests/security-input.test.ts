@@ -1,6 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import fc from "fast-check";
-import { connect } from "node:net";
 import { MAX_REQUEST_BODY_BYTES } from "../api/json-body.ts";
 import { createDatabase } from "../common/db/create.ts";
 import type { Database } from "../common/db/index.ts";
@@ -16,6 +15,7 @@ import { buildTestApp, metricValue } from "./support/app.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "./support/postgres.ts";
 import { startPrivateRedis, unavailableRedisServer, type PrivateRedis } from "./support/private-servers.ts";
 import { startService, type ServiceProcess } from "./support/process.ts";
+import { rawExchange } from "./support/raw-http.ts";
 import { recordingDatabase, type RecordingDatabase } from "./support/recording.ts";
 
 /**
@@ -30,7 +30,7 @@ setDefaultTimeout(120_000);
 /** Runs per endpoint in process, and against the server process. Printed, and quoted in RELIABILITY.md. */
 const IN_PROCESS_RUNS = 2_500;
 const SERVER_RUNS = 300;
-const REFUSALS = [400, 404, 413, 422];
+const REFUSALS = [400, 404, 413, 415, 422];
 
 const ENDPOINTS = ["/character/processing", "/character/chat"] as const;
 type Endpoint = (typeof ENDPOINTS)[number];
@@ -292,6 +292,8 @@ describe("hostile bodies in process", () => {
     app = await buildTestApp({
       db,
       kv: counted.kv,
+      // As a deployment (HOST=0.0.0.0) answers whatever name its network calls it by.
+      requestGuard: { allowedHosts: "*" },
       // The real download with its checks, on a network that answers nothing: no DNS, no connection.
       probeBook: (url) => {
         downloads++;
@@ -465,12 +467,12 @@ describe("hostile bodies against the server process", () => {
   });
 
   test("a declared length past the limit is refused with 413 before the body is sent, and a lying length does not confuse the server", async () => {
-    const huge = await rawExchange(api.url, `POST /character/chat HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 10737418240\r\n\r\n{`);
+    const huge = await rawExchange(api.url, `POST /character/chat HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 10737418240\r\n\r\n{`);
     expect(huge).toMatch(/^HTTP\/1\.1 413 /);
     expect(huge).toContain(`{"error":"request body is larger than ${MAX_REQUEST_BODY_BYTES} bytes"}`);
     const short = await rawExchange(
       api.url,
-      `POST /character/processing HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5\r\nConnection: close\r\n\r\n{"book_id":"x","file_url":1}`,
+      `POST /character/processing HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 5\r\nConnection: close\r\n\r\n{"book_id":"x","file_url":1}`,
     );
     expect(short).toMatch(/^HTTP\/1\.1 400 /);
     expect(await health()).toBe(200);
@@ -508,25 +510,5 @@ function streamOf(bytes: Bytes): ReadableStream<Bytes> {
       controller.enqueue(bytes.subarray(offset, offset + 64 * 1024));
       offset += 64 * 1024;
     },
-  });
-}
-
-/** Writes raw bytes to the server and returns what it answers until it closes or goes quiet. */
-function rawExchange(url: string, request: string): Promise<string> {
-  const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    let answer = "";
-    const socket = connect({ host: hostname, port: Number(port) }, () => socket.write(request));
-    const finish = () => {
-      socket.destroy();
-      resolve(answer);
-    };
-    socket.setTimeout(2_000, finish);
-    socket.on("data", (chunk) => {
-      answer += chunk.toString("latin1");
-      if (/\r\n\r\n/.test(answer)) setTimeout(finish, 100);
-    });
-    socket.on("end", finish);
-    socket.on("error", (err) => (answer ? finish() : reject(err)));
   });
 }

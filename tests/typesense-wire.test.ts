@@ -292,6 +292,40 @@ describe("Typesense text index on the wire", () => {
     expect(r.problems()).toEqual([]);
   });
 
+  test("get looks the chunks up with one wildcard search filtered to their indexes and returns them in the order asked", async () => {
+    const r = serve({
+      searchCollection: searchResult(
+        [
+          { chunkIndex: 2, text: chunks[2]!.text, textMatch: 100 },
+          { chunkIndex: 0, text: chunks[0]!.text, textMatch: 100 },
+        ],
+        "*",
+      ),
+    });
+    expect(await indexFor(r).get(BOOK, [0, 7, 2, 0])).toEqual([
+      { chunkIndex: 0, text: chunks[0]!.text },
+      { chunkIndex: 2, text: chunks[2]!.text },
+    ]);
+    const [search] = r.calls("searchCollection") as [Exchange];
+    expect(search.request.path).toBe(`/collections/${BOOK}/documents/search`);
+    expect(queryOf(search)).toEqual({ q: "*", query_by: "text", per_page: "3", filter_by: "chunk_index:[0,7,2]" });
+    expect(r.problems()).toEqual([]);
+  });
+
+  test("get in a book that has no collection finds nothing, and get of no index asks nothing", async () => {
+    const r = serve({ searchCollection: notFound(`Could not find a collection with name \`${BOOK}\`.`) });
+    expect(await indexFor(r).get(BOOK, [1])).toEqual([]);
+    expect(await indexFor(r).get(BOOK, [])).toEqual([]);
+    expect(r.calls("searchCollection")).toHaveLength(1);
+    expect(r.problems()).toEqual([]);
+  });
+
+  test("get refuses more than ten indexes without asking the server", async () => {
+    const r = serve({});
+    await expect(indexFor(r).get(BOOK, Array.from({ length: 11 }, (_, i) => i))).rejects.toBeInstanceOf(RangeError);
+    expect(r.exchanges).toEqual([]);
+  });
+
   test("a hit without the chunk fields is reported as an invalid response", async () => {
     const broken = searchResult([{ chunkIndex: 2, text: "x", textMatch: 1 }], "x");
     const json = broken.json as { hits: { document: Record<string, Json> }[] };
@@ -334,6 +368,7 @@ describe("Typesense text index on the wire", () => {
     ["upsert", "createCollection", (i: ReturnType<typeof indexFor>) => i.upsert(BOOK, chunks)],
     ["search", "searchCollection", (i: ReturnType<typeof indexFor>) => i.search(BOOK, "queen")],
     ["count", "getCollection", (i: ReturnType<typeof indexFor>) => i.count(BOOK)],
+    ["get", "searchCollection", (i: ReturnType<typeof indexFor>) => i.get(BOOK, [0])],
     ["deleteBook", "deleteCollection", (i: ReturnType<typeof indexFor>) => i.deleteBook(BOOK)],
   ] as const;
   const SERVER_ERRORS = [
@@ -479,6 +514,10 @@ describe.skipIf(live.skip !== undefined)("Typesense text index against a live se
       expect(await index.search(book, "Queen shouted", { maxChunkIndex: 1 })).toEqual([]);
       await index.upsert(book, [{ chunkIndex: 2, text: "The Queen whispered instead." }]);
       expect(await index.count(book)).toBe(3);
+      expect(await index.get(book, [2, 0])).toEqual([
+        { chunkIndex: 2, text: "The Queen whispered instead." },
+        { chunkIndex: 0, text: chunks[0]!.text },
+      ]);
       await index.deleteBook(book);
       expect(await index.count(book)).toBe(0);
       expect(await index.search(book, "Queen")).toEqual([]);

@@ -13,6 +13,7 @@ import {
 } from "../../common/schemas.ts";
 import { toOpenApiSchema } from "../docs.ts";
 import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
+import { FOREIGN_ORIGIN_EXAMPLE, GUARD_REFUSALS_DOC, NOT_JSON_ERROR } from "../request-guard.ts";
 import { formatSseEvent, sseResponse } from "../sse.ts";
 import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SAVE_ATTEMPTS, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
 
@@ -59,6 +60,7 @@ Before the stream begins, the request can fail with an ordinary JSON error:
 
 - **400**: malformed JSON, a field missing or of the wrong type, a blank \`user_message\` or one longer than
   ${MAX_USER_MESSAGE_CHARS} characters, \`preferences\` longer than ${MAX_PREFERENCES_CHARS} characters.
+${GUARD_REFUSALS_DOC}
 - **413**: the body is larger than 1 MiB.
 - **404**: \`{"error": "${SESSION_NOT_FOUND}"}\` when the session does not exist or belongs to another user, character
   or book; \`character not found\` or \`book not found\` when those are missing; \`${CHARACTER_NOT_IN_BOOK}\` when the
@@ -115,10 +117,15 @@ export function chatRoutes(service: ChatService) {
             },
           },
           400: { description: "The body is not a valid chat request.", content: { "application/json": { schema: toOpenApiSchema(ErrorBody) } } },
+          403: {
+            description: "The Host is not an allowed name, or a browser page of another origin sent the request.",
+            content: { "application/json": { schema: toOpenApiSchema(errorBodyFor(FOREIGN_ORIGIN_EXAMPLE)) } },
+          },
           413: {
             description: "The body is larger than 1 MiB.",
             content: { "application/json": { schema: toOpenApiSchema(errorBodyFor(`request body is larger than ${MAX_REQUEST_BODY_BYTES} bytes`)) } },
           },
+          415: { description: "The body is not sent as application/json.", content: { "application/json": { schema: toOpenApiSchema(errorBodyFor(NOT_JSON_ERROR)) } } },
           404: {
             description: "No such session for this user, character and book; or the character or the book does not exist.",
             content: {

@@ -1,9 +1,8 @@
 import { Elysia } from "elysia";
-import { readFile } from "node:fs/promises";
 import { z } from "zod";
-import { chunkTextToArray, DEFAULT_CHUNK_TOKENS } from "../../common/chunking.ts";
 import type { Database } from "../../common/db/index.ts";
-import { getBook, listCharacters } from "../../common/db/repositories.ts";
+import { listCharacters } from "../../common/db/repositories.ts";
+import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text/index.ts";
 import { parseJsonBody } from "../json-body.ts";
 import { listChatBooks, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../local-sessions.ts";
 
@@ -18,17 +17,14 @@ import { listChatBooks, LocalChoiceError, openLocalChat, type LocalChatOptions }
 
 export const PLAYGROUND_PATH = "/playground";
 const PAGE = new URL("./page.html", import.meta.url);
-/** Books whose chunks are kept for passage look-ups; a local install chats about one or two at a time. */
-const CHUNKED_BOOKS_KEPT = 4;
-const MAX_PASSAGES = 10;
 
 const SessionBody = z.object({ book_id: z.string().min(1), character_id: z.string().min(1) });
 const PassagesQuery = z.object({
   book_id: z.string().uuid(),
   chunks: z
     .string()
-    .regex(/^\d+(,\d+)*$/)
-    .transform((v) => [...new Set(v.split(",").map(Number))].slice(0, MAX_PASSAGES)),
+    .regex(/^\d{1,9}(,\d{1,9})*$/)
+    .transform((v) => [...new Set(v.split(",").map(Number))].slice(0, MAX_CHUNKS_PER_GET)),
 });
 
 const hidden = { detail: { hide: true } } as const;
@@ -38,36 +34,27 @@ function refusal(status: 400 | 404, error: string): Response {
 }
 
 /**
- * Passage text by chunk index. The indexes hold chunks for search, not for look-up by number, so the
- * book's own file is chunked again exactly as ingestion chunked it; books read from a URL have no
- * local file and show their passage numbers only.
+ * Passage text by chunk index, from the full-text index ingestion wrote: the text a reply was given,
+ * and nothing a row could point elsewhere (a book's file path is the frontend's to write).
  */
-function passageReader(db: Database) {
-  const chunked = new Map<string, Promise<string[] | null>>();
-  const chunksOf = (bookId: string): Promise<string[] | null> => {
-    let chunks = chunked.get(bookId);
-    if (!chunks) {
-      chunks = getBook(db, bookId).then(async (book) => {
-        if (!book?.filePath) return null;
-        const text = await readFile(book.filePath, "utf8").catch(() => null);
-        return text === null ? null : chunkTextToArray(text, { chunkTokens: DEFAULT_CHUNK_TOKENS }).map((c) => c.text);
-      });
-      chunked.set(bookId, chunks);
-      chunks.catch(() => chunked.delete(bookId));
-      if (chunked.size > CHUNKED_BOOKS_KEPT) chunked.delete(chunked.keys().next().value!);
-    }
-    return chunks;
-  };
-  return async (bookId: string, indexes: number[]) => {
-    const chunks = await chunksOf(bookId);
-    return indexes.map((i) => ({ chunk_index: i, text: chunks?.[i] ?? null }));
-  };
+async function passagesOf(textIndex: TextIndex, bookId: string, indexes: number[]) {
+  const stored = new Map((await textIndex.get(bookId, indexes)).map((c) => [c.chunkIndex, c.text]));
+  return indexes.map((i) => ({ chunk_index: i, text: stored.get(i) ?? null }));
 }
 
-export function playgroundRoutes(db: Database, options: LocalChatOptions) {
-  const passages = passageReader(db);
+export function playgroundRoutes(db: Database, textIndex: TextIndex, options: LocalChatOptions) {
   return new Elysia({ name: "playground" })
-    .get(PLAYGROUND_PATH, () => new Response(Bun.file(PAGE), { headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" } }), hidden)
+    .get(
+      PLAYGROUND_PATH,
+      ({ request }) =>
+        // The router serves /playground/ here too, where the page's relative fetches would resolve under
+        // /playground/playground/…: send the browser to the one address they resolve from. Relative, so
+        // that a path prefix added by a proxy is kept.
+        new URL(request.url).pathname.endsWith("/")
+          ? new Response(null, { status: 301, headers: { location: `../${PLAYGROUND_PATH.slice(1)}` } })
+          : new Response(Bun.file(PAGE), { headers: { "content-type": "text/html; charset=utf-8", "cache-control": "no-store" } }),
+      hidden,
+    )
     .get(
       `${PLAYGROUND_PATH}/books`,
       async () => {
@@ -103,7 +90,7 @@ export function playgroundRoutes(db: Database, options: LocalChatOptions) {
       async ({ query }) => {
         const parsed = PassagesQuery.safeParse(query);
         if (!parsed.success) return refusal(400, "query must be ?book_id=<uuid>&chunks=<n>[,<n>…]");
-        return { passages: await passages(parsed.data.book_id, parsed.data.chunks) };
+        return { passages: await passagesOf(textIndex, parsed.data.book_id, parsed.data.chunks) };
       },
       hidden,
     );

@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { appendFrame, createBookShelf, readFileIfExists, readLog, yieldToLoop } from "../embedded-store.ts";
 import { silentLogger, type Logger } from "../log.ts";
 import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../search.ts";
-import type { TextIndex } from "./index.ts";
+import { chunkIndexesToGet, type TextIndex } from "./index.ts";
 import { TOKENIZER_VERSION, tokenize } from "./tokenize.ts";
 
 /**
@@ -161,6 +161,16 @@ export function createEmbeddedTextIndex(options: EmbeddedTextIndexOptions): Text
       const { maxChunkIndex } = searchOptions;
       const results = book.index.search(query, maxChunkIndex === undefined ? {} : { filter: (r) => (r.chunkIndex as number) <= maxChunkIndex });
       return results.slice(0, limit).map((r) => ({ ...storedChunk(r), score: r.score }));
+    },
+
+    async get(bookId, chunkIndexes) {
+      const wanted = chunkIndexesToGet(chunkIndexes);
+      const book = wanted.length === 0 ? undefined : await loaded.get(bookId, true);
+      if (book === undefined) return [];
+      return wanted.flatMap((chunkIndex) => {
+        const stored = book.index.getStoredFields(`${bookId}:${chunkIndex}`);
+        return stored === undefined ? [] : [{ chunkIndex, text: stored.text as string }];
+      });
     },
 
     async count(bookId) {

@@ -2,7 +2,7 @@ import Typesense, { Errors } from "typesense";
 import type { CollectionCreateSchema } from "typesense";
 import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../search.ts";
 import { UpstreamError, requestJson, toUpstreamError, withRetries } from "../upstream.ts";
-import type { TextIndex } from "./index.ts";
+import { chunkIndexesToGet, type TextIndex } from "./index.ts";
 
 export const DEFAULT_TYPESENSE_TIMEOUT_MS = 10_000;
 export const DEFAULT_TYPESENSE_MAX_RETRIES = 2;
@@ -99,6 +99,16 @@ function toHit(hit: { document: Partial<ChunkDocument>; text_match?: unknown; te
   return { chunkIndex, text, score };
 }
 
+type SearchHit = Parameters<typeof toHit>[0];
+
+function toChunk(hit: SearchHit): IndexedChunk {
+  const { chunk_index: chunkIndex, text } = hit.document;
+  if (typeof chunkIndex !== "number" || typeof text !== "string") {
+    throw new UpstreamError("typesense", "invalid_response", `document ${String(hit.document.id)} lacks chunk_index/text`);
+  }
+  return { chunkIndex, text };
+}
+
 /**
  * Typesense with one collection per book (named by the book id), documents imported as JSONL
  * upserts, chunk_index sortable so the spoiler filter is a numeric range.
@@ -120,6 +130,23 @@ export function createTypesenseTextIndex(options: TypesenseTextIndexOptions): Te
   });
   const searchHeaders = { accept: "application/json", "x-typesense-api-key": options.apiKey };
   const batchSize = options.batchSize ?? DEFAULT_TYPESENSE_IMPORT_BATCH_SIZE;
+  /** The hits of a search in the book's collection; none when it has no collection. */
+  async function searchHits(bookId: string, params: URLSearchParams): Promise<SearchHit[]> {
+    // The chat's one call: plain fetch, since the SDK's axios layers cost more CPU than the rest of
+    // the chat's work on the search (the SDK keeps the ingestion calls, off the hot path).
+    const url = `${root}/collections/${encodeURIComponent(bookId)}/documents/search?${params}`;
+    try {
+      const result = (await withRetries(() => requestJson("typesense", url, { method: "GET", headers: searchHeaders, timeoutMs }), {
+        maxRetries,
+        baseDelayMs: retryIntervalMs,
+      })) as { hits?: SearchHit[] };
+      if (result.hits !== undefined && !Array.isArray(result.hits)) throw new UpstreamError("typesense", "invalid_response", "search answer's hits is not a list");
+      return result.hits ?? [];
+    } catch (err) {
+      if (isStatus(err, 404)) return [];
+      throw err;
+    }
+  }
   /** Collections this process has created or found; shared so concurrent upserts create once. */
   const ready = new Map<string, Promise<void>>();
 
@@ -191,22 +218,19 @@ export function createTypesenseTextIndex(options: TypesenseTextIndexOptions): Te
       const limit = Math.min(searchOptions.limit ?? DEFAULT_SEARCH_LIMIT, TYPESENSE_MAX_PER_PAGE);
       if (limit < 1 || query.trim() === "") return [];
       const { maxChunkIndex } = searchOptions;
-      // The chat's one call: plain fetch, since the SDK's axios layers cost more CPU than the rest of
-      // the chat's work on the search (the SDK keeps the ingestion calls, off the hot path).
       const params = new URLSearchParams({ q: query, query_by: "text", per_page: String(limit) });
       if (maxChunkIndex !== undefined) params.set("filter_by", `${CHUNK_INDEX_FIELD}:<=${Math.floor(maxChunkIndex)}`);
-      const url = `${root}/collections/${encodeURIComponent(bookId)}/documents/search?${params}`;
-      try {
-        const result = (await withRetries(() => requestJson("typesense", url, { method: "GET", headers: searchHeaders, timeoutMs }), {
-          maxRetries,
-          baseDelayMs: retryIntervalMs,
-        })) as { hits?: Parameters<typeof toHit>[0][] };
-        if (result.hits !== undefined && !Array.isArray(result.hits)) throw new UpstreamError("typesense", "invalid_response", "search answer's hits is not a list");
-        return (result.hits ?? []).map(toHit);
-      } catch (err) {
-        if (isStatus(err, 404)) return [];
-        throw err;
-      }
+      return (await searchHits(bookId, params)).map(toHit);
+    },
+
+    async get(bookId, chunkIndexes) {
+      const wanted = chunkIndexesToGet(chunkIndexes);
+      if (wanted.length === 0) return [];
+      // One wildcard search filtered to the indexes (a numeric field matches any value of a list): one
+      // request for the whole reply instead of one document GET per passage.
+      const params = new URLSearchParams({ q: "*", query_by: "text", per_page: String(wanted.length), filter_by: `${CHUNK_INDEX_FIELD}:[${wanted.join(",")}]` });
+      const found = new Map((await searchHits(bookId, params)).map(toChunk).map((chunk) => [chunk.chunkIndex, chunk]));
+      return wanted.flatMap((i) => found.get(i) ?? []);
     },
 
     async count(bookId) {
