@@ -1,5 +1,5 @@
 import { Elysia, ValidationError } from "elysia";
-import { ErrorBody, type ChatRequest } from "../common/schemas.ts";
+import { ErrorBody, type ChatRequest } from "../common/contract/schemas.ts";
 import { chatRoutes } from "./chat/index.ts";
 import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
 import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withChatExample } from "./docs.ts";
@@ -7,7 +7,7 @@ import { HttpError } from "./errors.ts";
 import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
-import type { LocalChatOptions } from "./local-sessions.ts";
+import type { LocalChatOptions } from "../common/local/sessions.ts";
 import { playgroundRoutes } from "./playground/index.ts";
 import { createRequestGuard, type RequestGuardOptions } from "./request-guard.ts";
 

@@ -3,7 +3,7 @@ import { Elysia } from "elysia";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import type { ChatRequest } from "../common/schemas.ts";
+import type { ChatRequest } from "../common/contract/schemas.ts";
 
 /**
  * OpenAPI document and Swagger UI. The UI's script and stylesheet are served by the API itself from

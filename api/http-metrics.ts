@@ -1,4 +1,4 @@
-import { UNMATCHED_ENDPOINT, type Metrics } from "../common/metrics.ts";
+import { UNMATCHED_ENDPOINT, type Metrics } from "../common/metrics/index.ts";
 import { sseStreamEnd } from "./sse.ts";
 
 /**

@@ -1,9 +1,9 @@
 import { stringify } from "yaml";
 import { silentLogger } from "../common/log.ts";
-import { createMetrics } from "../common/metrics.ts";
+import { createMetrics } from "../common/metrics/index.ts";
 import { createApp, type AppDeps } from "./app.ts";
 import { OPENAPI_JSON_PATH } from "./docs.ts";
-import { usage } from "../common/commands.ts";
+import { usage } from "../common/local/commands.ts";
 
 /**
  * The OpenAPI document as the app serves it at /docs/json, and `bun run openapi`, which writes it

@@ -1,4 +1,4 @@
-import type { ErrorBody } from "../common/schemas.ts";
+import type { ErrorBody } from "../common/contract/schemas.ts";
 
 /**
  * What the API refuses before any route sees a request, so that a web page on another site cannot

@@ -3,8 +3,8 @@ import { buildDepsOrExit, type Deps } from "../common/deps.ts";
 import { downloadBook } from "../common/file-url.ts";
 import { createApp, type AppDeps } from "./app.ts";
 import { DOCS_PATH } from "./docs.ts";
-import { listenAddress } from "../common/listen-address.ts";
-import { usage } from "../common/commands.ts";
+import { listenAddress } from "../common/local/listen-address.ts";
+import { usage } from "../common/local/commands.ts";
 import { onStopSignals } from "../common/stop-signals.ts";
 
 /** Builds the app from the composition root's dependencies and serves it on config.host:config.port. */

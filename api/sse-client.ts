@@ -1,4 +1,4 @@
-import { ChatEvent } from "../common/schemas.ts";
+import { ChatEvent } from "../common/contract/schemas.ts";
 
 /**
  * The client side of `POST /character/chat`: reads a `text/event-stream` body as it arrives, the

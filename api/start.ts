@@ -7,16 +7,16 @@ import { buildDepsOrExit, type Deps } from "../common/deps.ts";
 import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
 import { startWorker } from "../ingest/worker.ts";
 import { DOCS_PATH } from "./docs.ts";
-import { controlFilePath, findRunningInstance, startLocalControl } from "./local-control.ts";
-import { findLocalChat, listChatBooks, openLocalChat, type LocalChat, type LocalChatOptions } from "./local-sessions.ts";
+import { controlFilePath, findRunningInstance, startLocalControl } from "../common/local/control-file.ts";
+import { findLocalChat, listChatBooks, openLocalChat, type LocalChat, type LocalChatOptions } from "../common/local/sessions.ts";
 import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
 import { startApi } from "./server.ts";
 import { PLAYGROUND_PATH } from "./playground/index.ts";
-import { npmRun, usage } from "../common/commands.ts";
-import { listenAddress, type ListenAddress } from "../common/listen-address.ts";
+import { npmRun, usage } from "../common/local/commands.ts";
+import { listenAddress, type ListenAddress } from "../common/local/listen-address.ts";
 import { parseArgs } from "node:util";
 import { onStopSignals } from "../common/stop-signals.ts";
-import type { ChatRequest } from "../common/schemas.ts";
+import type { ChatRequest } from "../common/contract/schemas.ts";
 
 /** Asked in the printed curl when the session is not with a character of the sample story. */
 const GENERIC_QUESTION = "Who are you, and what matters most to you?";

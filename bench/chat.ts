@@ -20,7 +20,7 @@ import type { Database } from "../common/db/index.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { createSession } from "../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../common/db/reading-positions.ts";
-import { createMetrics } from "../common/metrics.ts";
+import { createMetrics } from "../common/metrics/index.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";

@@ -25,7 +25,7 @@ import { parseArgs } from "node:util";
 import { chunkText } from "../common/chunking.ts";
 import { createSession } from "../common/db/frontend-rows.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
-import { createMetrics } from "../common/metrics.ts";
+import { createMetrics } from "../common/metrics/index.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { startScriptedGateway } from "../tests/fixtures/ingest/harness.ts";

@@ -28,7 +28,7 @@ import { migrate } from "../common/db/migrate.ts";
 import { getBook, getIngestion, listCharacters } from "../common/db/repositories.ts";
 import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
-import { createMetrics } from "../common/metrics.ts";
+import { createMetrics } from "../common/metrics/index.ts";
 import { queueKeys } from "../common/queue.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";

@@ -8,7 +8,7 @@ import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chunkTextToArray } from "../common/chunking.ts";
-import type { IndexedChunk } from "../common/search.ts";
+import type { IndexedChunk } from "../common/retrieval/types.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";

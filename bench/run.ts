@@ -17,7 +17,7 @@ import { chunkingSection } from "./chunking.ts";
 import { httpSection } from "./http.ts";
 import { ingestionSection } from "./ingestion.ts";
 import { retrievalSection } from "./retrieval.ts";
-import { usage } from "../common/commands.ts";
+import { usage } from "../common/local/commands.ts";
 import { loadBooks, machineHeader, removeDataDirTemplate, type BenchContext, type BenchSection } from "./support.ts";
 
 const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {

@@ -1,8 +1,8 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
-import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt-budget.ts";
-import { listenAddress } from "./listen-address.ts";
-import { DEFAULT_CHARACTER_CHECKPOINTS } from "./reading-position.ts";
+import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt/budget.ts";
+import { listenAddress } from "./local/listen-address.ts";
+import { DEFAULT_CHARACTER_CHECKPOINTS } from "./prompt/reading-position.ts";
 import { DEFAULT_RERANK_MODEL } from "./rerank/index.ts";
 
 /**
@@ -28,7 +28,7 @@ export const DEFAULT_CHARACTER_CONCURRENCY = 16;
 /** Longest a reader waits for the first token of a reply before the 502 event; common proxies cut a silent connection at 60 s. */
 export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
 
-/** Below this the shares of a prompt (common/prompt-budget.ts) leave too little for a persona and a passage. */
+/** Below this the shares of a prompt (common/prompt/budget.ts) leave too little for a persona and a passage. */
 export const MIN_CHAT_CONTEXT_TOKENS = 4_096;
 /** Of the context, what the prompt must keep besides the reply's reserve. */
 const MIN_PROMPT_TOKENS = 2_048;
@@ -205,7 +205,7 @@ export interface Config {
   metricsPort: number;
   maxAttempts: number;
   chatFirstTokenTimeoutMs: number;
-  /** The model's context window the chat's prompts are fitted into (common/prompt-budget.ts). */
+  /** The model's context window the chat's prompts are fitted into (common/prompt/budget.ts). */
   chatContextTokens: number;
   /** Of the context, left free for the reply. */
   chatReplyTokens: number;

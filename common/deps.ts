@@ -3,13 +3,13 @@ import { secretsOf, type Config } from "./config.ts";
 import { createDatabase } from "./db/create.ts";
 import type { Database } from "./db/index.ts";
 import { migrate, MigrationError } from "./db/migrate.ts";
-import { SchemaError } from "./db/schema.ts";
+import { SchemaError } from "./contract/frontend-columns.ts";
 import { createKeyValueStore } from "./kv/create.ts";
 import type { KeyValueStore } from "./kv/index.ts";
 import { createLanguageModel } from "./llm/create.ts";
 import type { LanguageModel } from "./llm/index.ts";
 import { createLogger, toStdout, type Logger } from "./log.ts";
-import { countTokens, createMetrics, type Metrics, type MetricsRole } from "./metrics.ts";
+import { countTokens, createMetrics, type Metrics, type MetricsRole } from "./metrics/index.ts";
 import { createHttpReranker } from "./rerank/http.ts";
 import { detectProcessingStatuses } from "./db/processing-status.ts";
 import type { Reranker } from "./rerank/index.ts";
@@ -40,7 +40,7 @@ export interface Deps {
 export interface BuildOptions {
   logger?: Logger;
   metrics?: Metrics;
-  /** Whose metrics the process exposes (see common/metrics.ts); both roles unless it runs only one. */
+  /** Whose metrics the process exposes (see common/metrics/index.ts); both roles unless it runs only one. */
   metricsRoles?: readonly MetricsRole[];
 }
 

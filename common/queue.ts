@@ -1,5 +1,5 @@
 import type { KeyValueStore } from "./kv/index.ts";
-import { JobRecord } from "./schemas.ts";
+import { JobRecord } from "./contract/schemas.ts";
 
 /**
  * The book processing queue: a Redis list. Producers LPUSH on the left; workers take from the right,

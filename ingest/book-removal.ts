@@ -1,5 +1,5 @@
 import { rm } from "node:fs/promises";
-import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "../common/chat-cache.ts";
+import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "../common/session/cache.ts";
 import type { Config } from "../common/config.ts";
 import type { Queryable } from "../common/db/index.ts";
 import { deleteBookRow } from "../common/db/frontend-rows.ts";

@@ -3,7 +3,7 @@
  * for: ranking, merging duplicates, and the context each profile call gets (who the character is
  * seen with, passages, a spread of quotes), plus each character's color and emoji. Pure: no I/O.
  */
-import type { CharacterProfile, Discovery } from "../common/character-prompts.ts";
+import type { CharacterProfile, Discovery } from "../common/prompt/character.ts";
 import { fnv1a } from "../common/hash.ts";
 import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
 import {

@@ -3,7 +3,7 @@ import {
   DISCOVERY_TEMPERATURE,
   parseDiscovery,
   type BookInfo,
-} from "../common/character-prompts.ts";
+} from "../common/prompt/character.ts";
 import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import { spread, type SampledDiscovery } from "./characters.ts";

@@ -8,7 +8,7 @@ import {
   type BookInfo,
   type CharacterProfile,
   withoutNul,
-} from "../common/character-prompts.ts";
+} from "../common/prompt/character.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { FoundCharacter } from "./characters.ts";
 

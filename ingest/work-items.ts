@@ -1,4 +1,4 @@
-import { InvalidLlmOutputError } from "../common/character-prompts.ts";
+import { InvalidLlmOutputError } from "../common/prompt/character.ts";
 import { UpstreamError, withRetries } from "../common/upstream.ts";
 
 /**

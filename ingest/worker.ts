@@ -1,7 +1,7 @@
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
-import { listenAddress } from "../common/listen-address.ts";
-import { usage } from "../common/commands.ts";
+import { listenAddress } from "../common/local/listen-address.ts";
+import { usage } from "../common/local/commands.ts";
 import { DatabaseError } from "../common/db/index.ts";
 import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../common/db/repositories.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";

@@ -10,7 +10,7 @@ import {
   errorBodyFor,
   MAX_PREFERENCES_CHARS,
   MAX_USER_MESSAGE_CHARS,
-} from "../../common/schemas.ts";
+} from "../../common/contract/schemas.ts";
 import { toOpenApiSchema } from "../docs.ts";
 import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { FOREIGN_ORIGIN_EXAMPLE, GUARD_REFUSALS_DOC, NOT_JSON_ERROR } from "../request-guard.ts";

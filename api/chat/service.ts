@@ -6,7 +6,7 @@ import {
   type ChatCharacter,
   type ChatSessionState,
   type PositionedContext,
-} from "../../common/chat-cache.ts";
+} from "../../common/session/cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import { DatabaseError, type Database } from "../../common/db/index.ts";
 import {
@@ -19,9 +19,9 @@ import {
 } from "../../common/db/repositories.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
-import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/lock.ts";
+import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/session/lock.ts";
 import type { LogFields, Logger } from "../../common/log.ts";
-import type { ChatOutcome, Metrics } from "../../common/metrics.ts";
+import type { ChatOutcome, Metrics } from "../../common/metrics/index.ts";
 import {
   buildChatMessages,
   buildChatSystemPrompt,
@@ -33,13 +33,13 @@ import {
   rewriteCacheKey,
   type ConversationMessage,
   type RewrittenQueries,
-} from "../../common/prompt.ts";
-import { skippedPreferenceValues, type PreferencesRow } from "../../common/preferences.ts";
-import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt-budget.ts";
+} from "../../common/prompt/chat.ts";
+import { skippedPreferenceValues, type PreferencesRow } from "../../common/prompt/preferences.ts";
+import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
 import type { Reranker } from "../../common/rerank/index.ts";
-import { knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/reading-position.ts";
-import { createRetriever, type RetrievalResult, type Retriever } from "../../common/retrieval.ts";
-import type { ChatEvent, ChatRequest } from "../../common/schemas.ts";
+import { knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+import { createRetriever, type RetrievalResult, type Retriever } from "../../common/retrieval/retriever.ts";
+import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 import { HttpError } from "../errors.ts";
@@ -158,7 +158,7 @@ function fallbackPersona(character: Pick<ChatCharacter, "name" | "description">,
   return `You are ${character.name}, a character in the book "${book.title}".${about} Speak as ${character.name}, in the first person, and stay in character.`;
 }
 
-/** What a turn may use of the book and the character (common/reading-position.ts). */
+/** What a turn may use of the book and the character (common/prompt/reading-position.ts). */
 interface Knowledge {
   /** null: the whole book. */
   position: number | null;

@@ -4,7 +4,7 @@ import type { Database } from "../../common/db/index.ts";
 import { listCharacters } from "../../common/db/repositories.ts";
 import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text/index.ts";
 import { parseJsonBody } from "../json-body.ts";
-import { listChatBooks, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../local-sessions.ts";
+import { listChatBooks, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../../common/local/sessions.ts";
 
 /**
  * The chat page of a local install (`npm start`; in production only with PLAYGROUND=on): pick a book

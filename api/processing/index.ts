@@ -1,5 +1,5 @@
 import { Elysia } from "elysia";
-import { ErrorBody, errorBodyFor, ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
+import { ErrorBody, errorBodyFor, ProcessingAccepted, ProcessingRequest } from "../../common/contract/schemas.ts";
 import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { FOREIGN_ORIGIN_EXAMPLE, GUARD_REFUSALS_DOC, NOT_JSON_ERROR } from "../request-guard.ts";
 import { submitBook, type ProcessingDeps } from "./service.ts";

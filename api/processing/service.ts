@@ -3,9 +3,9 @@ import type { Database } from "../../common/db/index.ts";
 import { FileUrlError, checkFileUrlSyntax, type DownloadResult } from "../../common/file-url.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { Logger } from "../../common/log.ts";
-import type { Metrics } from "../../common/metrics.ts";
+import type { Metrics } from "../../common/metrics/index.ts";
 import { enqueueJob } from "../../common/queue.ts";
-import type { ProcessingAccepted, ProcessingRequest } from "../../common/schemas.ts";
+import type { ProcessingAccepted, ProcessingRequest } from "../../common/contract/schemas.ts";
 import { HttpError } from "../errors.ts";
 
 export interface ProcessingDeps {

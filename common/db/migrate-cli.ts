@@ -2,10 +2,10 @@ import { loadConfigOrExit, secretsOf } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { createDatabase } from "./create.ts";
 import { migrate } from "./migrate.ts";
-import { usage } from "../commands.ts";
+import { usage } from "../local/commands.ts";
 
 if (process.argv.includes("--help")) {
-  console.log(`${usage("migrate", "")}\n\nApplies pending migrations (common/db/migrations) to the configured database: DATABASE_URL, or the embedded one under DATA_DIR.`);
+  console.log(`${usage("migrate", "")}\n\nApplies pending migrations (common/contract/migrations) to the configured database: DATABASE_URL, or the embedded one under DATA_DIR.`);
   process.exit(0);
 }
 

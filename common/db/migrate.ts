@@ -3,9 +3,9 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Database, Queryable } from "./index.ts";
-import { checkSharedSchema } from "./schema.ts";
+import { checkSharedSchema } from "../contract/frontend-columns.ts";
 
-export const MIGRATIONS_DIR = fileURLToPath(new URL("./migrations/", import.meta.url));
+export const MIGRATIONS_DIR = fileURLToPath(new URL("../contract/migrations/", import.meta.url));
 
 const FILE_NAME = /^(\d{4})_([a-z0-9_]+)\.sql$/;
 

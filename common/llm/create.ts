@@ -1,7 +1,7 @@
 import type { Config } from "../config.ts";
 import type { LanguageModel } from "./index.ts";
 import type { OfflineLanguageModelOptions } from "./offline.ts";
-import { createOpenAiLanguageModel, type OpenAiLanguageModelOptions } from "./openai.ts";
+import { createOpenAiLanguageModel, type OpenAiLanguageModelOptions } from "./gateway.ts";
 
 /** Knobs the composition root and tests may set; the rest comes from config. */
 export type LanguageModelOptions = Omit<OpenAiLanguageModelOptions, "baseURL" | "apiKey" | "chatModel" | "embedModel">;

@@ -1,11 +1,11 @@
 /**
- * The offline provider's answers to the ingestion passes (common/character-prompts.ts): the
+ * The offline provider's answers to the ingestion passes (common/prompt/character.ts): the
  * profile (pass 1), the persona prompt (pass 2) and character discovery for books BookNLP cannot
  * read. Without a model nothing can be inferred, so these only count and quote: every word in a
  * profile or persona is the book's own, a count of it, or a plain statement that the offline
  * provider cannot know. Pure: no I/O.
  */
-import type { CharacterProfile, Discovery, DiscoveryInput, ExtractionInput, PersonaInput } from "../character-prompts.ts";
+import type { CharacterProfile, Discovery, DiscoveryInput, ExtractionInput, PersonaInput } from "../prompt/character.ts";
 import { normalizeText } from "../text/tokenize.ts";
 import { contentTerms, isStopWord, rankedWords, wordCount, wordSpans, type WordSpan } from "./offline-text.ts";
 import { OFFLINE_QUOTES_HEADING } from "./offline-conversation.ts";

@@ -1,6 +1,6 @@
 /**
  * The offline provider's answers for a chat turn: the query rewrite, the in-character reply and the
- * rolling summary. Each reads the prompt that common/prompt.ts built and composes its answer from
+ * rolling summary. Each reads the prompt that common/prompt/chat.ts built and composes its answer from
  * the material in it (the reader's words, the character's own quoted lines, the fenced passages),
  * so nothing in a reply is invented: only punctuation is added, to show where a line or an excerpt
  * was cut. Pure: no I/O.
@@ -18,7 +18,7 @@ import {
   SUMMARY_MAX_WORDS,
   SUMMARY_MESSAGES_LABEL,
   SUMMARY_PREVIOUS_LABEL,
-} from "../prompt.ts";
+} from "../prompt/chat.ts";
 import { fnv1a } from "../hash.ts";
 import type { ChatMessage } from "./index.ts";
 import {

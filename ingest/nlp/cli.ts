@@ -3,7 +3,7 @@
 import { fstatSync, readFileSync, writeSync } from "node:fs";
 import { basename, extname } from "node:path";
 import { analyze, writeBookNlp, type Stage } from "./engine.ts";
-import { usage } from "../../common/commands.ts";
+import { usage } from "../../common/local/commands.ts";
 
 const STAGES: Stage[] = ["tokens", "quotes", "names", "speakers", "coreference", "files"];
 const BAR_WIDTH = 24;

@@ -21,12 +21,12 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 
 suites=(
-  tests/chunking.test.ts
-  tests/fusion.test.ts
-  tests/retrieval.test.ts
-  tests/prompt.test.ts
-  tests/llm-offline-characters.test.ts
-  tests/nlp-files.test.ts
+  tests/unit/chunking.test.ts
+  tests/unit/fusion.test.ts
+  tests/unit/retrieval.test.ts
+  tests/unit/prompt.test.ts
+  tests/unit/llm-offline-characters.test.ts
+  tests/unit/nlp-files.test.ts
 )
 
 # Deno (92 MB) is only for this suite, so it is not a devDependency: the default install stays small.

@@ -3,7 +3,7 @@ import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { silentLogger } from "../../common/log.ts";
-import { createMetrics } from "../../common/metrics.ts";
+import { createMetrics } from "../../common/metrics/index.ts";
 
 /** A dependency a test did not provide: touching it fails the test with a message naming it. */
 function notProvided<T extends object>(name: string): T {

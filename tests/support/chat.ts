@@ -7,11 +7,11 @@ import { saveCharacters, setSessionSummary } from "../../common/db/repositories.
 import { createSession, insertBook, upsertPreferences } from "../../common/db/frontend-rows.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
-import { createOpenAiLanguageModel } from "../../common/llm/openai.ts";
-import { countTokens, createMetrics, type Metrics } from "../../common/metrics.ts";
-import type { PreferencesRow } from "../../common/preferences.ts";
+import { createOpenAiLanguageModel } from "../../common/llm/gateway.ts";
+import { countTokens, createMetrics, type Metrics } from "../../common/metrics/index.ts";
+import type { PreferencesRow } from "../../common/prompt/preferences.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
-import { ChatEvent } from "../../common/schemas.ts";
+import { ChatEvent } from "../../common/contract/schemas.ts";
 import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";

@@ -1,4 +1,4 @@
-import type { LocalChat } from "../../api/local-sessions.ts";
+import type { LocalChat } from "../../common/local/sessions.ts";
 import { REPO_ROOT, startService, type ServiceProcess } from "./process.ts";
 
 /**

@@ -1,0 +1,186 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { createDatabase } from "../../common/db/create.ts";
+import { createTestDatabase, probePostgres } from "../support/postgres.ts";
+import { REPO_ROOT } from "../support/process.ts";
+import { ENGLISH_BOOK, FIXTURES, URDU_BOOK, listFiles, startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
+
+// The CLI starts an embedded Postgres in a fresh data dir.
+setDefaultTimeout(90_000);
+
+let gateway: ScriptedGateway;
+let dataDir: string;
+beforeAll(async () => {
+  gateway = startScriptedGateway();
+  dataDir = await mkdtemp(join(tmpdir(), "ingest-cli-"));
+});
+async function ingest(args: string[], env: Record<string, string> = {}) {
+  const proc = Bun.spawn([process.execPath, "ingest/cli.ts", ...args], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", ...env },
+    stdout: "pipe",
+    stderr: "pipe",
+    timeout: 90_000,
+  });
+  const [stdout, stderr, exitCode] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  return { exitCode, stdout, stderr };
+}
+
+afterAll(async () => {
+  gateway.stop();
+  await rm(dataDir, { recursive: true, force: true });
+});
+
+test("bun run ingest registers a local book, runs the pipeline and prints the characters it found", async () => {
+  const { exitCode, stdout, stderr } = await ingest(
+    [join(FIXTURES, ENGLISH_BOOK), "--title", "The Keeper's Ledger", "--author", "A. Tester", "--max-characters", "3"],
+    { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL },
+  );
+  expect({ exitCode, stderr: exitCode === 0 ? "" : stderr }).toEqual({ exitCode: 0, stderr: "" });
+  expect(stdout).toStartWith("The Keeper's Ledger: 3 characters, ");
+  for (const name of ["Clara", "Tobias Finch"]) expect(stdout).toContain(name);
+  expect(stdout).toMatch(/\nspoiler-safe checkpoints: [1-9]\d* profiles and personas written\n/);
+  expect(stdout).toMatch(/time: download [\d.]+ s, booknlp [\d.]+ s, extract [\d.]+ s, prompt [\d.]+ s, index [\d.]+ s, total [\d.]+ s/);
+  const backups = await listFiles(join(dataDir, "prompts"));
+  expect(backups).toHaveLength(3);
+  expect(backups.some((f) => f.endsWith("/clara.md"))).toBe(true);
+});
+
+test("ingesting the same file again updates the book it made instead of adding a copy", async () => {
+  const env = { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL };
+  const again = await ingest([join(FIXTURES, ENGLISH_BOOK), "--title", "Another title", "--max-characters", "3"], env);
+  expect(again.exitCode).toBe(0);
+  expect(again.stderr).toMatch(/this file was ingested before as book [0-9a-f-]{36} \("The Keeper's Ledger"\): updating that book/);
+  expect(again.stdout).toStartWith("The Keeper's Ledger: 3 characters, ");
+  const db = await createDatabase({ driver: "pglite", dataDir: join(dataDir, "pg") });
+  try {
+    expect(await db.query("SELECT title FROM books")).toEqual([{ title: "The Keeper's Ledger" }]);
+    expect(await db.query("SELECT count(*)::int AS n FROM book_sources")).toEqual([{ n: 1 }]);
+  } finally {
+    await db.close();
+  }
+});
+
+test("bun run ingest explains its usage and refuses bad arguments before touching any store", async () => {
+  const none = await ingest([]);
+  expect(none.exitCode).toBe(2);
+  expect(none.stderr).toContain("usage: npm run ingest -- <book.txt>");
+  const language = await ingest([join(FIXTURES, ENGLISH_BOOK), "--language", "French"]);
+  expect([language.exitCode, language.stderr]).toEqual([2, "--language must be one of English, Urdu, both\n"]);
+  const missing = await ingest([join(FIXTURES, "no-such-book.txt")]);
+  expect(missing.exitCode).toBe(1);
+  expect(missing.stderr).toContain("no such file");
+});
+
+test("on a database shared with the frontend, bun run ingest adds no books row unless given --write-frontend-tables", async () => {
+  const postgres = await probePostgres();
+  if (!postgres.reachable) return void console.warn(`skipping the shared-database case: ${postgres.reason}`);
+  const database = await createTestDatabase(postgres.url);
+  try {
+    const { exitCode, stderr } = await ingest([join(FIXTURES, ENGLISH_BOOK)], { DATA_DIR: dataDir, DATABASE_URL: database.url });
+    expect(exitCode).toBe(2);
+    expect(stderr).toContain("pass --write-frontend-tables");
+    const db = await createDatabase({ driver: "postgres", url: database.url });
+    try {
+      expect(await db.query("SELECT id FROM books")).toEqual([]);
+    } finally {
+      await db.close();
+    }
+  } finally {
+    await database.drop();
+  }
+});
+
+describe("real book files on the command line", () => {
+  let own: string;
+  beforeAll(async () => {
+    own = await mkdtemp(join(tmpdir(), "ingest-cli-books-"));
+  });
+  afterAll(async () => {
+    await rm(own, { recursive: true, force: true });
+  });
+  const env = () => ({ DATA_DIR: join(own, "data"), LLM_GATEWAY_URL: gateway.baseURL });
+  const booksRows = async () => {
+    const db = await createDatabase({ driver: "pglite", dataDir: join(own, "data", "pg") });
+    try {
+      return await db.query<{ id: string; title: string; author: string; language: string }>("SELECT id, title, author, language::text FROM books ORDER BY created_at");
+    } finally {
+      await db.close();
+    }
+  };
+
+  test("a PDF renamed .txt fails with a one-line reason and a non-zero exit", async () => {
+    const path = join(own, "scanned.txt");
+    await Bun.write(path, "%PDF-1.5\n%\u00e2\u00e3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n");
+    const { exitCode, stdout, stderr } = await ingest([path], env());
+    expect(exitCode).toBe(1);
+    expect(stdout).toBe("");
+    expect(stderr.split("\n").filter((l) => l.startsWith("failed:"))).toEqual(["failed: file is a PDF document, not plain text"]);
+  });
+
+  test("a Windows-1252 Gutenberg file takes its title and author from its header, and no header name becomes a character", async () => {
+    const story = (await Bun.file(join(FIXTURES, ENGLISH_BOOK)).text()).replaceAll("Clara laughed.", "Clara laughed. \u201cCaf\u00e9 first.\u201d");
+    const file = [
+      "The Project Gutenberg eBook of The Keeper's Ledger, by Ada Quill",
+      "",
+      "Title: The Keeper's Ledger",
+      "",
+      "Author: Ada Quill",
+      "",
+      "Produced by: David Widger",
+      "",
+      "*** START OF THE PROJECT GUTENBERG EBOOK THE KEEPER'S LEDGER ***",
+      story,
+      "*** END OF THE PROJECT GUTENBERG EBOOK THE KEEPER'S LEDGER ***",
+      "Michael Hart and Dr. Gregory B. Newby of the Project Gutenberg Literary Archive Foundation.",
+    ].join("\r\n");
+    const path = join(own, "pg-ledger.txt");
+    await Bun.write(path, Buffer.from(file.replaceAll("\u201c", "\x93").replaceAll("\u201d", "\x94"), "latin1"));
+    const { exitCode, stdout, stderr } = await ingest([path, "--max-characters", "4"], env());
+    expect({ exitCode, stderr: exitCode === 0 ? "" : stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(stdout).toStartWith("The Keeper's Ledger: ");
+    for (const name of ["Clara", "Tobias Finch"]) expect(stdout).toContain(name);
+    expect(stdout).not.toMatch(/Widger|Hart|Newby|Quill/);
+    const rows = (await booksRows()).map(({ title, author }) => ({ title, author }));
+    expect(rows).toContainEqual({ title: "The Keeper's Ledger", author: "Ada Quill" });
+    expect(rows.map((r) => r.title)).not.toContain("pg-ledger");
+  });
+
+  test("an Urdu book registered without --language is ingested as Urdu, with a warning; --language urdu given again is stored", async () => {
+    gateway.discoveries = [{ seenBy: "زینب", name: "زینب", aliases: [], quotes: ["کوئی تو یاد رکھے"] }];
+    const path = join(FIXTURES, URDU_BOOK);
+    const first = await ingest([path], env());
+    expect({ exitCode: first.exitCode, stderr: first.exitCode === 0 ? "" : first.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(first.stderr).toContain("the book is registered as English but its text is in Arabic script");
+    expect(first.stdout).toMatch(/: 1 characters, /);
+    expect(first.stdout).toContain("زینب");
+
+    const again = await ingest([path, "--language", "urdu"], env());
+    expect(again.exitCode).toBe(0);
+    expect(again.stderr).toContain("its language: Urdu (was English)");
+    expect(again.stderr).not.toContain("Arabic script");
+    expect((await booksRows()).find((b) => b.title === "chiragh-wali-gali")?.language).toBe("Urdu");
+  });
+
+  test("--delete removes a book by title with its characters, indexes and persona backups; an unknown one is refused", async () => {
+    const before = await booksRows();
+    const ledger = before.find((b) => b.title === "The Keeper's Ledger")!;
+    expect(await listFiles(join(own, "data", "prompts", ledger.id))).not.toEqual([]);
+    const deleted = await ingest(["--delete", "the keeper's ledger"], env());
+    expect({ exitCode: deleted.exitCode, stderr: deleted.exitCode === 0 ? "" : deleted.stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(deleted.stdout).toMatch(new RegExp(`^deleted book ${ledger.id} \\("The Keeper's Ledger"\\): [1-9]\\d* characters, its indexes and persona backups\\n$`));
+    expect((await booksRows()).map((b) => b.title)).toEqual(before.filter((b) => b.id !== ledger.id).map((b) => b.title));
+    expect(await listFiles(join(own, "data", "prompts", ledger.id))).toEqual([]);
+    const db = await createDatabase({ driver: "pglite", dataDir: join(own, "data", "pg") });
+    try {
+      expect(await db.query("SELECT count(*)::int AS n FROM characters WHERE book_id = $1", [ledger.id])).toEqual([{ n: 0 }]);
+    } finally {
+      await db.close();
+    }
+    const unknown = await ingest(["--delete", "No Such Book"], env());
+    expect(unknown.exitCode).toBe(1);
+    expect(unknown.stderr).toEndWith('no book has the id or title "No Such Book"\n');
+  });
+});

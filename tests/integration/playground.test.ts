@@ -1,0 +1,111 @@
+import { describe, expect, test } from "bun:test";
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import type { TextIndex } from "../../common/text/index.ts";
+import { buildTestApp } from "../support/app.ts";
+import { REPO_ROOT } from "../support/process.ts";
+import { tempDirs } from "../support/temp-dirs.ts";
+
+const freshDir = tempDirs("playground-");
+
+const INDEXED = [
+  { chunkIndex: 0, text: "The lighthouse keeper climbed the stairs." },
+  { chunkIndex: 1, text: "Margaret baked bread at dawn." },
+  { chunkIndex: 2, text: "A storm tore the sails of the fleet." },
+];
+
+async function playground(textIndex: TextIndex) {
+  return buildTestApp({ textIndex, playground: {} });
+}
+
+/** A book row as the frontend could write it, with `filePath` in its file_path column. */
+async function bookRow(db: Awaited<ReturnType<typeof playground>>["deps"]["db"], filePath: string): Promise<string> {
+  const id = crypto.randomUUID();
+  await db.query("INSERT INTO books (id, title, slug, author, description, language, file_path) VALUES ($1, 'Harbour Tales', $2, 'A. Writer', 'Tales of a harbour town and the people who keep its lighthouse.', 'English', $3)", [id, `harbour-${id}`, filePath]);
+  return id;
+}
+
+describe("the chat page's passages", () => {
+  test.each([
+    ["the project's package.json (a relative path)", async () => "package.json", () => readFile(join(REPO_ROOT, "package.json"), "utf8")],
+    ["/proc/self/environ", async () => "/proc/self/environ", () => readFile("/proc/self/environ", "utf8")],
+    [
+      "another book's file",
+      async () => {
+        const path = join(await freshDir(), "other-book.txt");
+        await writeFile(path, "The other book's secret ending: the butler did it, in the library, with the candlestick.");
+        return path;
+      },
+      async () => "the butler did it",
+    ],
+  ])("a row whose file_path names %s gets the indexed passages and never a byte of that file", async (_, pathOf, contentOf) => {
+    const textIndex = createEmbeddedTextIndex({ dir: await freshDir() });
+    const t = await playground(textIndex);
+    const bookId = await bookRow(t.deps.db, await pathOf());
+    await textIndex.upsert(bookId, INDEXED);
+
+    const res = await t.request(`/playground/passages?book_id=${bookId}&chunks=2,0,1,7`);
+    expect(res.status).toBe(200);
+    const body = await res.text();
+    expect(JSON.parse(body)).toEqual({
+      passages: [
+        { chunk_index: 2, text: INDEXED[2]!.text },
+        { chunk_index: 0, text: INDEXED[0]!.text },
+        { chunk_index: 1, text: INDEXED[1]!.text },
+        { chunk_index: 7, text: null },
+      ],
+    });
+    const content = await contentOf();
+    for (const line of content.split(/[\n\0]/).filter((l) => l.trim().length > 12)) expect(body).not.toContain(JSON.stringify(line.trim()).slice(1, -1));
+  });
+
+  test("a book with a readable file but nothing in the index shows passage numbers only, the file unread", async () => {
+    const textIndex = createEmbeddedTextIndex({ dir: await freshDir() });
+    const t = await playground(textIndex);
+    const bookId = await bookRow(t.deps.db, "package.json");
+    const res = await t.request(`/playground/passages?book_id=${bookId}&chunks=0,1`);
+    expect(await res.json()).toEqual({ passages: [{ chunk_index: 0, text: null }, { chunk_index: 1, text: null }] });
+  });
+
+  test("at most ten passages are looked up, and an index too large for a chunk number is a 400", async () => {
+    const asked: number[][] = [];
+    const textIndex = createEmbeddedTextIndex({ dir: await freshDir() });
+    const t = await playground({ ...textIndex, get: (bookId, indexes) => (asked.push([...indexes]), textIndex.get(bookId, indexes)) });
+    const bookId = await bookRow(t.deps.db, "package.json");
+    const many = Array.from({ length: 25 }, (_, i) => i).join(",");
+    const res = await t.request(`/playground/passages?book_id=${bookId}&chunks=${many}`);
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as { passages: unknown[] }).passages).toHaveLength(10);
+    expect(asked).toEqual([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]);
+    const huge = await t.request(`/playground/passages?book_id=${bookId}&chunks=99999999999999999999`);
+    expect([huge.status, await huge.json()]).toEqual([400, { error: "query must be ?book_id=<uuid>&chunks=<n>[,<n>…]" }]);
+  });
+});
+
+describe("the chat page's address", () => {
+  /** The relative paths the page fetches, as written in it (`playground/books`, `character/chat`, …). */
+  function fetchedPaths(html: string): string[] {
+    return [...html.matchAll(/fetch\(["`]([a-z/]+)/g)].map((m) => m[1]!);
+  }
+
+  test.each(["/playground", "/playground/"])("opened at %s, every relative fetch of the page reaches a route", async (address) => {
+    const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
+    let url = new URL(address, "http://localhost");
+    let res = await t.request(url.pathname);
+    if (res.status === 301) {
+      url = new URL(res.headers.get("location")!, url);
+      res = await t.request(url.pathname);
+    }
+    expect(res.status).toBe(200);
+    const paths = fetchedPaths(await res.text());
+    expect(paths).toEqual(expect.arrayContaining(["playground/books", "playground/session", "playground/passages", "character/chat"]));
+    for (const path of paths) {
+      const target = new URL(path, url).pathname;
+      const method = path === "playground/books" || path === "playground/passages" ? "GET" : "POST";
+      const answer = await t.request(target, method === "GET" ? {} : { method, headers: { "content-type": "application/json" }, body: "{}" });
+      expect({ target, status: answer.status }).not.toEqual({ target, status: 404 });
+      expect(target).toStartWith(`/${path.split("/")[0]}`);
+    }
+  });
+});

@@ -1,0 +1,336 @@
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import type { Database } from "../../common/db/index.ts";
+import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
+import { migrate } from "../../common/db/migrate.ts";
+import { createPgliteDatabase } from "../../common/db/pglite.ts";
+import { getBookReadingPositions, getCharacterKnowledge } from "../../common/db/reading-positions.ts";
+import { listCharacters, type Character } from "../../common/db/repositories.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
+import { createLogger } from "../../common/log.ts";
+import { createMetrics } from "../../common/metrics/index.ts";
+import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
+import { createHttpReranker } from "../../common/rerank/http.ts";
+import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
+import { buildTestApp } from "../support/app.ts";
+import { createTestLanguageModel, readSse, requestsOfKind, scriptGateway } from "../support/chat.ts";
+import { startFakeLlmGateway } from "../support/fake-llm-gateway.ts";
+import { startFakeReranker } from "../support/fake-reranker.ts";
+import { openLiveStores, type LiveStores } from "../support/live-stores.ts";
+import { probePostgres } from "../support/postgres.ts";
+import { probeRedis } from "../support/redis.ts";
+import {
+  FIXTURES,
+  TEST_PIPELINE_OPTIONS,
+  createIngestEnv,
+  startBookServer,
+  startScriptedGateway,
+  type BookServer,
+  type IngestEnv,
+  type ScriptedGateway,
+} from "../fixtures/ingest/harness.ts";
+
+/**
+ * Spoiler-safe chat end to end: an original story with a late reveal (the rescued stranger, named
+ * Silas Crane past the middle, is the heroine's drowned brother Jonah, who set the fire himself) is
+ * ingested with four checkpoints through a gateway that echoes every quote and passage it is given
+ * into the profile and persona, so anything a pass saw ends up where chat can send it. Then a reader
+ * at 40 % chats, and everything that leaves for the gateway and the reranker is searched for the
+ * story's later sentences.
+ */
+
+setDefaultTimeout(120_000);
+
+const STORY = "the-lamp-on-gull-rock.txt";
+const storyText = await readFile(join(FIXTURES, STORY), "utf8");
+const REVEAL = "I am Jonah, your brother, and I did not drown in the gale.";
+
+/** Letters and digits only, so neither JSON escaping nor whitespace can hide a sentence. */
+const plain = (s: string) => s.toLowerCase().replace(/[^\p{L}\p{N}]+/gu, " ").trim();
+
+/** The story's sentences (six words or more) that first occur after `position`: what a reader there has not read. */
+function sentencesAfter(position: number): string[] {
+  const cutoff = position * storyText.length;
+  return [...storyText.matchAll(/[^.!?\n]+[.!?]*/g)]
+    .filter((m) => m.index >= cutoff && storyText.indexOf(m[0]) >= cutoff)
+    .map((m) => plain(m[0]))
+    .filter((s) => s.split(" ").length >= 6);
+}
+
+/** Every string in a JSON value, joined. */
+function strings(value: unknown): string[] {
+  if (typeof value === "string") return [value];
+  if (Array.isArray(value)) return value.flatMap(strings);
+  if (value && typeof value === "object") return Object.values(value).flatMap(strings);
+  return [];
+}
+
+function leaksAfter(position: number, material: unknown): string[] {
+  const haystack = plain(strings(material).join("\n"));
+  return sentencesAfter(position).filter((s) => haystack.includes(s));
+}
+
+/** Extraction and persona answers made of exactly what the pass was given. */
+function echoMaterial(gateway: ScriptedGateway) {
+  gateway.override.extract = (input) => ({
+    content: JSON.stringify({
+      psychology: `Known from: ${[...input.character.quotes, ...input.passages].join(" | ")}`,
+      voice: input.character.quotes.join(" | ") || "plain",
+      motivations: ["keep the light"],
+      relationships: input.cooccurring.map((c) => ({ name: c.name, type: "met" })),
+      signatureThemes: input.character.aliases,
+    }),
+  });
+  gateway.override.persona = (input) => ({ content: `I am ${input.name}. ${input.profile.psychology} ${input.quotes.join(" ")}` });
+}
+
+interface Ingested {
+  bookId: string;
+  result: PipelineResult;
+  characters: Character[];
+  byName(name: string): Character;
+}
+
+async function ingestStory(env: IngestEnv, db: Database, characterCheckpoints: number): Promise<Ingested> {
+  const book = await insertBook(db, { title: "The Lamp on Gull Rock", author: "A. Tester" });
+  const result = await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(STORY) } }, { ...TEST_PIPELINE_OPTIONS, characterCheckpoints });
+  const characters = await listCharacters(db, book.id);
+  const byName = (name: string) => {
+    const found = characters.find((c) => c.name.includes(name));
+    if (!found) throw new Error(`no character ${name} among ${characters.map((c) => c.name).join(", ")}`);
+    return found;
+  };
+  return { bookId: book.id, result, characters, byName };
+}
+
+/** The chat API over the stores the story was ingested into, with its own recording gateway and reranker. */
+async function chatOver(env: IngestEnv, db: Database, kv: KeyValueStore) {
+  const gateway = startFakeLlmGateway();
+  const reranker = startFakeReranker();
+  const metrics = createMetrics({ defaultMetrics: false });
+  const logLines: string[] = [];
+  const app = await buildTestApp({
+    db,
+    kv,
+    metrics,
+    logger: createLogger({ write: (line) => logLines.push(line) }),
+    llm: createTestLanguageModel(gateway, metrics),
+    vectorIndex: env.deps.vectorIndex,
+    textIndex: env.deps.textIndex,
+    reranker: createHttpReranker({ url: reranker.url, maxRetries: 0 }),
+  });
+  cleanups.push(async () => {
+    await app.settle();
+    gateway.stop();
+    reranker.stop();
+  });
+  return { gateway, reranker, app, logLines };
+}
+
+async function turn(
+  chat: Awaited<ReturnType<typeof chatOver>>,
+  db: Database,
+  story: Ingested,
+  character: Character,
+  message: string,
+  extra: Record<string, unknown> = {},
+) {
+  chat.gateway.reset();
+  chat.reranker.reset();
+  scriptGateway(chat.gateway);
+  const userId = crypto.randomUUID();
+  const session = await createSession(db, { userId, characterId: character.id });
+  const res = await chat.app.postJson("/character/chat", {
+    user_id: userId,
+    character_id: character.id,
+    book_id: story.bookId,
+    session_id: session.id,
+    user_message: message,
+    ...extra,
+  });
+  const { events } = await readSse(res);
+  await chat.app.settle();
+  const done = events.at(-1);
+  return {
+    done,
+    system: requestsOfKind(chat.gateway, "chat")[0]?.messages[0]?.content ?? "",
+    upstream: [
+      chat.gateway.chatRequests().map((r) => r.body),
+      chat.gateway.embeddingRequests().map((r) => r.body),
+      chat.reranker.rerankRequests().map((r) => r.body),
+    ],
+  };
+}
+
+let books: BookServer;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeAll(() => {
+  books = startBookServer();
+});
+afterAll(async () => {
+  for (const cleanup of cleanups.reverse()) await cleanup();
+  books.stop();
+});
+
+test("the story's reveal comes after 40 %, and the stranger is named only after it", () => {
+  expect(storyText.indexOf(REVEAL) / storyText.length).toBeGreaterThan(0.75);
+  expect(storyText.indexOf("Silas Crane") / storyText.length).toBeGreaterThan(0.5);
+  expect(sentencesAfter(0.4).length).toBeGreaterThan(60);
+  expect(sentencesAfter(0.4)).toContain(plain(REVEAL));
+});
+
+/** The whole path on one pair of stores; run on the embedded ones and on Postgres + Redis. */
+function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore; close(): Promise<void> }>) {
+  let db: Database;
+  let kv: KeyValueStore;
+  let env: IngestEnv;
+  let gateway: ScriptedGateway;
+  let story: Ingested;
+
+  beforeAll(async () => {
+    ({ db, kv } = await open().then((stores) => (cleanups.push(() => stores.close()), stores)));
+    gateway = startScriptedGateway();
+    echoMaterial(gateway);
+    env = await createIngestEnv({ gateway, books, db, kv });
+    cleanups.push(() => gateway.stop(), () => env.close());
+    story = await ingestStory(env, db, 4);
+  });
+
+  test("ingestion writes each character as of each quarter from only what comes before it", async () => {
+    expect(story.result.checkpoints.failed).toBe(0);
+    expect(story.result.checkpoints.written).toBeGreaterThanOrEqual(3);
+    const positions = await getBookReadingPositions(db, story.bookId);
+    expect(positions?.checkpoints).toEqual([0.25, 0.5, 0.75]);
+    expect(positions?.chunkEnds.length).toBe(story.result.index.chunks);
+    expect(positions?.chunkEnds.at(-1)).toBeCloseTo(1, 3);
+
+    let checked = 0;
+    for (const character of story.characters) {
+      const knowledge = await getCharacterKnowledge(db, character.id);
+      for (const checkpoint of knowledge.checkpoints) {
+        expect({ character: character.name, at: checkpoint.position, leaks: leaksAfter(checkpoint.position, checkpoint) }).toEqual({
+          character: character.name,
+          at: checkpoint.position,
+          leaks: [],
+        });
+        checked++;
+      }
+    }
+    expect(checked).toBe(story.result.checkpoints.written);
+    // The echo does carry the book: the whole-book persona holds material from after 40 %.
+    expect(leaksAfter(0.4, story.byName("Mara").systemPrompt).length).toBeGreaterThan(0);
+  });
+
+  test("Mara appears from the start with a checkpoint at each quarter; Silas Crane first past the middle", async () => {
+    const mara = await getCharacterKnowledge(db, story.byName("Mara").id);
+    expect(mara.firstAppearance).toBeLessThan(0.01);
+    expect(mara.checkpoints.map((c) => c.position)).toEqual([0.25, 0.5, 0.75]);
+    const silas = await getCharacterKnowledge(db, story.byName("Silas").id);
+    expect(silas.firstAppearance).toBeGreaterThan(0.5);
+    expect(silas.checkpoints.every((c) => c.position >= 0.75)).toBe(true);
+  });
+
+  test("a reader at 40 % gets nothing from after it: not in the rewrite, the embeddings, the rerank or the reply's prompt", async () => {
+    const chat = await chatOver(env, db, kv);
+    const questions = ["Who set the fire in the boathouse, and did Jonah really drown in the gale?", "Who is the stranger you pulled from the sea?"];
+    for (const name of ["Mara", "Silas"]) {
+      for (const question of questions) {
+        const { done, system, upstream } = await turn(chat, db, story, story.byName(name), question, { reading_position: 0.4 });
+        expect(done).toMatchObject({ done: true });
+        expect(system).toContain(`${READING_POSITION_HEADING}\nThe reader has read about 40% of the book so far.`);
+        expect({ name, question, leaks: leaksAfter(0.4, upstream) }).toEqual({ name, question, leaks: [] });
+      }
+    }
+    // The operator sees how far each reader was and which knowledge of the character spoke.
+    const turns = chat.logLines.filter((line) => line.includes(" chat turn "));
+    expect(turns).toHaveLength(4);
+    expect(turns[0]).toContain(" reading_position=0.4 knowledge=at0.25 outcome=ok ");
+    expect(turns[3]).toContain(" reading_position=0.4 knowledge=name outcome=ok ");
+  });
+
+  test("at 100 % the reveal is reachable", async () => {
+    const chat = await chatOver(env, db, kv);
+    const { done, system, upstream } = await turn(chat, db, story, story.byName("Mara"), "Did Jonah really drown in the gale, or did he set the fire in the boathouse?", {
+      reading_position: 1,
+    });
+    expect(done).toMatchObject({ done: true });
+    expect(system).not.toContain(READING_POSITION_HEADING);
+    expect(leaksAfter(0.4, upstream)).toContain(plain(REVEAL));
+  });
+}
+
+describe("on the embedded stores", () => {
+  spoilerSafeSuite(async () => {
+    const db = await createPgliteDatabase();
+    await migrate(db);
+    const kv = createMemoryKeyValueStore();
+    return {
+      db,
+      kv,
+      async close() {
+        await kv.close();
+        await db.close();
+      },
+    };
+  });
+});
+
+const redis = await probeRedis();
+const postgres = await probePostgres();
+const liveSkip = !redis.reachable ? redis.reason : !postgres.reachable ? postgres.reason : undefined;
+if (liveSkip) console.warn(`spoiler-safe: live Postgres + Redis run skipped: ${liveSkip}`);
+
+describe.skipIf(liveSkip !== undefined)("on Postgres and Redis", () => {
+  spoilerSafeSuite((): Promise<LiveStores> => openLiveStores("spoiler-safe", (postgres as { url: string }).url, redis.url));
+});
+
+describe("checkpoints configured and failing", () => {
+  let db: Database;
+  beforeAll(async () => {
+    db = await createPgliteDatabase();
+    await migrate(db);
+    cleanups.push(() => db.close());
+  });
+
+  async function ingestWith(characterCheckpoints: number, configure: (gateway: ScriptedGateway) => void = echoMaterial) {
+    const gateway = startScriptedGateway();
+    configure(gateway);
+    const env = await createIngestEnv({ gateway, books, db });
+    cleanups.push(() => gateway.stop(), () => env.close());
+    return { gateway, env, story: await ingestStory(env, db, characterCheckpoints) };
+  }
+
+  test("1 checkpoint is the whole book only: one pass per character, no checkpoint rows, positions still recorded", async () => {
+    const { gateway, story } = await ingestWith(1);
+    expect(story.result.checkpoints).toEqual({ written: 0, failed: 0 });
+    expect(gateway.personas().length).toBe(story.characters.length);
+    expect((await getBookReadingPositions(db, story.bookId))?.checkpoints).toEqual([]);
+    for (const c of story.characters) expect((await getCharacterKnowledge(db, c.id)).checkpoints).toEqual([]);
+  });
+
+  test("a checkpoint pass that fails is left out and the book still completes; chat then uses an earlier one", async () => {
+    const { env, story } = await ingestWith(4, (gateway) => {
+      echoMaterial(gateway);
+      const echo = gateway.override.persona!;
+      // Mara's persona as of the half fails every time; her quarter's and the whole book's do not.
+      gateway.override.persona = (input) =>
+        input.name.includes("Mara") && !input.profile.psychology.includes("Silas") && input.profile.psychology.includes("stranger")
+          ? { status: 400, message: "refused" }
+          : echo(input);
+    });
+    const mara = await getCharacterKnowledge(db, story.byName("Mara").id);
+    expect(story.result.checkpoints.failed).toBeGreaterThan(0);
+    expect(mara.checkpoints.map((c) => c.position)).not.toContain(0.5);
+    expect(mara.checkpoints.map((c) => c.position)).toContain(0.25);
+    expect(story.byName("Mara").systemPrompt).toStartWith("I am Mara");
+    const rows = await db.query<{ processing_status: string }>("SELECT processing_status FROM books WHERE id = $1", [story.bookId]);
+    expect(rows[0]?.processing_status).toBe("completed");
+
+    const chat = await chatOver(env, db, env.deps.kv);
+    const { system } = await turn(chat, db, story, story.byName("Mara"), "How are the nets?", { reading_position: 0.6 });
+    expect(system).toStartWith(mara.checkpoints.find((c) => c.position === 0.25)!.systemPrompt);
+  });
+});

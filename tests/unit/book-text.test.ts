@@ -1,0 +1,116 @@
+import { describe, expect, test } from "bun:test";
+import { extractWork, hasProse, readHeaderFields } from "../../ingest/book-text.ts";
+
+/** A short story wrapped the way Project Gutenberg wraps its files; the variants are what differs between eras. */
+const STORY = [
+  "Chapter 1",
+  "",
+  "Marta Vell opened the ledger and read the first line aloud.",
+  "",
+  "\u201cWho wrote this?\u201d asked Jonas Brask.",
+  "",
+  "Chapter 2",
+  "",
+  "Nobody answered him, and the lamp burned low.",
+].join("\n");
+
+const HEADER = (start: string) =>
+  [
+    "The Project Gutenberg eBook of The Lamp Ledger, by Ida Quarry",
+    "",
+    "This eBook is for the use of anyone anywhere in the United States and",
+    "most other parts of the world at no cost and with almost no restrictions.",
+    "",
+    "Title: The Lamp Ledger",
+    "       and Other Tales",
+    "",
+    "Author: Ida Quarry",
+    "",
+    "Language: English",
+    "",
+    start,
+    "",
+  ].join("\n");
+const LICENCE = ["", "Updated editions will replace the previous one.", "Michael Hart and Gregory B. Newby", "*** START: FULL LICENSE ***", "THE FULL PROJECT GUTENBERG LICENSE"].join("\n");
+
+const CASES: [string, string, string][] = [
+  ["a current header and END line", `${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***")}\n${STORY}\n\n*** END OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***${LICENCE}`, STORY],
+  ["an older THIS header with an End of sentence", `${HEADER("*** START OF THIS PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***")}\n${STORY}\n\nEnd of the Project Gutenberg EBook of The Lamp Ledger, by Ida Quarry\n\n*** END OF THIS PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***${LICENCE}`, STORY],
+  ["the small print of the nineties", `${HEADER("*END*THE SMALL PRINT! FOR PUBLIC DOMAIN ETEXTS*Ver.04.29.93*END*")}\n${STORY}\n\nEnd of Project Gutenberg's The Lamp Ledger, by Ida Quarry\n`, STORY],
+  [
+    "a producer, a title page and a transcriber's note",
+    `${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***")}\n\nProduced by Dana Proofer and the Online\nDistributed Proofreading Team\n\ncover\n\nThe Lamp Ledger and Other Tales\n\nby Ida Quarry\n\nTHE SECOND EDITION\n\n${STORY}\n\nTranscriber's Notes: a misprint was corrected.\n\n*** END OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***`,
+    STORY,
+  ],
+  [
+    "a table of contents with the title page above it",
+    `${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***")}\nTHE LAMP LEDGER\n\nBy Ida Quarry\n\n    CONTENTS\n\n     Chapter 1\n\n     Chapter 2\n\n\n\n${STORY}\n*** END OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***`,
+    STORY,
+  ],
+  [
+    "a table of contents whose entries come back in capitals",
+    `${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***")}\nContents\n\n   I.     The Ledger\n   II.    The Lamp\n\n\nI. THE LEDGER\n\nMarta Vell read it.\n\nII. THE LAMP\n\nIt burned.\n*** END OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***`,
+    "I. THE LEDGER\n\nMarta Vell read it.\n\nII. THE LAMP\n\nIt burned.",
+  ],
+  ["a file with no markers, contents and all", `Contents\n\nChapter 1\n\nProduced by nobody.\n\n${STORY}\n`, `Contents\n\nChapter 1\n\nProduced by nobody.\n\n${STORY}\n`],
+];
+
+describe("the work out of a book file", () => {
+  test.each(CASES)("%s", (_, file, work) => {
+    const result = extractWork(file);
+    expect(result.text).toBe(work);
+    expect(file.slice(result.start, result.end)).toBe(work);
+  });
+
+  test("what was stripped is recorded as ranges of the file around the work", () => {
+    const file = `${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK X ***")}\nContents\n\nChapter 1\nChapter 2\n\n${STORY}\n\n*** END OF THE PROJECT GUTENBERG EBOOK X ***${LICENCE}`;
+    const { stripped, start, end } = extractWork(file);
+    expect(stripped.map((s) => s.what)).toEqual(["gutenberg header", "table of contents", "gutenberg footer and licence"]);
+    expect(stripped[0]!.start).toBe(0);
+    expect(stripped.at(-1)!.end).toBe(file.length);
+    expect(stripped.every((s) => s.end <= start || s.start >= end)).toBe(true);
+    expect(file.slice(stripped[1]!.start, stripped[1]!.end)).toStartWith("Contents");
+  });
+
+  test("a contents line far into the work is not a table of contents", () => {
+    const late = `${"Para of prose that runs on.\n\n".repeat(2000)}Contents\n\nChapter 1\n\nMore prose.\n\nChapter 1\n\nThe end.\n`;
+    const file = `*** START OF THE PROJECT GUTENBERG EBOOK X ***\n${late}*** END OF THE PROJECT GUTENBERG EBOOK X ***\n`;
+    expect(extractWork(file).text).toBe(late.trim());
+  });
+
+  test("a file with only the header and licence has no prose left", () => {
+    const { text } = extractWork(`${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK X ***")}\n\n\n*** END OF THE PROJECT GUTENBERG EBOOK X ***${LICENCE}`);
+    expect(hasProse(text)).toBe(false);
+  });
+});
+
+describe("the Gutenberg header's fields", () => {
+  test.each([
+    ["Title: Emma\nAuthor: Jane Austen\nLanguage: English\n", { title: "Emma", author: "Jane Austen", language: "English" }],
+    ["Title: The Lamp Ledger\n       and Other Tales\n\nAuthor: Ida Quarry\n", { title: "The Lamp Ledger and Other Tales", author: "Ida Quarry" }],
+    ["Title:\nAuthor: Anonymous\n", { author: "Anonymous" }],
+    ["No fields here.\n", {}],
+  ])("%j", (header, fields) => {
+    expect(readHeaderFields(header)).toEqual(fields);
+  });
+
+  test("are read from the header of a wrapped file", () => {
+    expect(extractWork(`${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK X ***")}${STORY}`).header).toEqual({
+      title: "The Lamp Ledger and Other Tales",
+      author: "Ida Quarry",
+      language: "English",
+    });
+  });
+});
+
+describe("prose", () => {
+  test.each([
+    ["", false],
+    ["  \n\n ", false],
+    ["1 2 3 ... 42 -- *", false],
+    ["It was.", true],
+    ["زینب نے کہا", true],
+  ])("%j has prose: %p", (text, expected) => {
+    expect(hasProse(text)).toBe(expected);
+  });
+});

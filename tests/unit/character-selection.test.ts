@@ -1,0 +1,116 @@
+import { describe, expect, test } from "bun:test";
+import { selectCharacters } from "../../ingest/characters.ts";
+import { parseBookNlp, surnamesOf, toCharacterList, withoutTitle } from "../../ingest/nlp/booknlp-files.ts";
+import { runBookNlp } from "../../ingest/nlp/engine.ts";
+
+// Every passage here is written for these tests.
+
+/** The characters the pipeline keeps for a text, as the native engine's thread selects them. */
+function select(text: string, maxCharacters?: number) {
+  const { files, analysis } = runBookNlp(text);
+  const { tok } = analysis;
+  const tokens = { paragraph: tok.paragraph, word: tok.text, start: tok.start, end: tok.end, offsets: "utf16" as const };
+  return selectCharacters(parseBookNlp(files), { minMentions: 1, minQuotes: 0, ...(maxCharacters === undefined ? {} : { maxCharacters }) }, { text, tokens });
+}
+
+describe("surnames a character's names show", () => {
+  test.each([
+    [["Mary Tobin"], ["tobin"]],
+    [["Mr. Tobin"], ["tobin"]],
+    [["Miss Tobin"], []],
+    [["Mary"], []],
+    [["Princess Mary"], []],
+    [["Princess Mary Tobin", "Count Ilya"], ["tobin"]],
+    [["Captain Prince Andrew"], []],
+  ])("%p show %p", (names, surnames) => {
+    expect([...surnamesOf(names)]).toEqual(surnames);
+  });
+
+  test("a title is taken off a full name, stacked titles too", () => {
+    expect(withoutTitle("Miss Mary Tobin")).toBe("Mary Tobin");
+    expect(withoutTitle("Captain Prince Andrew Tobin")).toBe("Andrew Tobin");
+    expect(withoutTitle("Mary Tobin")).toBe("Mary Tobin");
+  });
+});
+
+describe("people who share a name", () => {
+  test("two women who share only a given name stay two characters, each called by her full name", () => {
+    const text = [
+      'Miss Mary Tobin came in with a letter. "I am so worried," said Mary. Mary sat down, and Mary cried. Miss Mary Tobin was a typist.',
+      '"Tell me everything," said Mr. Quill. "It is my father," said Mary, and she wept. Mary left at noon.',
+      "Weeks later, in another town, Miss Mary Ashdown ran into the bank. Miss Mary Ashdown was the banker's niece.",
+      '"Uncle!" cried Mary. Mary was pale, and Mary trembled. "The jewels are gone," said Mary. Mr. Quill looked at her.',
+    ].join("\n\n");
+    const names = select(text).map((c) => c.name);
+    expect(names).toContain("Mary Tobin");
+    expect(names).toContain("Mary Ashdown");
+    expect(names).not.toContain("Mary");
+  });
+
+  test("a bare surname the family shares is not an alias of the one it was once used for, but stays the name of the one it usually means", () => {
+    const text = [
+      'Mr. Tobin read his paper. "Well," said Mr. Tobin. Mrs. Tobin sighed. "You never listen," said Mrs. Tobin.',
+      'Clara Tobin laughed at them both. Clara would not long bear the name of Tobin, her mother said. "Nonsense," said Clara.',
+      'Mr. Wren came to dinner. Wren was tall, and Wren was proud. "Good evening," said Wren. Wren bowed to Clara, and Wren sat down. Miss Wren, his sister, smiled. "Hello," said Miss Wren.',
+    ].join("\n\n");
+    const list = toCharacterList(parseBookNlp(runBookNlp(text).files), { minMentions: 0 });
+    const called = (name: string) => list.find((c) => c.name === name || c.aliases.includes(name))!;
+    expect([called("Clara Tobin").name, ...called("Clara Tobin").aliases]).not.toContain("Tobin");
+    expect(list.flatMap((c) => [c.name, ...c.aliases])).not.toContain("Tobin");
+    expect([called("Mr. Wren").name, ...called("Mr. Wren").aliases]).toContain("Wren");
+    expect(called("Miss Wren").aliases).not.toContain("Wren");
+  });
+});
+
+describe("a collection of stories", () => {
+  /** A story in which the detective, his friend and the story's own people speak; `guests` are [name, lines]. */
+  const story = (heading: string, guests: [string, number][]) => [
+    heading,
+    '"Come in," said Tobias. "Sit down," said Mr. Quill. Tobias lit his pipe, and Mr. Quill waited.',
+    ...guests.flatMap(([name, lines]) =>
+      Array.from({ length: lines }, (_, k) => `"It was the ${k + 1}th night," said ${name}. Tobias looked at ${name}, and ${name} went on.`),
+    ),
+    '"Thank you," said Tobias. "Good night," said Mr. Quill. Tobias smiled at Mr. Quill.',
+    "The rain fell on the roofs of the town all that night.",
+    "In the morning the streets were wet and grey.",
+    "Nobody came to the door after that.",
+  ];
+  const text = [
+    "THE CASES OF TOBIAS",
+    ...story("I. THE MILL", [["Clara", 9], ["Ashdown", 8], ["Marsh", 7]]),
+    ...story("II. THE LANTERN", [["Fenwick", 4]]),
+    ...story("III. THE DOOR", [["Harrow", 4]]),
+  ].join("\n\n");
+
+  test("the cap keeps each story's leading speakers ahead of a third person from a longer story", () => {
+    const names = select(text, 6).map((c) => c.name);
+    expect(names).toHaveLength(6);
+    expect(names).toEqual(expect.arrayContaining(["Tobias", "Mr. Quill", "Clara", "Ashdown", "Fenwick", "Harrow"]));
+  });
+
+  test("the default cap grows to hold a collection's recurring cast and every story's leads", () => {
+    const guests = ["Abbot", "Brandon", "Corwin", "Dunstan", "Ellery", "Farrow", "Garland", "Hollis", "Ingram", "Jessop", "Kendal", "Lowther"];
+    const numerals = ["I", "II", "III", "IV", "V", "VI", "VII", "VIII", "IX", "X", "XI", "XII"];
+    const collection = guests.flatMap((g, k) => story(`${numerals[k]}. THE CASE OF ${g.toUpperCase()}`, [[g, 3 + (k % 3)], [`${g}ley`, 2]])).join("\n\n");
+    const names = select(collection).map((c) => c.name);
+    expect(names).toEqual(expect.arrayContaining(["Tobias", "Mr. Quill", ...guests, ...guests.map((g) => `${g}ley`)]));
+  });
+
+  test("a speaker known only by a description is no story's lead: the cap keeps the story's named people", () => {
+    const withSalesman = [
+      "THE CASES OF TOBIAS",
+      ...story("I. THE MILL", [["Clara", 9], ["Ashdown", 8], ["Marsh", 7]]),
+      ...story("II. THE LANTERN", [["Fenwick", 4], ["the salesman", 6], ["Pardoe", 3]]),
+      ...story("III. THE DOOR", [["Harrow", 4]]),
+    ].join("\n\n");
+    const names = select(withSalesman, 7).map((c) => c.name.toLowerCase());
+    expect(names).toEqual(expect.arrayContaining(["fenwick", "pardoe", "harrow"]));
+    expect(names).not.toContain("the salesman");
+  });
+
+  test("the same text without story headings is ranked by importance alone", () => {
+    const novel = text.replace(/^[IV]+\. .*$/gm, "");
+    const names = select(novel, 6).map((c) => c.name);
+    expect(names).toContain("Marsh");
+  });
+});

@@ -1,0 +1,158 @@
+import { describe, expect, test } from "bun:test";
+import { resolve } from "node:path";
+import { ConfigError, loadConfig } from "../../common/config.ts";
+
+describe("loadConfig", () => {
+  test("with nothing set, every component falls back to its embedded default", () => {
+    const c = loadConfig({});
+    expect(c.port).toBe(3000);
+    expect(c.dataDir).toBe(resolve(".data"));
+    expect(c.database).toEqual({ driver: "pglite", dataDir: resolve(".data/pg") });
+    expect(c.kv).toEqual({ driver: "memory" });
+    expect(c.qdrant).toBeUndefined();
+    expect(c.typesense).toBeUndefined();
+    expect(c.rerank).toBeUndefined();
+    expect(c.llm).toEqual({ chatModel: "gpt-4o-mini", embedModel: "text-embedding-3-small" });
+    expect(c.systemPromptStoragePath).toBe(resolve(".data/prompts"));
+    expect(c.maxBookBytes).toBe(104857600);
+    expect(c.metricsPort).toBe(9464);
+    expect(c.maxAttempts).toBe(3);
+    expect(c.logLevel).toBe("info");
+    expect(c.logFormat).toBe("text");
+    expect(loadConfig({ LOG_FORMAT: "json" }).logFormat).toBe("json");
+    expect(c.fileUrlAllowedHosts).toEqual([]);
+  });
+
+  test("the reranker is on when its key is set, rank fusion otherwise (SPEC: an empty key means no rerank)", () => {
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080" }).rerank).toBeUndefined();
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: " " }).rerank).toBeUndefined();
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: "k", RERANK_MODEL: "m" }).rerank).toEqual({ url: "http://rerank:8080", apiKey: "k", model: "m" });
+    expect(loadConfig({ RERANK_URL: "http://rerank:8080", RERANK_API_KEY: "k" }).rerank).toEqual({ url: "http://rerank:8080", apiKey: "k", model: "rerank-v3.5" });
+    expect(() => loadConfig({ RERANK_API_KEY: "k" })).toThrow("invalid RERANK_URL: expected an http(s) URL when RERANK_API_KEY is set");
+  });
+
+  test("HOST is loopback unless set; PLAYGROUND is on, off, or left to the entry point", () => {
+    expect(loadConfig({}).host).toBe("127.0.0.1");
+    expect(loadConfig({ HOST: "0.0.0.0" }).host).toBe("0.0.0.0");
+    expect(loadConfig({ HOST: "::" }).host).toBe("::");
+    expect(() => loadConfig({ HOST: "http://0.0.0.0" })).toThrow("invalid HOST: expected a host name or IP address to listen on");
+    expect(loadConfig({}).playground).toBeUndefined();
+    expect(loadConfig({ PLAYGROUND: "on" }).playground).toBe(true);
+    expect(loadConfig({ PLAYGROUND: "off" }).playground).toBe(false);
+    expect(() => loadConfig({ PLAYGROUND: "yes" })).toThrow("invalid PLAYGROUND: expected on or off");
+  });
+
+  test("CHARACTER_CHECKPOINTS is 4 (the quarters) unless set; 1 is the whole book only", () => {
+    expect(loadConfig({}).characterCheckpoints).toBe(4);
+    expect(loadConfig({ CHARACTER_CHECKPOINTS: "1" }).characterCheckpoints).toBe(1);
+    expect(loadConfig({ CHARACTER_CHECKPOINTS: "10" }).characterCheckpoints).toBe(10);
+  });
+
+  test("CHARACTER_CONCURRENCY is 16 model calls in flight per book unless set", () => {
+    expect(loadConfig({}).characterConcurrency).toBe(16);
+    expect(loadConfig({ CHARACTER_CONCURRENCY: "4" }).characterConcurrency).toBe(4);
+  });
+
+  test("CHAT_CONTEXT_TOKENS is 16384 and CHAT_REPLY_TOKENS 1024 unless set; a reply's reserve that leaves the prompt too little is refused", () => {
+    expect(loadConfig({})).toMatchObject({ chatContextTokens: 16_384, chatReplyTokens: 1_024 });
+    expect(loadConfig({ CHAT_CONTEXT_TOKENS: "131072", CHAT_REPLY_TOKENS: "4096" })).toMatchObject({ chatContextTokens: 131_072, chatReplyTokens: 4_096 });
+    expect(() => loadConfig({ CHAT_CONTEXT_TOKENS: "1000" })).toThrow("invalid CHAT_CONTEXT_TOKENS: expected tokens 4096-10000000");
+    expect(() => loadConfig({ CHAT_CONTEXT_TOKENS: "4096", CHAT_REPLY_TOKENS: "2048" })).toThrow(
+      "invalid CHAT_REPLY_TOKENS: expected at most 1536 tokens with CHAT_CONTEXT_TOKENS at 4096",
+    );
+  });
+
+  test("empty strings count as unset", () => {
+    expect(loadConfig({ PORT: "", DATABASE_URL: " " }).database.driver).toBe("pglite");
+  });
+
+  test.each([
+    ["postgres://u@db.internal:5432/app", undefined, "postgres"],
+    ["postgresql://u:p@ep-cool-1.eu-central-1.aws.neon.tech/neondb", undefined, "neon"],
+    ["postgres://u@127.0.0.1/test", "neon", "neon"],
+    ["postgres://u@x.neon.tech/db", "postgres", "postgres"],
+  ])("DATABASE_URL %s with DATABASE_DRIVER %s uses the %s driver", (url, driver, expected) => {
+    expect(loadConfig({ DATABASE_URL: url, DATABASE_DRIVER: driver }).database.driver).toBe(expected as "neon" | "postgres");
+  });
+
+  test("NEON_WS_PROXY is carried to the Neon driver", () => {
+    const c = loadConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", DATABASE_DRIVER: "neon", NEON_WS_PROXY: "127.0.0.1:9000/v1" });
+    expect(c.database).toEqual({ driver: "neon", url: "postgres://u@127.0.0.1/test", wsProxy: "127.0.0.1:9000/v1" });
+  });
+
+  test("Upstash wins over REDIS_URL when both are set", () => {
+    const c = loadConfig({ UPSTASH_REDIS_REST_URL: "https://eu1.upstash.io", UPSTASH_REDIS_REST_TOKEN: "t", REDIS_URL: "redis://127.0.0.1:6379" });
+    expect(c.kv).toEqual({ driver: "upstash", url: "https://eu1.upstash.io", token: "t" });
+    expect(loadConfig({ REDIS_URL: "redis://127.0.0.1:6379" }).kv).toEqual({ driver: "redis", url: "redis://127.0.0.1:6379" });
+  });
+
+  test("FILE_URL_ALLOWED_HOSTS is split, trimmed and lower-cased", () => {
+    expect(loadConfig({ FILE_URL_ALLOWED_HOSTS: " Books.Example.com, 127.0.0.1:8080 ,[::1]:9000" }).fileUrlAllowedHosts).toEqual([
+      "books.example.com",
+      "127.0.0.1:8080",
+      "[::1]:9000",
+    ]);
+  });
+
+  test("ALLOWED_HOSTS is none on a loopback HOST and any on a network HOST unless set; ALLOWED_ORIGINS is none unless set", () => {
+    expect(loadConfig({}).allowedHosts).toEqual([]);
+    expect(loadConfig({ HOST: "localhost" }).allowedHosts).toEqual([]);
+    expect(loadConfig({ HOST: "::1" }).allowedHosts).toEqual([]);
+    expect(loadConfig({ HOST: "0.0.0.0" }).allowedHosts).toBe("*");
+    expect(loadConfig({ HOST: "::" }).allowedHosts).toBe("*");
+    expect(loadConfig({ HOST: "0.0.0.0", ALLOWED_HOSTS: " API, api.books.svc.cluster.local " }).allowedHosts).toEqual(["api", "api.books.svc.cluster.local"]);
+    expect(loadConfig({ ALLOWED_HOSTS: "*" }).allowedHosts).toBe("*");
+    expect(loadConfig({}).allowedOrigins).toEqual([]);
+    expect(loadConfig({ ALLOWED_ORIGINS: "https://App.Example.com, http://localhost:5173/" }).allowedOrigins).toEqual(["https://app.example.com", "http://localhost:5173"]);
+    expect(loadConfig({ ALLOWED_ORIGINS: "*" }).allowedOrigins).toBe("*");
+  });
+
+  test.each([
+    ["ALLOWED_HOSTS", "api:3000"],
+    ["ALLOWED_HOSTS", "http://api"],
+    ["ALLOWED_HOSTS", "*,api"],
+    ["ALLOWED_HOSTS", ","],
+    ["ALLOWED_ORIGINS", "app.example.com"],
+    ["ALLOWED_ORIGINS", "https://app.example.com/path"],
+    ["ALLOWED_ORIGINS", "ftp://app.example.com"],
+    ["ALLOWED_ORIGINS", "null"],
+  ])("%s=%s is refused with one line naming it", (variable, value) => {
+    expect(() => loadConfig({ [variable]: value })).toThrow(new RegExp(`^invalid ${variable}: expected \\* or a comma list of`));
+  });
+
+  test.each([
+    ["PORT", "abc", "PORT"],
+    ["PORT", "70000", "PORT"],
+    ["PORT", "0", "PORT"],
+    ["DATABASE_URL", "mysql://u@h/db", "DATABASE_URL"],
+    ["DATABASE_URL", "not a url", "DATABASE_URL"],
+    ["DATABASE_DRIVER", "mysql", "DATABASE_DRIVER"],
+    ["REDIS_URL", "http://127.0.0.1:6379", "REDIS_URL"],
+    ["UPSTASH_REDIS_REST_URL", "https://x.upstash.io", "UPSTASH_REDIS_REST_TOKEN"],
+    ["UPSTASH_REDIS_REST_TOKEN", "t", "UPSTASH_REDIS_REST_URL"],
+    ["TYPESENSE_URL", "http://127.0.0.1:8108", "TYPESENSE_API_KEY"],
+    ["QDRANT_URL", "qdrant:6333", "QDRANT_URL"],
+    ["LLM_GATEWAY_URL", "ftp://x", "LLM_GATEWAY_URL"],
+    ["MAX_BOOK_BYTES", "-5", "MAX_BOOK_BYTES"],
+    ["MAX_ATTEMPTS", "0", "MAX_ATTEMPTS"],
+    ["CHARACTER_CHECKPOINTS", "0", "CHARACTER_CHECKPOINTS"],
+    ["CHARACTER_CHECKPOINTS", "21", "CHARACTER_CHECKPOINTS"],
+    ["CHARACTER_CHECKPOINTS", "2.5", "CHARACTER_CHECKPOINTS"],
+    ["CHARACTER_CONCURRENCY", "0", "CHARACTER_CONCURRENCY"],
+    ["METRICS_PORT", "1e3", "METRICS_PORT"],
+    ["LOG_LEVEL", "verbose", "LOG_LEVEL"],
+    ["LOG_FORMAT", "logfmt", "LOG_FORMAT"],
+    ["FILE_URL_ALLOWED_HOSTS", "http://a.example", "FILE_URL_ALLOWED_HOSTS"],
+  ])("%s=%s is refused with one line naming %s", (key, value, variable) => {
+    let error: unknown;
+    try {
+      loadConfig({ [key]: value });
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(ConfigError);
+    expect((error as ConfigError).variable).toBe(variable);
+    expect((error as ConfigError).message).toStartWith(`invalid ${variable}: expected `);
+    expect((error as ConfigError).message).not.toContain("\n");
+  });
+});

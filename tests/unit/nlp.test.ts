@@ -1,0 +1,661 @@
+import { describe, expect, test } from "bun:test";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseBookNlp, toCharacterList, type CharacterSummary } from "../../ingest/nlp/booknlp-files.ts";
+import { analyze, runBookNlp, writeBookNlp } from "../../ingest/nlp/engine.ts";
+import { detectConvention, findQuotes } from "../../ingest/nlp/quotes.ts";
+import { tokenize } from "../../ingest/nlp/tokenizer.ts";
+import { ENTITIES_HEADER, QUOTES_HEADER, renderTokenPieces, SUPERSENSE_HEADER, Tags, TOKENS_HEADER } from "../../ingest/nlp/writer.ts";
+
+// Every passage here is written for these tests.
+
+/** Runs the engine and reads its files back the way the pipeline does. */
+function read(text: string) {
+  const { files, analysis } = runBookNlp(text);
+  const parsed = parseBookNlp(files);
+  const characters = toCharacterList(parsed, { minMentions: 0 });
+  const quotes = parsed.quotes.map((q) => ({ text: q.quote, speaker: q.charId }));
+  /** Character ids of the given names, to compare with quote speakers. */
+  const ids = (...names: string[]) => names.map((n) => character(characters, n).id);
+  return { files, analysis, parsed, characters, quotes, speakers: quotes.map((q) => q.speaker), ids };
+}
+
+function character(list: CharacterSummary[], name: string): CharacterSummary {
+  const c = list.find((x) => x.name === name || x.aliases.includes(name));
+  if (!c) throw new Error(`no character named ${name} in ${list.map((x) => x.name).join(", ")}`);
+  return c;
+}
+
+const quoted = (text: string) => findQuotes(tokenize(text));
+const quoteTexts = (text: string) => {
+  const tok = tokenize(text);
+  return findQuotes(tok).quotes.map((q) => text.slice(tok.start[q.start], tok.end[q.end]));
+};
+
+describe("name clustering", () => {
+  const text = [
+    "Clara Whitcombe walked into the orchard before dawn. The grass was wet, and Clara had not slept.",
+    "Later that morning Miss Clara Whitcombe wrote a letter to her cousin, and Clara sealed it herself.",
+    "Mr. Ashdown arrived at noon, and Mrs. Ashdown came soon after him. Mr. Ashdown sat down by the window while Mrs. Ashdown poured the tea, and he thanked her.",
+    "Then Mrs. Ashdown asked for Clara, and Mr. Ashdown said that he had seen Miss Whitcombe in the orchard.",
+  ].join("\n\n");
+
+  test("a first name, a full name and a titled full name are one character", () => {
+    const { characters } = read(text);
+    const clara = character(characters, "Clara Whitcombe");
+    expect([clara.name, ...clara.aliases]).toEqual(expect.arrayContaining(["Clara", "Clara Whitcombe", "Miss Clara Whitcombe"]));
+    expect(clara.gender).toBe("female");
+  });
+
+  test("Mr. and Mrs. with one surname are two characters of different genders", () => {
+    const { characters } = read(text);
+    const mr = character(characters, "Mr. Ashdown");
+    const mrs = character(characters, "Mrs. Ashdown");
+    expect(mr.id).not.toBe(mrs.id);
+    expect(mr.gender).toBe("male");
+    expect(mrs.gender).toBe("female");
+  });
+
+  test("a familiar form joins the given name it comes from, unless that person is rarely called by it", () => {
+    const t = [
+      "Elizabeth Marsh came down early. Elizabeth was always early, and she liked the quiet; Elizabeth read by the window until Elizabeth heard the bell.",
+      '"Good morning, Lizzy," said Mr. Marsh. Lizzy smiled at him.',
+      "Lady Catherine Vane arrived at noon, and Lady Catherine was never early. Kitty, the maid, took her cloak, and Kitty curtsied. Kitty was shy, and she blushed.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Lizzy").id).toBe(character(characters, "Elizabeth Marsh").id);
+    expect(character(characters, "Kitty").id).not.toBe(character(characters, "Lady Catherine").id);
+  });
+
+  test("'Miss' with a given name joins the one person of that given name", () => {
+    const t = "Lydia Marsh laughed. Miss Lydia Marsh was the youngest, and she laughed at everything. Lydia ran out. Later Miss Lydia came back, and Lydia sat down.";
+    const { characters } = read(t);
+    expect(character(characters, "Miss Lydia").id).toBe(character(characters, "Lydia Marsh").id);
+    expect(character(characters, "Lydia").id).toBe(character(characters, "Lydia Marsh").id);
+  });
+
+  test("places after 'in' and before 'Street' are not characters", () => {
+    const t = 'Tobias Fenwick lived in Harrowgate, where he kept a shop. Tobias walked down Marlow Street every day, and he was well liked in Harrowgate. "Good morning," said Tobias to everyone.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.aliases.concat(c.name)).flat().sort()).toEqual(["Tobias", "Tobias Fenwick"]);
+  });
+
+  test("an exclamation used as a name in dialogue tags is a name", () => {
+    const t = '"Oh, bother," said Bah. Bah sat down on the log. "Bother," said Bah again, and Bah sighed. "Hullo, Bah," said Tobias. Bah looked up.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).toContain("Bah");
+  });
+
+  test("a hyphenated name with lower-case words inside is one name", () => {
+    const t = 'Later Tobias-the-Brave came home, and he sat down. "Home at last," said Tobias-the-Brave. At dawn Brave woke up, and so Brave ate his supper.';
+    const { characters } = read(t);
+    expect(character(characters, "Tobias-the-Brave").id).toBe(character(characters, "Brave").id);
+  });
+
+  test("an exclamation that never tags a quote stays an exclamation", () => {
+    const t = '"Bah!" said Tobias. Tobias frowned. "Bah, I say. Bah!" he said. Clara laughed at Tobias.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).not.toContain("Bah");
+  });
+
+  test("a bare name far more common than the fuller names it fits takes them all in", () => {
+    const t = [
+      "Wren walked to the mill. Wren was small, and he hurried. Wren looked back twice. Wren whistled.",
+      "The miller called him Brave Wren, as Wren came in. Wren sat down, and Wren ate.",
+      "The others called him Clever Wren. Wren did not mind, and Wren laughed. Wren went home.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Brave Wren").id).toBe(character(characters, "Wren").id);
+    expect(character(characters, "Clever Wren").id).toBe(character(characters, "Wren").id);
+  });
+
+  test.each([
+    [
+      "a description written as a proper name is a character, even with a gendered head",
+      'The invisible ink had faded, and the invisible thread was gone. "Who is there?" said the Invisible Man. Walter Ashdown turned. "Only me," said Walter. "Stay where you are," said the Invisible Man. "I cannot see you," said Walter. "Nobody can," said the Invisible Man, and the Invisible Man laughed.',
+      [["the Invisible Man"], ["Walter Ashdown"]],
+    ],
+    [
+      "'Lady' before a surname is not the untitled daughter who shares it",
+      'Lady Ashdown came down to dinner, and Maria Ashdown followed her mother. Lady Ashdown sat at the head of the table. "The soup is cold," said Lady Ashdown. "It is always cold," said Maria. Maria laughed, and Maria ate it anyway.',
+      [["Lady Ashdown"], ["Maria Ashdown"]],
+    ],
+    [
+      "'the Major' is the one major the book has named",
+      'Major Pell rode in at noon, and Major Pell was tired. "Water," said Major Pell. Clara brought him a cup. The Major drank it, and the Major thanked her. "Another," said the Major.',
+      [["Major Pell", "the Major"], ["Clara"]],
+    ],
+    [
+      "a surname used bare far more often than with any title is one person under every title",
+      'Dr. Kemp was at his desk. Kemp looked up when Mr. Kemp was announced by the maid, for Kemp had no visitors. Kemp sighed. Kemp rose. Kemp opened the door, and Kemp saw nobody. Kemp sat down again, and Kemp wrote. "Strange," said Kemp.',
+      [["Kemp", "Dr. Kemp", "Mr. Kemp"]],
+    ],
+  ])("%s", (_label, t, groups) => {
+    const { characters } = read(t);
+    const ids = groups.map((names) => new Set(names.map((n) => character(characters, n).id)));
+    for (const g of ids) expect(g.size).toBe(1);
+    expect(new Set(ids.map((g) => [...g][0])).size).toBe(groups.length);
+  });
+
+  test("a pronoun two sentences on votes for whoever that sentence is about, not for an earlier name", () => {
+    const t = [
+      'Clara followed the White Rabbit down the hall. It was dark, and she was afraid. Clara called to the White Rabbit across the hall. Nobody answered, and she waited.',
+      'The White Rabbit ran, and he vanished. "Oh dear," said the White Rabbit.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "the White Rabbit").gender).toBe("male");
+  });
+
+  test("'M.' after an initial is an initial, not Monsieur", () => {
+    const t = 'A Winter Tale, by E. M. Forster\n\n"Good morning," said Tobias. Tobias smiled, and he sat down. "Good morning," said Clara, and she laughed.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name).sort()).toEqual(["Clara", "Tobias"]);
+  });
+
+  test("a name that begins with a compass point, or a place word alone after 'the', is a place", () => {
+    const t = [
+      'Tobias sailed for the North Pole in May, and Tobias never came back from the North Pole. "Cold," said Tobias. Tobias wrote home from the North Pole, and he said the North Pole was white.',
+      'The College had sent him, and the College paid. The East called him, said the College. Tobias loved the East, and the East was kind to him.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).toEqual(["Tobias"]);
+  });
+
+  test("a fuller name whose given name is another person's stops a bare name from taking in its fuller names", () => {
+    const t = [
+      'The miller called him Clever Wren. Wren walked to the mill. Wren was small, and he hurried. Wren looked back twice. "Hello," said Wren. Wren sat down, and Wren ate. Wren slept. Wren woke, and Wren went out.',
+      "Kate laughed. Kate sang, and Kate danced, and she was happy. At last Kate Wren went home.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Kate").id).not.toBe(character(characters, "Wren").id);
+  });
+
+  test("two given names side by side are two people, and a place before a given name is no part of it", () => {
+    const t = [
+      'Clara Whitcombe came in. "Good evening," said Clara. Clara sat down. Tobias Finch bowed. "Evening," said Tobias. Tobias Finch smiled, and Tobias Finch poured the wine.',
+      "On seeing Clara Tobias grew animated. In Dover Tobias had missed her. Dover was cold that year, said Clara, and Dover was far.",
+      'Tobias laughed. "Stay," said Tobias. Tobias looked at Clara, and Clara looked at Tobias.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    const everyName = characters.flatMap((c) => [c.name, ...c.aliases]);
+    expect(everyName).not.toContain("Clara Tobias");
+    expect(everyName).not.toContain("Dover Tobias");
+    expect(characters.filter((c) => [c.name, ...c.aliases].includes("Tobias"))).toHaveLength(1);
+    expect(character(characters, "Tobias").id).toBe(character(characters, "Tobias Finch").id);
+  });
+
+  test("a given name two families' full names share does not make them one person", () => {
+    const t = [
+      'Nicholas Whitcombe rode in. Nicholas Ashdown rode after him. "Wait," said Nicholas Whitcombe. "I am waiting," said Nicholas Ashdown.',
+      ...Array.from({ length: 5 }, () => 'Nicholas laughed. "Again," said Nicholas. Nicholas sat down, and Nicholas slept.'),
+      'Whitcombe woke. Whitcombe rose. Whitcombe went out. Ashdown woke. Ashdown rose. Ashdown went out.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Nicholas Whitcombe").id).not.toBe(character(characters, "Nicholas Ashdown").id);
+  });
+
+  test("'Master' before a surname is Mr.: 'Master Holmes' is Mr. Holmes, not someone new", () => {
+    const t = [
+      'Mr. Tobias Quill came in. "Sit down," said Mr. Quill. Quill lit his pipe. Quill waited.',
+      '"A little nut for you to crack, Master Quill," said the stranger. Quill smiled. "We shall see," said Quill. Quill rose, and Quill went out.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(characters.filter((c) => [c.name, ...c.aliases].some((n) => n.endsWith("Quill")))).toHaveLength(1);
+  });
+
+  test("'the Lord' pages away from the one lord the book names is not him", () => {
+    const filler = "The rain fell on the roofs of the town, and the river ran high under the bridge all night long.";
+    const t = [
+      '"I wish to the Lord that I had gone," said Tobias. "Thank the Lord you did not," said Clara.',
+      ...Array.from({ length: 250 }, () => filler),
+      'Lord Ashdown came in. "Good evening," said Lord Ashdown. The Lord sat down. "Wine," said the Lord.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Lord Ashdown").aliases.map((a) => a.toLowerCase())).toContain("the lord");
+    const lords = characters.filter((c) => [c.name, ...c.aliases].some((n) => n.toLowerCase() === "the lord"));
+    expect(lords.map((c) => c.name)).toEqual(["Lord Ashdown"]);
+    expect(characters.flatMap((c) => c.aliases).filter((a) => a.toLowerCase() === "the lord")).toHaveLength(1);
+  });
+
+  test("a nationality in the plural is a group, not a character; a surname that is a plural word is still a name", () => {
+    const t = 'The Englishmen came at noon, and the Indians waited. Tobias watched the Englishmen. The Indians spoke to Tobias, and he answered them. "Welcome," said Tobias to the Indians. "Well, well," said Mr. Wells.';
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name).sort()).toEqual(["Mr. Wells", "Tobias"]);
+  });
+
+  test("a street named after a titled person is a place, never an alias of that person", () => {
+    const t = [
+      'The King paced the room. "You must find it," said the King, and the King sat down. "I will," said Tobias.',
+      'Tobias took a cab to King Edward Street, and waited in King Edward Street until dark. "Nothing," said Tobias. The King frowned, and the King said nothing.',
+      'A girl ran past him towards Queen Anne Terrace. "Hurry, Edward," said the girl. Edward was her brother, and Edward hurried.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    const names = characters.flatMap((c) => [c.name, ...c.aliases]);
+    expect(names).not.toContain("King Edward Street");
+    expect(names).not.toContain("Queen Anne Terrace");
+    expect(character(characters, "The King").aliases).toEqual([]);
+    expect(character(characters, "Edward").id).not.toBe(character(characters, "The King").id);
+  });
+
+  test("the author, editor and transcriber credited in the text are never characters, and the author's given name still finds its character", () => {
+    const t = [
+      "The Orchard Letters",
+      "by Jane Tobin",
+      "Edited by Walter Crane, with notes. Transcriber: Nell Marsh and Peter Quill.",
+      'Jane Ashdown walked into the orchard. "It is cold," said Jane. Jane shivered, and she went in.',
+      '"Good morning, Jane," said Tobias. Tobias smiled at Jane, and Jane smiled back. "Good morning," said Jane.',
+      "The letters were later praised by Miss Tobin in a preface, and Tobin signed it.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    const names = characters.flatMap((c) => [c.name, ...c.aliases]);
+    for (const credited of ["Jane Tobin", "Tobin", "Miss Tobin", "Walter Crane", "Nell Marsh", "Peter Quill", "Transcriber"]) expect(names).not.toContain(credited);
+    expect(character(characters, "Jane").id).toBe(character(characters, "Jane Ashdown").id);
+    expect(characters).toHaveLength(2);
+  });
+
+  test("a name after 'by' in a sentence of the story, even after 'produced by', is still a character", () => {
+    const t = '"Up," said Clara to Tobias, and she laughed. Then Tobias was woken by Clara. The noise was produced by Clara and Tobias.\n\nHe was saved by Clara';
+    const { analysis } = read(t);
+    expect(analysis.names.filter((m) => m.parts.join(" ") === "Clara")).toHaveLength(4);
+  });
+
+  test("a capitalised word that is usually lower case is not a name", () => {
+    const t = "Tobias went to the market. Yesterday he bought bread, and yesterday the baker smiled. Yesterday was cold. Tobias said nothing.";
+    const { characters } = read(t);
+    expect(characters.map((c) => c.name)).not.toContain("Yesterday");
+  });
+});
+
+describe("quote conventions", () => {
+  test.each([
+    ["straight double quotes", '"I am going out," said Tobias. "Do not wait up."', "double", ['"I am going out,"', '"Do not wait up."']],
+    ["curly double quotes", "\u201cI am going out,\u201d said Tobias. \u201cDo not wait up.\u201d", "double", ["\u201cI am going out,\u201d", "\u201cDo not wait up.\u201d"]],
+    [
+      "single quotes around apostrophes",
+      "\u2018I don\u2019t mind,\u2019 said Tobias. \u2018The boys\u2019 coats are wet.\u2019",
+      "single",
+      ["\u2018I don\u2019t mind,\u2019", "\u2018The boys\u2019 coats are wet.\u2019"],
+    ],
+    ["em-dash dialogue", "\u2014I am going out \u2014 said Tobias \u2014 do not wait up.", "dash", ["\u2014I am going out", "\u2014 do not wait up."]],
+  ])("%s are found", (_label, text, convention, expected) => {
+    expect(detectConvention(tokenize(text))).toBe(convention as "double" | "single" | "dash");
+    expect(quoteTexts(text)).toEqual(expected);
+  });
+
+  test("the dominant convention wins: stray single quotes in a double-quoted book are not quotes", () => {
+    const text = '"Come in," said Clara. "It is only the wind."\n\nThe sign read \u2018Closed\u2019 in faded paint.';
+    expect(quoted(text).convention).toBe("double");
+    expect(quoted(text).quotes).toHaveLength(2);
+  });
+
+  test("a quote nested in another stays inside the outer quote", () => {
+    const text = "\"She told me, 'Never again,' and walked out,\" said Tobias.";
+    expect(quoteTexts(text)).toEqual(["\"She told me, 'Never again,' and walked out,\""]);
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Tobias"));
+  });
+
+  test("a paragraph that leaves its quote open continues in the next, with the same speaker", () => {
+    const text = [
+      "Clara Whitcombe and Tobias Fenwick sat by the fire.",
+      '"It began in the spring," said Clara. "The river rose and the mill flooded.',
+      '"By summer nothing was left of it."',
+      "Tobias nodded.",
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.quotes).toHaveLength(3);
+    expect(r.analysis.scan.quotes[2]!.continuation).toBe(true);
+    expect(r.speakers).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe", "Clara Whitcombe"));
+  });
+
+  test("an untagged story told over several paragraphs stays with its teller, whoever it names", () => {
+    const text = [
+      "Clara Whitcombe and Tobias Fenwick sat by the fire. Tobias poured the tea, and he waited. Clara thought of Silas Brand, and of what Silas had said to her.",
+      '"Tell me how it happened," said Tobias.',
+      '"It was long ago. I was a clerk then, and poor.',
+      '"My old master, Silas Brand, was kind to me, and he taught me the trade.',
+      '"But he died, and I was alone again."',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Clara Whitcombe", "Clara Whitcombe"));
+  });
+});
+
+describe("speaker attribution", () => {
+  // The intro's own quote comes first; each case checks the quotes after it.
+  const intro = "Clara Whitcombe met Tobias Fenwick at the gate. Tobias was late, and he apologised. Clara laughed, and she took his arm.\n\n\"Shall we go?\" said Tobias.\n\nClara nodded.\n\n";
+
+  test.each([
+    ["said X after the quote", '"The gate is locked," said Tobias.', "Tobias Fenwick"],
+    ["X said after the quote", '"The gate is locked," Clara said.', "Clara Whitcombe"],
+    ["X replied with an adverb", '"The gate is locked," Tobias quietly replied.', "Tobias Fenwick"],
+    ["a tag before the quote", 'Clara said, "The gate is locked."', "Clara Whitcombe"],
+    ["a pronoun tag for the woman", '"The gate is locked," she said.', "Clara Whitcombe"],
+    ["a pronoun tag for the man", '"The gate is locked," he answered.', "Tobias Fenwick"],
+    ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
+  ])("%s", (_label, line, speaker) => {
+    const r = read(intro + line);
+    expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
+  });
+
+  test("untagged turns alternate between the two speakers", () => {
+    const text =
+      intro +
+      ['"Where have you been?" asked Clara.', '"At the mill," said Tobias.', '"All night?"', '"All night."', '"And what did you find there?"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe"));
+  });
+
+  test("a name used to address someone makes the other person the speaker", () => {
+    const text = intro + ['"Tobias, will you fetch the lamp?"', '"At once," said Tobias.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a he/she tag goes to the person of that gender the paragraph is about, not the last one it named", () => {
+    const text = [
+      intro,
+      "Tobias Fenwick stood by the window, and his eyes followed Clara and Walter Ashdown down the lane. Recovering himself, he turned and said,",
+      '"We should follow them."',
+    ].join("");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("turn-taking does not carry across a narration paragraph", () => {
+    const text =
+      intro +
+      [
+        '"Where have you been?" asked Clara.',
+        '"At the mill," said Tobias.',
+        "Walter Ashdown came through the gate with his dog, and Walter whistled to it.",
+        '"Good evening to you both."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Walter Ashdown"));
+  });
+
+  test("a he/she tag goes to the woman the paragraph is about, not to one it names after a preposition", () => {
+    const text = intro + 'Standing with Mrs. Pell by the window, Clara watched the lane. "The rain has stopped," she said.';
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
+  test("an untagged quote goes to whoever its paragraph opens on, passing over a name after a preposition", () => {
+    const text =
+      intro + ["Mrs. Pell came out to the garden with a letter, and she smiled at Tobias.", 'From Mrs. Pell the letter passed to Clara, who laughed. "What a day it has been!"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
+  test("a he/she tag does not go to someone the quote talks about", () => {
+    const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Walter always wins at cards," he said.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("a speaker who says who they are is that person, even untagged", () => {
+    const text = intro + ["Walter Ashdown came in, and he sat down by the fire.", '"Good evening. I am Tobias Fenwick, and this is my gate."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("a turn right after someone's one-line action answers them, and they reply next", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown sat by the fire, and he smoked.",
+        '"Where have you been?" asked Clara.',
+        '"At the mill," said Tobias.',
+        "He shook his head.",
+        '"What is the matter?"',
+        '"Nothing at all."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a he/she tag right after a turn that named its listener goes to that listener", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.",
+        '"Are you staying, Tobias?" asked Walter.',
+        '"Only for an hour," he said.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick"));
+  });
+
+  test("an untagged turn belongs to whoever the reply to it names", () => {
+    const text =
+      intro +
+      ["Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.", '"It is cold tonight."', '"Then sit closer, Walter," said Tobias.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick"));
+  });
+
+  test.each([
+    ["turning to someone", 'Clara turned to Walter, and Mr. Pell watched them. "You are late."'],
+    ["a tag that says to whom", '"You are late," said she to Walter, and Mr. Pell watched them.'],
+  ])("a turn the narration says was spoken to someone is answered by them: %s", (_label, line) => {
+    const text = intro + ["Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.", line, '"The road was long."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Walter Ashdown"));
+  });
+
+  test("a reply to 'sir' is a man's, even when turn order points at a woman", () => {
+    const text =
+      intro + ["Mrs. Ashdown came to the gate.", '"Shall we go in?" said Mrs. Ashdown.', '"Is the gate locked, sir?" asked Clara.', '"It is."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Ashdown", "Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
+    const text =
+      intro +
+      [
+        '"The river is high tonight," said Clara.',
+        "Mrs. Pell came down the lane with a lantern, and Mrs. Pell waved to them.",
+        '"And the bridge will be closed by morning," she added.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe"));
+  });
+
+  test("a he/she tag does not go to the last person named when the next paragraph's tag names them as replying", () => {
+    const text =
+      intro + ["Clara walked down to the gate with Mrs. Pell.", '"It is colder than yesterday," she said.', '"Much colder," said Mrs. Pell.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Mrs. Pell"));
+  });
+
+  test("turn order overrules a he/she tag read from whoever spoke last", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell came out to the garden with a letter.",
+        '"Who is it from?" asked Mrs. Pell.',
+        '"From my brother," said Clara.',
+        '"Is he well?"',
+        '"Quite well. He has bought a farm."',
+        '"A farm!" she cried. "Whatever for?"',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Mrs. Pell"));
+  });
+
+  test("an exchange is read as a whole: the names in its first and last turns set who speaks between, over a bystander named last", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell came out to the garden with a letter, and Walter Ashdown followed her.",
+        '"Is it from your brother, Clara?"',
+        '"It is."',
+        '"Is he well?"',
+        '"Quite well."',
+        '"And the farm?"',
+        '"Sold, Mrs. Pell, last spring."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe"));
+  });
+
+  test("a run-on quote whose next paragraph is tagged for someone else still leaves the exchange its speakers", () => {
+    const text =
+      intro + ['"Is the gate locked?" asked Clara.', '"It is," said Tobias. "And I have lost the key.', '"Then we must climb," said Clara.', '"Over the wall?"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("'his wife' is the woman who shares his surname, not merely the last woman mentioned", () => {
+    const text = [
+      "Mrs. Ashdown was sewing by the fire. Mr. Ashdown came in from the garden, and he sat down heavily. Clara Whitcombe was reading in the corner, and she did not look up.",
+      '"The roses are finished," said Mr. Ashdown.',
+      '"Then we shall have none for Sunday," said his wife.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
+  });
+
+  test("a description used in many tags becomes a character", () => {
+    const text = [
+      '"Who goes there?" said the lamplighter.',
+      '"A friend," said Tobias Fenwick.',
+      '"Friends carry lanterns," said the lamplighter.',
+      '"Mine went out," said Tobias.',
+      '"Then come and light it," said the lamplighter, and the lamplighter smiled.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(character(r.characters, "The lamplighter").name).toBe("The lamplighter");
+    expect(r.speakers).toEqual(r.ids("The lamplighter", "Tobias Fenwick", "The lamplighter", "Tobias Fenwick", "The lamplighter"));
+  });
+});
+
+describe("first-person narrator", () => {
+  const text = [
+    "I had not seen my brother for a year when I came home at last. I found him in the study, and I sat down.",
+    '"Sit down, Arthur," said Edmund Varley. "You look tired."',
+    '"I am tired," I said. "The roads were bad, and I rode all night."',
+    '"Well, Arthur, what news from the city?"',
+    "I told him everything I knew, and he listened.",
+  ].join("\n\n");
+
+  test("a book told in the first person has the narrator as character 0", () => {
+    const { analysis, parsed } = read(text);
+    expect(analysis.narrator).toBe(true);
+    const tagged = parsed.quotes.find((q) => q.quote.startsWith('" I am tired'));
+    expect(tagged?.charId).toBe(0);
+  });
+
+  test("the narrator takes the name others call them by", () => {
+    const { characters } = read(text);
+    const narrator = characters.find((c) => c.id === 0);
+    expect(narrator?.name).toBe("Arthur");
+    expect(character(characters, "Edmund Varley").id).not.toBe(0);
+  });
+
+  test("a third-person book has no narrator character", () => {
+    const { analysis, parsed } = read('Clara Whitcombe opened the door. "Come in," said Clara.');
+    expect(analysis.narrator).toBe(false);
+    expect(parsed.entities.some((e) => e.coref === 0)).toBe(false);
+  });
+});
+
+describe("output files", () => {
+  test.each([
+    ["an empty text", ""],
+    ["a text with no dialogue", "The house stood empty. Nobody came, and the rain fell all winter."],
+  ])("%s still gives every file with its header and a valid book", (_label, text) => {
+    const { files } = runBookNlp(text);
+    expect(files.tokens.split("\n")[0]).toBe(TOKENS_HEADER);
+    expect(files.entities.split("\n")[0]).toBe(ENTITIES_HEADER);
+    expect(files.quotes).toBe(QUOTES_HEADER + "\n");
+    expect(files.supersense.split("\n")[0]).toBe(SUPERSENSE_HEADER);
+    expect(JSON.parse(files.book)).toEqual({ characters: [] });
+  });
+
+  test("token offsets point at the token text, counted in characters as BookNLP does", () => {
+    const text = "Ada said \u201cHi\u201d to \ud83d\ude00 Bo\u00e9 at noon.";
+    const { parsed } = read(text);
+    const codePoints = [...text];
+    for (const t of parsed.tokens) expect(codePoints.slice(t.start, t.end).join("")).toBe(t.word);
+    expect(parsed.tokens.map((t) => t.word)).toContain("Bo\u00e9");
+  });
+
+  test("tokens rows carry paragraph, sentence and in-quote flags", () => {
+    const { parsed } = read('First line here.\n\n"Second," said Ada. Third one.');
+    const byWord = new Map(parsed.tokens.map((t) => [t.word, t]));
+    expect(byWord.get("First")!.paragraph).toBe(0);
+    expect(byWord.get("Second")!.paragraph).toBe(1);
+    expect(byWord.get("Second")!.inQuote).toBe(true);
+    expect(byWord.get("said")!.inQuote).toBe(false);
+    expect(byWord.get("Third")!.sentence).toBeGreaterThan(byWord.get("Second")!.sentence);
+  });
+
+  test("the book file lists each character's mentions and gender the way BookNLP does", () => {
+    const text = 'Clara Whitcombe opened the door. She smiled. "Come in," said Clara. Clara was glad, and she laughed.';
+    const { files } = runBookNlp(text);
+    const book = JSON.parse(files.book) as { characters: { id: number; count: number; g: { argmax: string } | null; mentions: { proper: { c: number; n: string }[]; pronoun: { c: number; n: string }[] } }[] };
+    const clara = book.characters[0]!;
+    expect(clara.mentions.proper).toEqual(expect.arrayContaining([{ c: 2, n: "Clara" }, { c: 1, n: "Clara Whitcombe" }]));
+    expect(clara.g?.argmax).toBe("she/her");
+    expect(clara.count).toBe(clara.mentions.proper.reduce((a, m) => a + m.c, 0) + clara.mentions.pronoun.reduce((a, m) => a + m.c, 0));
+  });
+});
+
+describe("writing the files", () => {
+  const text = [
+    "Zo\u00eb Marsh opened the door of the caf\u00e9. \u201cCome in,\u201d said Zo\u00eb, and she smiled \ud83d\ude00.",
+    "Tobias Fenwick came in out of the rain. \u201cThank you,\u201d said Tobias. He sat down by the fire.",
+    "The clock struck " + "eleven ".repeat(40).trim() + ".",
+  ].join("\n\n");
+
+  test("the files written to disk are byte for byte the files read in memory", () => {
+    const dir = mkdtempSync(join(tmpdir(), "nlp-write-"));
+    try {
+      const { analysis, files } = runBookNlp(text);
+      writeBookNlp(analysis, dir, "book");
+      for (const ext of ["tokens", "entities", "quotes", "supersense", "book"] as const) {
+        expect(readFileSync(join(dir, `book.${ext}`), "utf8")).toBe(files[ext]);
+      }
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  test("a .tokens file handed out in small pieces breaks only at line ends, even around a line longer than a piece", () => {
+    const long = `${text}\n\nThen ${"x".repeat(600)} ended it.`;
+    const a = analyze(long);
+    const pieces: string[] = [];
+    renderTokenPieces(a, new Tags(a), (piece) => pieces.push(new TextDecoder().decode(piece)), 256);
+    expect(pieces.length).toBeGreaterThan(10);
+    for (const piece of pieces) expect(piece.endsWith("\n")).toBe(true);
+    expect(pieces.join("")).toBe(runBookNlp(long).files.tokens);
+  });
+});
+
+describe("tokens", () => {
+  test("no token contains whitespace, whatever spaces the text uses", () => {
+    const tok = tokenize("One\ttwo\r\nthree\u00a0four\u2003five\u3000six\u2028seven  \n\n eight\u000bnine");
+    expect(tok.text).toEqual(["One", "two", "three", "four", "five", "six", "seven", "eight", "nine"]);
+  });
+
+  test("every token is the slice of the book it spans, and equal words share one word id", () => {
+    // Enough distinct words to make the word table grow several times.
+    const words = Array.from({ length: 40_000 }, (_, k) => `w${k.toString(36)}${k % 7 === 0 ? "\u00e9" : ""}`);
+    const book = [...words, ...words.slice(0, 1000).reverse()].join(" ");
+    const tok = tokenize(book);
+    const idOf = new Map<string, number>();
+    for (let i = 0; i < tok.count; i++) {
+      expect(tok.text[i]).toBe(book.slice(tok.start[i], tok.end[i]));
+      expect(tok.vocab[tok.word[i]!]).toBe(tok.text[i]!);
+      const seen = idOf.get(tok.text[i]!);
+      if (seen === undefined) idOf.set(tok.text[i]!, tok.word[i]!);
+      else expect(tok.word[i]).toBe(seen);
+    }
+    expect(tok.vocab).toHaveLength(40_000);
+    expect(tok.lower[0]).toBe(tok.vocabLower[tok.word[0]!]!);
+  });
+});

@@ -1,0 +1,104 @@
+import { describe, expect, test } from "bun:test";
+import { buildChatSystemPrompt, READING_POSITION_HEADING, rewriteCacheKey } from "../../common/prompt/chat.ts";
+import { checkpointPositions, knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+
+describe("pages to a position", () => {
+  test.each([
+    ["page 40 of 100", 40, 100, 0.4],
+    ["page 1 of 3", 1, 3, 1 / 3],
+    ["page 0 (the column's default: the reader never moved the bookmark)", 0, 100, null],
+    ["the last page: the whole book", 100, 100, null],
+    ["a page past the end", 101, 100, null],
+    ["no page count", 40, null, null],
+    ["a page count of 0", 40, 0, null],
+    ["no library row", null, 100, null],
+    ["a negative page", -3, 100, null],
+  ] as const)("%s", (_, page, count, expected) => {
+    expect(positionFromPages(page, count)).toBe(expected);
+  });
+});
+
+describe("the position a turn uses", () => {
+  test.each([
+    ["the body's, over the library's", 0.2, 0.7, 0.2],
+    ["the library's when the body has none", undefined, 0.7, 0.7],
+    ["the whole book when neither has one", undefined, null, null],
+    ["the whole book for a body at 1", 1, 0.3, null],
+    ["0 from the body: the reader has read nothing", 0, 0.7, 0],
+  ] as const)("%s", (_, body, library, expected) => {
+    expect(turnPosition(body, library)).toBe(expected);
+  });
+});
+
+describe("pages → position → last chunk", () => {
+  // Ten chunks of a book, the fifth one long.
+  const ends = [0.05, 0.1, 0.15, 0.2, 0.5, 0.6, 0.7, 0.8, 0.9, 1];
+  test.each([
+    ["page 40 of 100 stops before the long chunk", 40, 100, 3],
+    ["page 50 of 100 reaches its end exactly", 50, 100, 4],
+    ["page 3 of 100 is inside the first chunk: none", 3, 100, -1],
+    ["page 95 of 100", 95, 100, 8],
+  ] as const)("%s", (_, page, count, expected) => {
+    expect(lastChunkWithin(ends, positionFromPages(page, count)!)).toBe(expected);
+  });
+  test.each([
+    ["no chunks", [], 0.5, -1],
+    ["one chunk, read", [1], 1, 0],
+    ["one chunk, not read", [1], 0.99, -1],
+    ["equal ends (empty chunks)", [0.2, 0.2, 0.4], 0.2, 1],
+  ] as const)("%s", (_, chunkEnds, position, expected) => {
+    expect(lastChunkWithin(chunkEnds, position)).toBe(expected);
+  });
+});
+
+describe("checkpoints", () => {
+  test.each([
+    [4, [0.25, 0.5, 0.75]],
+    [2, [0.5]],
+    [1, []],
+    [0, []],
+    [5, [0.2, 0.4, 0.6, 0.8]],
+  ] as const)("%p checkpoints are written at %p before the end", (count, expected) => {
+    expect(checkpointPositions(count)).toEqual([...expected]);
+  });
+
+  const attempted = [0.25, 0.5, 0.75];
+  const at = (...positions: number[]) => positions.map((position) => ({ position }));
+  test.each([
+    ["the latest at or before the position", 0.6, attempted, at(0.25, 0.5, 0.75), { kind: "checkpoint", checkpoint: { position: 0.5 } }],
+    ["a checkpoint exactly at the position", 0.5, attempted, at(0.25, 0.5, 0.75), { kind: "checkpoint", checkpoint: { position: 0.5 } }],
+    ["past the last checkpoint, before the end", 0.99, attempted, at(0.25, 0.5, 0.75), { kind: "checkpoint", checkpoint: { position: 0.75 } }],
+    ["a failed checkpoint falls back to an earlier one", 0.6, attempted, at(0.25, 0.75), { kind: "checkpoint", checkpoint: { position: 0.25 } }],
+    ["never to a later one: the name alone", 0.6, attempted, at(0.75), { kind: "name-only" }],
+    ["before the first checkpoint: the name alone", 0.1, attempted, at(0.25), { kind: "name-only" }],
+    ["a character met later: the name alone, never their later checkpoint", 0.3, attempted, at(0.5, 0.75), { kind: "name-only" }],
+    ["a character met later with no checkpoint: the name alone", 0.3, attempted, [], { kind: "name-only" }],
+    ["a book without checkpoints: the whole book, as before", 0.3, [], [], { kind: "whole-book" }],
+  ] as const)("%s", (_, position, tried, checkpoints, expected) => {
+    expect(knowledgeAt(position, tried, checkpoints)).toEqual(expected);
+  });
+});
+
+describe("the prompt for a reader part-way through", () => {
+  const base = { personaPrompt: "I am Mara.", passages: [] };
+  test.each([
+    [0.4, "about 40%"],
+    [0, "about 0%"],
+    [0.996, "about 99%"],
+  ] as const)("at %p it says %s, after the persona and before the passages", (position, words) => {
+    const prompt = buildChatSystemPrompt({ ...base, readingPosition: position });
+    expect(prompt).toContain(`${READING_POSITION_HEADING}\nThe reader has read ${words} of the book so far.`);
+    expect(prompt).toContain("Do not reveal, hint at or confirm anything that happens later in the book");
+    expect(prompt.indexOf("I am Mara.")).toBeLessThan(prompt.indexOf(READING_POSITION_HEADING));
+    expect(prompt.indexOf(READING_POSITION_HEADING)).toBeLessThan(prompt.indexOf("## Relevant Passages"));
+  });
+  test("with no position the prompt is the whole book's, without the section", () => {
+    expect(buildChatSystemPrompt({ ...base, readingPosition: null })).toBe(buildChatSystemPrompt(base));
+    expect(buildChatSystemPrompt(base)).not.toContain(READING_POSITION_HEADING);
+  });
+  test("a rewrite made from a checkpoint is cached apart from the whole book's, whose key keeps the spec's form", () => {
+    const whole = rewriteCacheKey("c1", "Who are you?", []);
+    expect(whole).toMatch(/^chat:qr:c1:[0-9a-f]{16}$/);
+    expect(rewriteCacheKey("c1", "Who are you?", [], "at0.25")).toBe(`${whole}:at0.25`);
+  });
+});
