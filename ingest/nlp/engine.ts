@@ -1,11 +1,12 @@
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
-import { attributeSpeakers, NARRATOR_ID, type Attribution } from "./attribution.ts";
+import type { Analysis } from "./analysis.ts";
+import { attributeSpeakers, NARRATOR_ID } from "./attribution.ts";
 import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./characters.ts";
-import { resolveMentions, type EntityMention } from "./coref.ts";
+import { resolveMentions } from "./coref.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
-import { capitalStats, findEpithets, findNames, splitRunTogether, withoutCredited, type NameMention, type PlaceMention } from "./names.ts";
-import { findQuotes, type QuoteScan } from "./quotes.ts";
+import { capitalStats, findEpithets, findNames, splitRunTogether, withoutCredited, type NameMention } from "./names.ts";
+import { findQuotes } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
 import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, Tags, type BookNlpFiles } from "./writer.ts";
 
@@ -13,19 +14,6 @@ import { renderBook, renderEntities, renderQuotes, renderSupersense, renderToken
 export const DEFAULT_NARRATOR_THRESHOLD = 0.012;
 const NARRATOR_MIN_VOCATIVES = 2;
 const NARRATOR_QUOTED_SHARE = 0.8;
-
-export interface Analysis {
-  text: string;
-  tok: Tokenized;
-  scan: QuoteScan;
-  names: NameMention[];
-  places: PlaceMention[];
-  /** chars[NARRATOR_ID] is the narrator slot; it is a person only in first-person books. */
-  chars: Character[];
-  narrator: boolean;
-  attribution: Attribution;
-  mentions: EntityMention[];
-}
 
 export type Stage = "tokens" | "quotes" | "names" | "speakers" | "coreference" | "files";
 

@@ -10,7 +10,7 @@
 //   .book        g.inference from pronoun and title counts; agent/patient/poss/mod from adjacency.
 //   .entities    PER mentions only for characters (names, resolved pronouns); other proper names as GPE/FAC.
 
-import type { Analysis } from "./engine.ts";
+import type { Analysis } from "./analysis.ts";
 import type { EntityMention } from "./coref.ts";
 import { SPEECH_VERBS } from "./lexicon.ts";
 import { isVerbLike, tagToken, type Tagged } from "./pos.ts";

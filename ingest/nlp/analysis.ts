@@ -1,0 +1,20 @@
+import type { Attribution } from "./attribution.ts";
+import type { Character } from "./characters.ts";
+import type { EntityMention } from "./coref.ts";
+import type { NameMention, PlaceMention } from "./names.ts";
+import type { QuoteScan } from "./quotes.ts";
+import type { Tokenized } from "./tokenizer.ts";
+
+/** What the engine finds in a book; its own module so the engine and the file writer share it without importing each other. */
+export interface Analysis {
+  text: string;
+  tok: Tokenized;
+  scan: QuoteScan;
+  names: NameMention[];
+  places: PlaceMention[];
+  /** chars[NARRATOR_ID] is the narrator slot; it is a person only in first-person books. */
+  chars: Character[];
+  narrator: boolean;
+  attribution: Attribution;
+  mentions: EntityMention[];
+}
