@@ -20,7 +20,8 @@ import { usage } from "../common/local/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics/index.ts";
 import { deleteBook, findBooks } from "./book-removal.ts";
 import { extractWork, type HeaderFields } from "./book-text.ts";
-import { BookRejectedError, runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
+import { BookRejectedError } from "./errors.ts";
+import { runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
 import { parseLanguage } from "./text-script.ts";
 
 const USAGE = `${usage("ingest", `<book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>] [${FRONTEND_WRITES_FLAG}]`)}

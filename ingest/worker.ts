@@ -8,7 +8,8 @@ import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
 import { onStopSignals } from "../common/stop-signals.ts";
-import { BookRejectedError, runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
+import { BookRejectedError } from "./errors.ts";
+import { runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
 
 /**
  * The ingest worker: takes jobs from processing_queue (see common/queue.ts for the claim, lease and

@@ -10,7 +10,8 @@ import { appendExchange, getIngestion, MESSAGE_COUNT_MAX, saveCharacters } from 
 import { SchemaError } from "../../common/contract/frontend-columns.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
-import { BookRejectedError, runPipeline } from "../../ingest/pipeline.ts";
+import { BookRejectedError } from "../../ingest/errors.ts";
+import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker } from "../../ingest/worker.ts";
 import { buildTestApp } from "../support/app.ts";
 import { readSse, scriptGateway } from "../support/chat.ts";

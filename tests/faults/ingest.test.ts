@@ -10,7 +10,8 @@ import { getBook, getIngestion, listCharacters } from "../../common/db/repositor
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { enqueueJob, queueKeys } from "../../common/queue.ts";
 import { MAX_CHARACTER_NAME_CHARS } from "../../ingest/character-names.ts";
-import { BookDeletedError, BookRejectedError, runPipeline } from "../../ingest/pipeline.ts";
+import { BookDeletedError, BookRejectedError } from "../../ingest/errors.ts";
+import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker } from "../../ingest/worker.ts";
 import { metricValue } from "../support/app.ts";
 import {

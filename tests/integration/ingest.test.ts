@@ -11,7 +11,8 @@ import { getBook, listCharacters, type Language, getIngestion } from "../../comm
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { downloadBook } from "../../common/file-url.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.ts";
-import { BookRejectedError, runPipeline } from "../../ingest/pipeline.ts";
+import { BookRejectedError } from "../../ingest/errors.ts";
+import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker, type WorkerHandle } from "../../ingest/worker.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
 import { openLiveStores } from "../support/live-stores.ts";

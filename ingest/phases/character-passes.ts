@@ -1,0 +1,173 @@
+import { characterCacheKey, knowledgeCacheKey } from "../../common/session/cache.ts";
+import { DatabaseError } from "../../common/db/index.ts";
+import { saveCharacterKnowledge, type CharacterCheckpoint } from "../../common/db/reading-positions.ts";
+import { listPersonas, saveCharacters, type Book, type Character, type CharacterInput, type SavedCharacters } from "../../common/db/repositories.ts";
+import { writeBackups } from "../backups.ts";
+import { createTextLocator, firstMention, knownAt, placeCharacter } from "../checkpoints.ts";
+import { characterStyle, describe, type FoundCharacter } from "../characters.ts";
+import { PassUnavailableError } from "../errors.ts";
+import { extractProfile, writePersona } from "../profiles.ts";
+import { mapBounded, retryItem } from "../work-items.ts";
+import { bookInfo, forgetCached, type Run } from "./run.ts";
+
+/** The two model passes over the found characters (extract a profile, write a persona), then the characters saved and backed up. */
+
+export interface SavedCharacter {
+  character: Character;
+  backupPath: string;
+}
+
+/**
+ * One character as the passes see it: as of the whole book, or (spoiler-safe chat) as of a
+ * checkpoint, fed only what comes before it.
+ */
+interface PassItem {
+  character: FoundCharacter;
+  /** The checkpoint's position; undefined for the whole book. */
+  at?: number;
+}
+
+interface Profiled extends PassItem {
+  profile: Awaited<ReturnType<typeof extractProfile>>;
+}
+
+/** The whole-book items, then each character as known at each checkpoint where the book has something of them before it. */
+function passItems(text: string, found: readonly FoundCharacter[], checkpoints: readonly number[]): PassItem[] {
+  const items: PassItem[] = found.map((character) => ({ character }));
+  if (checkpoints.length === 0) return items;
+  const locate = createTextLocator(text);
+  const cast = found.map((c) => placeCharacter(c, locate, text.length));
+  for (const at of checkpoints) {
+    const cutoff = Math.floor(at * text.length);
+    for (const placed of cast) {
+      const character = knownAt(placed, cutoff, text, cast);
+      if (character) items.push({ character, at });
+    }
+  }
+  return items;
+}
+
+/**
+ * Runs one LLM pass over the items with bounded concurrency (whole-book and checkpoint items share
+ * one pool). A whole-book item that fails after its retries is skipped and counted; if every one
+ * failed, the model is unavailable and the attempt fails. A checkpoint item that fails is only logged:
+ * chat then uses an earlier checkpoint, never a later one, and the book does not fail for it.
+ */
+async function characterPass<T extends PassItem, R>(run: Run, phase: "extract" | "prompt", items: readonly T[], fn: (item: T) => Promise<R>): Promise<(R | undefined)[]> {
+  let done = 0;
+  let lastError: unknown;
+  run.progress(phase, 0, items.length);
+  const results = await mapBounded(items, run.options.characterConcurrency ?? run.deps.config.characterConcurrency, async (item) => {
+    try {
+      return await retryItem(() => fn(item), run.retry);
+    } catch (err) {
+      if (run.signal?.aborted) throw err;
+      if (item.at !== undefined) {
+        run.log.warn("checkpoint pass failed; chat falls back to an earlier checkpoint", { character: item.character.name, checkpoint: item.at, pass: phase, error: err });
+        return undefined;
+      }
+      lastError = err;
+      run.deps.metrics.processing.charactersProcessed.inc({ status: "failed" });
+      run.skip("character", err, { character: item.character.name, pass: phase });
+      return undefined;
+    } finally {
+      run.progress(phase, ++done, items.length);
+    }
+  });
+  const whole = items.filter((item) => item.at === undefined).length;
+  if (whole > 0 && !results.some((r, i) => r !== undefined && items[i]!.at === undefined)) {
+    throw new PassUnavailableError(`the ${phase} pass failed for every character`, { cause: lastError });
+  }
+  return results;
+}
+
+export async function extractProfiles(run: Run, book: Book, text: string, found: readonly FoundCharacter[], checkpoints: readonly number[]): Promise<Profiled[]> {
+  const items = passItems(text, found, checkpoints);
+  const profiles = await characterPass(run, "extract", items, (item) => extractProfile(run.deps.llm, bookInfo(book), item.character, run.signal));
+  return items.flatMap((item, i) => (profiles[i] === undefined ? [] : [{ ...item, profile: profiles[i] }]));
+}
+
+export async function writePersonas(
+  run: Run,
+  book: Book,
+  text: string,
+  found: readonly FoundCharacter[],
+  profiled: readonly Profiled[],
+): Promise<{ characters: SavedCharacter[]; written: number }> {
+  const prompts = await characterPass(run, "prompt", profiled, (p) => writePersona(run.deps.llm, bookInfo(book), p.character, p.profile, run.signal));
+  const personas = profiled.flatMap((p, i) => (prompts[i] === undefined ? [] : [{ ...p, systemPrompt: prompts[i] }]));
+  const whole = personas.filter((p) => p.at === undefined);
+  const rows = await storeCharacters(
+    run,
+    book.id,
+    whole.map(({ character, profile, systemPrompt }) => ({
+      name: character.name,
+      aliases: character.aliases,
+      description: describe(profile),
+      profileJson: profile,
+      systemPrompt,
+      ...characterStyle(character.name),
+      importance: character.importance,
+    })),
+    found.map((c) => c.name),
+  );
+  const checkpointsOf = new Map<string, CharacterCheckpoint[]>();
+  for (const p of personas) {
+    if (p.at === undefined) continue;
+    const list = checkpointsOf.get(p.character.name) ?? [];
+    list.push({ position: p.at, profileJson: p.profile, systemPrompt: p.systemPrompt });
+    checkpointsOf.set(p.character.name, list);
+  }
+  const firstSeen = firstAppearances(text, found);
+  await saveCharacterKnowledge(
+    run.deps.db,
+    rows.map((row) => ({ characterId: row.id, firstAppearance: firstSeen.get(row.name) ?? 0, checkpoints: checkpointsOf.get(row.name) ?? [] })),
+  );
+  await forgetCached(run, rows.flatMap((row) => [characterCacheKey(row.id), knowledgeCacheKey(row.id)]));
+  // The backups are written from the rows once saved, so they are the rows' personas, no more and no
+  // fewer: a character kept from an earlier run (its pass failed now, or it is retired for a reader's
+  // sake) keeps its backup, and one the database refused gets none.
+  const kept = await listPersonas(run.deps.db, book.id);
+  const paths = await writeBackups(run.deps.config.systemPromptStoragePath, book.id, kept);
+  const pathOf = new Map(kept.map((p, i) => [p.name, paths[i]!]));
+  const written = rows.reduce((n, row) => n + (checkpointsOf.get(row.name)?.length ?? 0), 0);
+  return { characters: rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! })), written };
+}
+
+/** Where each character is first mentioned, as a position (0 when not found: shown rather than hidden). */
+function firstAppearances(text: string, found: readonly FoundCharacter[]): Map<string, number> {
+  const locate = createTextLocator(text);
+  return new Map(found.map((c) => [c.name, (firstMention(c, locate) ?? 0) / Math.max(1, text.length)]));
+}
+
+/**
+ * Saves the run's characters in one statement; should the database refuse it, one at a time, so a
+ * row it refuses costs only its own character. A character whose pass failed this time (found, not
+ * written) keeps what the previous run wrote for it, and its readers' sessions.
+ */
+async function storeCharacters(run: Run, bookId: string, inputs: CharacterInput[], foundNames: string[]): Promise<Character[]> {
+  const { db, metrics } = run.deps;
+  const options = { alsoFound: foundNames };
+  let saved: SavedCharacters;
+  try {
+    saved = await saveCharacters(db, bookId, inputs, options);
+  } catch (err) {
+    if (!(err instanceof DatabaseError) || err.code === "connection") throw err;
+    run.log.warn("the database refused the book's characters; saving them one at a time", { error: err });
+    saved = { characters: [], retired: 0, removed: 0 };
+    for (const input of inputs) {
+      try {
+        const one = await saveCharacters(db, bookId, [input], options);
+        saved = { characters: [...saved.characters, ...one.characters], retired: one.retired, removed: saved.removed + one.removed };
+      } catch (e) {
+        if (!(e instanceof DatabaseError) || e.code === "connection") throw e;
+        metrics.processing.charactersProcessed.inc({ status: "failed" });
+        run.skip("character", new Error(`the database refused the character (${e.code})`), { character: input.name });
+      }
+    }
+  }
+  if (saved.retired > 0 || saved.removed > 0) {
+    run.log.info("characters no longer found", { kept_for_readers: saved.retired, removed: saved.removed });
+  }
+  return saved.characters;
+}
