@@ -1,5 +1,6 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
+import type { LogFormat, LogLevel } from "./log.ts";
 import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt/budget.ts";
 import { listenAddress } from "./local/listen-address.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "./prompt/reading-position.ts";
@@ -159,10 +160,6 @@ const envSchema = z.object({
   LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
   LOG_FORMAT: z.preprocess(empty, z.enum(["text", "json"]).optional()),
 });
-
-export type LogLevel = "debug" | "info" | "warn" | "error";
-/** `text`: plain lines as SPEC says; `json`: one JSON object per line, for log collectors. */
-export type LogFormat = "text" | "json";
 
 export type DatabaseConfig =
   | { driver: "pglite"; dataDir: string }

@@ -1,4 +1,6 @@
-import type { LogFormat, LogLevel } from "./config.ts";
+export type LogLevel = "debug" | "info" | "warn" | "error";
+/** `text`: plain lines as SPEC says; `json`: one JSON object per line, for log collectors. */
+export type LogFormat = "text" | "json";
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 

@@ -5,7 +5,7 @@
  * profile or persona is the book's own, a count of it, or a plain statement that the offline
  * provider cannot know. Pure: no I/O.
  */
-import type { CharacterProfile, Discovery, DiscoveryInput, ExtractionInput, PersonaInput } from "../prompt/character.ts";
+import type { CharacterProfile, Discovery, DiscoveryInput, ExtractionInput, PersonaInput } from "./prompt-format.ts";
 import { normalizeText } from "../text/tokenize.ts";
 import { contentTerms, isStopWord, rankedWords, wordCount, wordSpans, type WordSpan } from "./offline-text.ts";
 import { OFFLINE_QUOTES_HEADING } from "./offline-conversation.ts";

@@ -18,7 +18,7 @@ import {
   SUMMARY_MAX_WORDS,
   SUMMARY_MESSAGES_LABEL,
   SUMMARY_PREVIOUS_LABEL,
-} from "../prompt/chat.ts";
+} from "./prompt-format.ts";
 import { fnv1a } from "../hash.ts";
 import type { ChatMessage } from "./index.ts";
 import {

@@ -26,7 +26,7 @@ import {
   PERSONA_MARKER,
   PersonaInput,
   readPayload,
-} from "../prompt/character.ts";
+} from "./prompt-format.ts";
 import type { z } from "zod";
 import { UpstreamError } from "../upstream.ts";
 import type { ChatMessage, CompletionOptions, LanguageModel, LlmPurpose, UsageListener } from "./index.ts";

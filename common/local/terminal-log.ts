@@ -1,7 +1,6 @@
 import { appendFileSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
-import type { LogLevel } from "../config.ts";
-import { createLogger, type Logger } from "../log.ts";
+import { createLogger, type Logger, type LogLevel } from "../log.ts";
 
 /**
  * The logger of an interactive terminal tool (`npm run chat`, `npm run ingest`): every event, with its

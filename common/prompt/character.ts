@@ -5,81 +5,40 @@
  *
  * The convention both sides rely on: each builder returns [system, user] and the user message is a
  * marker line followed by the input as JSON, so any provider (a real model, or the offline one) can
- * read the payload back with `readPayload`. Pure: no I/O.
+ * read the payload back with `readPayload` (common/llm/prompt-format.ts). Pure: no I/O.
  */
 import { z } from "zod";
 import type { ChatMessage } from "../llm/index.ts";
+import {
+  BookInfo,
+  CharacterProfile,
+  Discovery,
+  DISCOVERY_MARKER,
+  DiscoveryInput,
+  EXTRACTION_MARKER,
+  ExtractionInput,
+  PERSONA_MARKER,
+  PersonaInput,
+  readPayload,
+} from "../llm/prompt-format.ts";
 
-export const EXTRACTION_MARKER = "CHARACTER DATA (JSON):";
-export const PERSONA_MARKER = "PERSONA DATA (JSON):";
-export const DISCOVERY_MARKER = "BOOK SAMPLES (JSON):";
+// The markers and payload shapes are defined with the prompt format the providers read; the app reaches them here.
+export {
+  BookInfo,
+  CharacterProfile,
+  Discovery,
+  DISCOVERY_MARKER,
+  DiscoveryInput,
+  EXTRACTION_MARKER,
+  ExtractionInput,
+  PERSONA_MARKER,
+  PersonaInput,
+  readPayload,
+};
 
 export const EXTRACTION_TEMPERATURE = 0.3;
 export const PERSONA_TEMPERATURE = 0.7;
 export const DISCOVERY_TEMPERATURE = 0.3;
-
-// Shapes -----------------------------------------------------------------------------------------
-
-/** Models sometimes drop an empty list; a missing list means "none", not an invalid answer. */
-const stringList = z.array(z.string()).default([]);
-
-export const CharacterProfile = z.object({
-  psychology: z.string().trim().min(1),
-  voice: z.string().trim().min(1),
-  motivations: stringList,
-  relationships: z.array(z.object({ name: z.string().trim().min(1), type: z.string().trim().min(1) })).default([]),
-  signatureThemes: stringList,
-});
-export type CharacterProfile = z.infer<typeof CharacterProfile>;
-
-export const BookInfo = z.object({ title: z.string(), author: z.string().nullable() });
-export type BookInfo = z.infer<typeof BookInfo>;
-
-export const ExtractionInput = z.object({
-  book: BookInfo,
-  character: z.object({
-    name: z.string(),
-    aliases: z.array(z.string()),
-    gender: z.string().nullable(),
-    quotes: z.array(z.string()),
-    mentionCount: z.number(),
-    quoteCount: z.number(),
-  }),
-  /** Characters named near this one, most frequent first. */
-  cooccurring: z.array(z.object({ name: z.string(), count: z.number() })),
-  /** Short passages in which the character appears. */
-  passages: z.array(z.string()),
-});
-export type ExtractionInput = z.infer<typeof ExtractionInput>;
-
-export const PersonaInput = z.object({
-  book: BookInfo,
-  name: z.string(),
-  profile: CharacterProfile,
-  quotes: z.array(z.string()),
-});
-export type PersonaInput = z.infer<typeof PersonaInput>;
-
-export const DiscoveryInput = z.object({
-  book: BookInfo,
-  language: z.string(),
-  /** Chunks of the book sampled from beginning to end. */
-  samples: z.array(z.string()),
-});
-export type DiscoveryInput = z.infer<typeof DiscoveryInput>;
-
-export const Discovery = z.object({
-  characters: z
-    .array(
-      z.object({
-        name: z.string().trim().min(1),
-        aliases: stringList,
-        quotes: stringList,
-      }),
-    )
-    .default([]),
-});
-export type Discovery = z.infer<typeof Discovery>;
 
 /** The model answered, but not with what was asked; worth one more try. */
 export class InvalidLlmOutputError extends Error {
@@ -189,20 +148,4 @@ export function parseProfile(text: string): CharacterProfile {
 /** Discovery's answer; throws InvalidLlmOutputError when it is not a valid character list. */
 export function parseDiscovery(text: string): Discovery {
   return validate(Discovery, text, "character discovery");
-}
-
-/**
- * The JSON payload after `marker` in the last user message, or undefined when there is no such
- * message, no marker, or no valid JSON after it. For providers that answer from the data itself.
- */
-export function readPayload(messages: readonly ChatMessage[], marker: string): unknown {
-  const last = messages.findLast((m) => m.role === "user");
-  if (!last) return undefined;
-  const at = last.content.indexOf(marker);
-  if (at < 0) return undefined;
-  try {
-    return JSON.parse(last.content.slice(at + marker.length));
-  } catch {
-    return undefined;
-  }
 }

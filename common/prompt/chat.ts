@@ -13,6 +13,22 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { z } from "zod";
 import type { ChatMessage } from "../llm/index.ts";
+import {
+  NO_SUMMARY_SECTION,
+  NO_SUMMARY_YET,
+  PASSAGE_CLOSE,
+  PASSAGE_OPEN,
+  PASSAGES_HEADING,
+  PREFERENCES_HEADING,
+  READER_LABEL,
+  READING_POSITION_HEADING,
+  REWRITE_HISTORY_LABEL,
+  REWRITE_MESSAGE_LABEL,
+  SUMMARY_HEADING,
+  SUMMARY_MAX_WORDS,
+  SUMMARY_MESSAGES_LABEL,
+  SUMMARY_PREVIOUS_LABEL,
+} from "../llm/prompt-format.ts";
 import { compilePreferences, type PreferencesRow } from "./preferences.ts";
 import {
   DEFAULT_PROMPT_LIMITS,
@@ -24,32 +40,32 @@ import {
   type PromptPurpose,
 } from "./budget.ts";
 
+// The headings and labels are defined with the prompt format the providers read; the app reaches them here.
+export {
+  NO_SUMMARY_SECTION,
+  NO_SUMMARY_YET,
+  PASSAGE_CLOSE,
+  PASSAGE_OPEN,
+  PASSAGES_HEADING,
+  PREFERENCES_HEADING,
+  READER_LABEL,
+  READING_POSITION_HEADING,
+  REWRITE_HISTORY_LABEL,
+  REWRITE_MESSAGE_LABEL,
+  SUMMARY_HEADING,
+  SUMMARY_MAX_WORDS,
+  SUMMARY_MESSAGES_LABEL,
+  SUMMARY_PREVIOUS_LABEL,
+};
+
 /** Messages of history the query rewrite sees, and that its cache key covers. */
 export const REWRITE_CONTEXT_MESSAGES = 4;
 /** Messages of history sent verbatim with a chat turn; older ones live on in the summary. */
 export const CONVERSATION_WINDOW_MESSAGES = 10;
-export const SUMMARY_MAX_WORDS = 150;
 /** A rewritten query longer than this is a model gone astray: fall back to the user's words. */
 export const MAX_QUERY_CHARS = 1000;
 /** Longest rendering of one profile field in the rewrite prompt. */
 const MAX_PROFILE_FIELD_CHARS = 800;
-
-export const PREFERENCES_HEADING = "## USER PREFERENCE MODIFIERS";
-export const PASSAGES_HEADING = "## Relevant Passages";
-export const SUMMARY_HEADING = "## Conversation Summary";
-export const READING_POSITION_HEADING = "## How Far the Reader Has Read";
-export const PASSAGE_OPEN = "<<<BOOK PASSAGE>>>";
-export const PASSAGE_CLOSE = "<<<END BOOK PASSAGE>>>";
-/** Labels of the user-message sections of the rewrite and summary prompts (read back by the offline provider). */
-export const REWRITE_HISTORY_LABEL = "Recent conversation:";
-export const REWRITE_MESSAGE_LABEL = "The reader's latest message:";
-export const SUMMARY_PREVIOUS_LABEL = "Current summary:";
-export const SUMMARY_MESSAGES_LABEL = "Messages to fold in:";
-export const NO_SUMMARY_YET = "(none yet)";
-/** The summary section before anything has been folded into a summary (the first turns of a session). */
-export const NO_SUMMARY_SECTION = "None yet: everything you and the reader have said to each other is in the messages that follow.";
-/** Speaker label of the reader's lines in a transcript; the character's lines carry its name. */
-export const READER_LABEL = "Reader";
 
 /** What the prompts need to know about a character. */
 export interface PromptCharacter {
