@@ -19,7 +19,7 @@ import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookLanguag
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
 import { usage } from "../common/local/commands.ts";
-import { PIPELINE_PHASES } from "../common/metrics/index.ts";
+import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
 import { deleteBook, findBooks } from "./book-removal.ts";
 import { extractWork, type HeaderFields } from "./book-text.ts";
 import { BookRejectedError, runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";

@@ -14,7 +14,8 @@ import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError, type DownloadOptions, type ResolveHost } from "../common/file-url.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Logger, LogFields } from "../common/log.ts";
-import { observePhase, type Metrics, type PipelinePhase } from "../common/metrics/index.ts";
+import type { Metrics } from "../common/metrics/index.ts";
+import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
 import { checkpointPositions } from "../common/prompt/reading-position.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";

@@ -15,7 +15,8 @@ import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/session/lock.ts";
 import type { LogFields, Logger } from "../../common/log.ts";
-import type { ChatOutcome, Metrics } from "../../common/metrics/index.ts";
+import type { Metrics } from "../../common/metrics/index.ts";
+import type { ChatOutcome } from "../../common/metrics/chat.ts";
 import {
   buildChatMessages,
   buildChatSystemPrompt,

@@ -9,7 +9,8 @@ import { createSession, insertBook, upsertPreferences } from "../../common/db/fr
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { createOpenAiLanguageModel } from "../../common/llm/gateway.ts";
-import { countTokens, createMetrics, type Metrics } from "../../common/metrics/index.ts";
+import { createMetrics, type Metrics } from "../../common/metrics/index.ts";
+import { countTokens } from "../../common/metrics/llm.ts";
 import type { PreferencesRow } from "../../common/prompt/preferences.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { ChatEvent } from "../../common/contract/schemas.ts";
