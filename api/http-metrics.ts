@@ -1,4 +1,5 @@
-import { UNMATCHED_ENDPOINT, type Metrics } from "../common/metrics/index.ts";
+import type { Metrics } from "../common/metrics/index.ts";
+import { UNMATCHED_ENDPOINT } from "../common/metrics/http.ts";
 import { sseStreamEnd } from "./sse.ts";
 
 /**

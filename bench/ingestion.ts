@@ -8,7 +8,7 @@
  */
 import { rm } from "node:fs/promises";
 import { resolve } from "node:path";
-import { PIPELINE_PHASES, type PipelinePhase } from "../common/metrics/index.ts";
+import { PIPELINE_PHASES, type PipelinePhase } from "../common/metrics/processing.ts";
 import { startScriptedGateway, type ScriptedGateway } from "../tests/fixtures/ingest/harness.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
 import { booksNote, formatSummary, freshDataDir, markdownTable, mb, reps, summarise, type BenchBook, type BenchContext, type BenchSection } from "./support.ts";

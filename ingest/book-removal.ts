@@ -3,7 +3,8 @@ import { characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey } from "
 import type { Config } from "../common/config.ts";
 import type { Queryable } from "../common/db/index.ts";
 import { deleteBookRow } from "../common/db/frontend-rows.ts";
-import { isUuid, listCharacters } from "../common/db/repositories.ts";
+import { isUuid } from "../common/db/row-lookup.ts";
+import { listCharacters } from "../common/db/characters.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import type { VectorIndex } from "../common/vector/index.ts";

@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import { DatabaseError, type Queryable } from "../common/db/index.ts";
-import { getBook, recordBookSource } from "../common/db/repositories.ts";
+import { getBook, recordBookSource } from "../common/db/books.ts";
 import { sha256OfFile } from "../common/hash.ts";
 import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook } from "../common/db/frontend-rows.ts";
 import { runPipeline, type PipelineDeps, type PipelineResult } from "./pipeline.ts";

@@ -3,7 +3,7 @@ import { buildDepsOrExit } from "../common/deps.ts";
 import { listenAddress } from "../common/local/listen-address.ts";
 import { usage } from "../common/local/commands.ts";
 import { DatabaseError } from "../common/db/index.ts";
-import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../common/db/repositories.ts";
+import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../common/db/ingestions.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";

@@ -9,19 +9,14 @@ import {
 } from "../../common/session/cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import { DatabaseError, type Database } from "../../common/db/index.ts";
-import {
-  appendExchange,
-  getReaderState,
-  setSessionSummary,
-  type ExchangeIds,
-  type ReaderState,
-  type SavedExchange,
-} from "../../common/db/repositories.ts";
+import { appendExchange, setSessionSummary, type ExchangeIds, type SavedExchange } from "../../common/db/sessions.ts";
+import { getReaderState, type ReaderState } from "../../common/db/reader-state.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/session/lock.ts";
 import type { LogFields, Logger } from "../../common/log.ts";
-import type { ChatOutcome, Metrics } from "../../common/metrics/index.ts";
+import type { Metrics } from "../../common/metrics/index.ts";
+import type { ChatOutcome } from "../../common/metrics/chat.ts";
 import {
   buildChatMessages,
   buildChatSystemPrompt,

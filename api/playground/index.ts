@@ -1,7 +1,7 @@
 import { Elysia } from "elysia";
 import { z } from "zod";
 import type { Database } from "../../common/db/index.ts";
-import { listCharacters } from "../../common/db/repositories.ts";
+import { listCharacters } from "../../common/db/characters.ts";
 import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text/index.ts";
 import { parseJsonBody } from "../json-body.ts";
 import { listChatBooks, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../../common/local/sessions.ts";

@@ -1,4 +1,4 @@
-import { getBook } from "../../common/db/repositories.ts";
+import { getBook } from "../../common/db/books.ts";
 import type { Database } from "../../common/db/index.ts";
 import { FileUrlError, checkFileUrlSyntax, type DownloadResult } from "../../common/file-url.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";

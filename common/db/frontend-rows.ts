@@ -1,6 +1,8 @@
 import { randomUUID } from "node:crypto";
 import type { Database, Queryable } from "./index.ts";
-import { getBook, getSession, type Book, type ChatSession, type Language, type ProcessingStatus } from "./repositories.ts";
+import type { Book, ChatSession, Language, ProcessingStatus } from "../contract/rows.ts";
+import { getBook } from "./books.ts";
+import { getSession } from "./sessions.ts";
 
 /**
  * The rows the frontend writes (SPEC: Ingestion behavior steps 1–2, the chat session routes, the

@@ -5,7 +5,7 @@
  */
 import { parentPort } from "node:worker_threads";
 import { PGlite } from "@electric-sql/pglite";
-import { pgliteCreateOptions } from "./pglite.ts";
+import { pgliteCreateOptions } from "./pglite-options.ts";
 import { DatabaseError } from "./index.ts";
 
 export type ThreadRequest =

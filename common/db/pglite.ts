@@ -1,9 +1,10 @@
 import { mkdir } from "node:fs/promises";
 import { Worker } from "node:worker_threads";
-import { PGlite, type PGliteOptions, type Transaction } from "@electric-sql/pglite";
+import { PGlite, type Transaction } from "@electric-sql/pglite";
 import type { Database, Queryable, Row } from "./index.ts";
-import { TYPE_PARSERS, driverCall, encodeParams, runTransaction } from "./adapter-support.ts";
+import { driverCall, encodeParams, runTransaction } from "./adapter-support.ts";
 import { DatabaseError } from "./index.ts";
+import { pgliteCreateOptions } from "./pglite-options.ts";
 import type { ThreadAnswer, ThreadRequest } from "./pglite-thread.ts";
 
 export interface PgliteDatabaseOptions {
@@ -16,22 +17,6 @@ export interface PgliteDatabaseOptions {
    * short-lived databases leave it off.
    */
   thread?: boolean;
-}
-
-/**
- * Postgres's default buffer cache (128 MB) sits in PGlite's heap from the start; the embedded
- * database holds one reader's books and chats, which 16 MB caches, and it saves about 115 MiB of
- * RSS in every process that opens it (the API and each ingest worker).
- */
-export const PGLITE_SHARED_BUFFERS = "16MB";
-
-/** What every PGlite this project opens is created with, on the main thread or in a worker. */
-export function pgliteCreateOptions(dataDir: string | undefined): PGliteOptions {
-  return {
-    ...(dataDir ? { dataDir } : {}),
-    parsers: TYPE_PARSERS,
-    startParams: [...PGlite.defaultStartParams, "-c", `shared_buffers=${PGLITE_SHARED_BUFFERS}`],
-  };
 }
 
 type PgliteQueryable = Pick<Transaction, "query" | "exec">;

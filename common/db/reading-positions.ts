@@ -1,5 +1,5 @@
 import type { Queryable } from "./index.ts";
-import { isUuid } from "./repositories.ts";
+import { isUuid } from "./row-lookup.ts";
 
 /**
  * The backend's own tables for spoiler-safe chat (migration 0004): where each chunk of a book ends,

@@ -1,5 +1,6 @@
 import type { Database, Queryable } from "../db/index.ts";
-import { listCharacters, type Character } from "../db/repositories.ts";
+import type { Character } from "../contract/rows.ts";
+import { listCharacters } from "../db/characters.ts";
 import { npmRun } from "./commands.ts";
 import { addToLibrary, createSession, FRONTEND_WRITES_FLAG, frontendWritesAllowed } from "../db/frontend-rows.ts";
 

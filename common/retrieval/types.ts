@@ -19,6 +19,3 @@ export interface SearchOptions {
 }
 
 export const DEFAULT_SEARCH_LIMIT = 10;
-
-/** The `store` label of indexing metrics names the role of the index, whichever adapter serves it. */
-export type IndexStoreLabel = "qdrant" | "typesense";

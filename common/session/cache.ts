@@ -1,6 +1,8 @@
 import { z } from "zod";
 import type { Database } from "../db/index.ts";
-import { getBook, getCharacter, getSessionWithRecentMessages } from "../db/repositories.ts";
+import { getBook } from "../db/books.ts";
+import { getCharacter } from "../db/characters.ts";
+import { getSessionWithRecentMessages } from "../db/sessions.ts";
 import { getBookReadingPositions, getCharacterKnowledge } from "../db/reading-positions.ts";
 import type { KeyValueStore } from "../kv/index.ts";
 import { silentLogger, type Logger } from "../log.ts";

@@ -1,7 +1,8 @@
 import { characterCacheKey, knowledgeCacheKey } from "../../common/session/cache.ts";
 import { DatabaseError } from "../../common/db/index.ts";
 import { saveCharacterKnowledge, type CharacterCheckpoint } from "../../common/db/reading-positions.ts";
-import { listPersonas, saveCharacters, type Book, type Character, type CharacterInput, type SavedCharacters } from "../../common/db/repositories.ts";
+import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters } from "../../common/db/characters.ts";
+import { type Book, type Character } from "../../common/contract/rows.ts";
 import { writeBackups } from "../backups.ts";
 import { createTextLocator, firstMention, knownAt, placeCharacter } from "../checkpoints.ts";
 import { characterStyle, describe, type FoundCharacter } from "../characters.ts";

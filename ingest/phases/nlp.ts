@@ -1,6 +1,6 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Book } from "../../common/db/repositories.ts";
+import type { Book } from "../../common/contract/rows.ts";
 import { checkCharacterName, cleanAliases } from "../character-names.ts";
 import { mergeDiscoveries, type FoundCharacter, type SampledDiscovery } from "../characters.ts";
 import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "../discovery.ts";

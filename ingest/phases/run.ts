@@ -1,12 +1,13 @@
 import type { BookInfo } from "../../common/prompt/character.ts";
 import type { Config } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
-import type { Book } from "../../common/db/repositories.ts";
+import type { Book } from "../../common/contract/rows.ts";
 import type { DownloadOptions, ResolveHost } from "../../common/file-url.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Logger, LogFields } from "../../common/log.ts";
-import type { Metrics, PipelinePhase } from "../../common/metrics/index.ts";
+import type { Metrics } from "../../common/metrics/index.ts";
+import type { PipelinePhase } from "../../common/metrics/processing.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 import type { SelectionOptions } from "../characters.ts";

@@ -1,6 +1,6 @@
 import { copyFile, open, readFile, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { Book } from "../../common/db/repositories.ts";
+import type { Book } from "../../common/contract/rows.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError } from "../../common/file-url.ts";
 import { decodeBookBytes } from "../../common/text-decoding.ts";
 import { withRetries } from "../../common/upstream.ts";

@@ -6,11 +6,17 @@ import { createDatabase } from "../../common/db/create.ts";
 import { type Database, DatabaseError, type DatabaseErrorCode } from "../../common/db/index.ts";
 import { MIGRATIONS_DIR, MigrationError, migrate, readMigrations } from "../../common/db/migrate.ts";
 import { createNeonDatabase } from "../../common/db/neon.ts";
-import { PGLITE_SHARED_BUFFERS, createPgliteDatabase, type PgliteDatabaseOptions } from "../../common/db/pglite.ts";
+import { PGLITE_SHARED_BUFFERS } from "../../common/db/pglite-options.ts";
+import { createPgliteDatabase, type PgliteDatabaseOptions } from "../../common/db/pglite.ts";
 import { createPostgresDatabase } from "../../common/db/postgres.ts";
 import * as fr from "../../common/db/frontend-rows.ts";
 import * as positions from "../../common/db/reading-positions.ts";
-import * as repo from "../../common/db/repositories.ts";
+import { type Character, LANGUAGES, type ProcessingStatus } from "../../common/contract/rows.ts";
+import { getBook } from "../../common/db/books.ts";
+import { getIngestion, setProcessingStatus } from "../../common/db/ingestions.ts";
+import { getCharacter, listCharacters, saveCharacters } from "../../common/db/characters.ts";
+import { MESSAGE_COUNT_MAX, appendExchange, getRecentMessages, getSession, getSessionWithRecentMessages, setSessionSummary } from "../../common/db/sessions.ts";
+import { getPreferences, getReaderState } from "../../common/db/reader-state.ts";
 import { insertFrontendRows } from "../support/frontend-schema.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "../support/postgres.ts";
 import { closedPort } from "../support/redis.ts";
@@ -80,7 +86,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
 
     async function bookWithCharacters(names: string[]) {
       const book = await fr.insertBook(db, { title: "Pride and Prejudice", author: "Jane Austen" });
-      const { characters } = await repo.saveCharacters(
+      const { characters } = await saveCharacters(
         db,
         book.id,
         names.map((n, i) => ({ name: n, importance: names.length - i })),
@@ -239,7 +245,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         await expectDatabaseError(fr.insertBook(db, { title: "" }), "check_violation");
         const book = await fr.insertBook(db, { title: "Emma" });
         await expectDatabaseError(
-          repo.setProcessingStatus(db, book.id, "finished" as repo.ProcessingStatus),
+          setProcessingStatus(db, book.id, "finished" as ProcessingStatus),
           "check_violation",
         );
       });
@@ -285,7 +291,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         await expectDatabaseError(insert({ author: "" }), "check_violation");
         await expectDatabaseError(insert({ description: "Too short" }), "check_violation");
         await expectDatabaseError(insert({ language: "French" }), "check_violation");
-        for (const language of repo.LANGUAGES) await insert({ language });
+        for (const language of LANGUAGES) await insert({ language });
       });
     });
 
@@ -304,38 +310,38 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       });
 
       test("an unknown or malformed book id finds nothing", async () => {
-        expect(await repo.getBook(db, crypto.randomUUID())).toBeNull();
-        expect(await repo.getBook(db, "42")).toBeNull();
+        expect(await getBook(db, crypto.randomUUID())).toBeNull();
+        expect(await getBook(db, "42")).toBeNull();
       });
 
       test("processing status moves through ingestion; attempts, the error and the chunk count are kept in our own table", async () => {
         const book = await fr.insertBook(db, { title: "War and Peace" });
         const [before] = await db.query<{ updated_at: Date }>("SELECT updated_at FROM books WHERE id = $1", [book.id]);
-        expect(await repo.getIngestion(db, book.id)).toBeNull();
-        expect(await repo.setProcessingStatus(db, book.id, "processing")).toBe(true);
-        expect(await repo.setProcessingStatus(db, book.id, "failed", { error: "download timed out" })).toBe(true);
-        expect(await repo.getBook(db, book.id)).toMatchObject({ processingStatus: "failed" });
-        expect(await repo.getIngestion(db, book.id)).toMatchObject({ attempts: 1, lastError: "download timed out", chunkCount: null });
-        await repo.setProcessingStatus(db, book.id, "processing");
-        await repo.setProcessingStatus(db, book.id, "completed", { chunkCount: 42 });
-        expect(await repo.getBook(db, book.id)).toMatchObject({ processingStatus: "completed" });
-        const record = await repo.getIngestion(db, book.id);
+        expect(await getIngestion(db, book.id)).toBeNull();
+        expect(await setProcessingStatus(db, book.id, "processing")).toBe(true);
+        expect(await setProcessingStatus(db, book.id, "failed", { error: "download timed out" })).toBe(true);
+        expect(await getBook(db, book.id)).toMatchObject({ processingStatus: "failed" });
+        expect(await getIngestion(db, book.id)).toMatchObject({ attempts: 1, lastError: "download timed out", chunkCount: null });
+        await setProcessingStatus(db, book.id, "processing");
+        await setProcessingStatus(db, book.id, "completed", { chunkCount: 42 });
+        expect(await getBook(db, book.id)).toMatchObject({ processingStatus: "completed" });
+        const record = await getIngestion(db, book.id);
         expect(record).toMatchObject({ attempts: 2, lastError: null, chunkCount: 42 });
         expect(record!.finishedAt).toBeInstanceOf(Date);
         // Only processing_status of the frontend's row is written.
         expect(await db.query("SELECT updated_at FROM books WHERE id = $1", [book.id])).toEqual([before!]);
-        expect(await repo.setProcessingStatus(db, crypto.randomUUID(), "completed")).toBe(false);
+        expect(await setProcessingStatus(db, crypto.randomUUID(), "completed")).toBe(false);
       });
 
       test("a completed book stays completed while it is re-ingested and when that fails; the failure is recorded in our table", async () => {
         const book = await fr.insertBook(db, { title: "Middlemarch" });
-        await repo.setProcessingStatus(db, book.id, "processing");
-        await repo.setProcessingStatus(db, book.id, "completed", { chunkCount: 7 });
-        expect(await repo.setProcessingStatus(db, book.id, "processing")).toBe(true);
-        expect((await repo.getBook(db, book.id))?.processingStatus).toBe("completed");
-        await repo.setProcessingStatus(db, book.id, "failed", { error: "download failed: file_url answered HTTP 404" });
-        expect((await repo.getBook(db, book.id))?.processingStatus).toBe("completed");
-        expect(await repo.getIngestion(db, book.id)).toMatchObject({ attempts: 2, lastError: "download failed: file_url answered HTTP 404", chunkCount: 7 });
+        await setProcessingStatus(db, book.id, "processing");
+        await setProcessingStatus(db, book.id, "completed", { chunkCount: 7 });
+        expect(await setProcessingStatus(db, book.id, "processing")).toBe(true);
+        expect((await getBook(db, book.id))?.processingStatus).toBe("completed");
+        await setProcessingStatus(db, book.id, "failed", { error: "download failed: file_url answered HTTP 404" });
+        expect((await getBook(db, book.id))?.processingStatus).toBe("completed");
+        expect(await getIngestion(db, book.id)).toMatchObject({ attempts: 2, lastError: "download failed: file_url answered HTTP 404", chunkCount: 7 });
       });
 
       test("adding a book to a library twice keeps one entry", async () => {
@@ -350,12 +356,12 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
     describe("characters", () => {
       test("saving characters stores them with their profile and returns them in the given order", async () => {
         const book = await fr.insertBook(db, { title: "Pride and Prejudice" });
-        const { characters: saved } = await repo.saveCharacters(db, book.id, [
+        const { characters: saved } = await saveCharacters(db, book.id, [
           { name: "Mr. Darcy", aliases: ["Darcy", "Fitzwilliam"], importance: 5, profileJson: { traits: ["proud"] } },
           { name: "Elizabeth Bennet", aliases: ["Lizzy"], importance: 9, color: "#aa3366", emoji: "📚", systemPrompt: "I am Elizabeth." },
         ]);
         expect(saved.map((c) => c.name)).toEqual(["Mr. Darcy", "Elizabeth Bennet"]);
-        expect(await repo.getCharacter(db, saved[1]!.id)).toMatchObject({
+        expect(await getCharacter(db, saved[1]!.id)).toMatchObject({
           bookId: book.id,
           aliases: ["Lizzy"],
           color: "#aa3366",
@@ -366,8 +372,8 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
           profileJson: null,
           retiredAt: null,
         });
-        expect((await repo.getCharacter(db, saved[0]!.id))!.profileJson).toEqual({ traits: ["proud"] });
-        expect((await repo.listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Elizabeth Bennet", "Mr. Darcy"]);
+        expect((await getCharacter(db, saved[0]!.id))!.profileJson).toEqual({ traits: ["proud"] });
+        expect((await listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Elizabeth Bennet", "Mr. Darcy"]);
       });
 
       test("re-ingesting keeps the ids of characters still present, and every character a reader used", async () => {
@@ -376,10 +382,10 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         const userId = crypto.randomUUID();
         const kept = await fr.createSession(db, { userId, characterId: lizzy!.id });
         const withCollins = await fr.createSession(db, { userId, characterId: collins!.id });
-        await repo.appendExchange(db, withCollins.id, "Will you dance?", "I am not in the habit of dancing.", "I am not…");
+        await appendExchange(db, withCollins.id, "Will you dance?", "I am not in the habit of dancing.", "I am not…");
         await fr.upsertPreferences(db, { userId, characterId: mrsBennet!.id, relationshipMode: "parent" });
 
-        const again = await repo.saveCharacters(db, book.id, [
+        const again = await saveCharacters(db, book.id, [
           { name: "Elizabeth Bennet", description: "Second of five sisters", importance: 10 },
           { name: "Mr. Darcy" },
           { name: "Jane Bennet" },
@@ -388,51 +394,51 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         expect(again.characters[0]).toMatchObject({ id: lizzy!.id, description: "Second of five sisters", importance: 10 });
         expect(again.characters[1]!.id).toBe(characters[1]!.id);
         expect(again).toMatchObject({ retired: 2, removed: 1 });
-        expect((await repo.listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Elizabeth Bennet", "Jane Bennet", "Mr. Darcy"]);
-        expect(await repo.getSession(db, kept.id)).not.toBeNull();
+        expect((await listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Elizabeth Bennet", "Jane Bennet", "Mr. Darcy"]);
+        expect(await getSession(db, kept.id)).not.toBeNull();
         // The session with a character no longer found, its messages and the preferences all stay.
-        expect(await repo.getSession(db, withCollins.id)).toMatchObject({ characterId: collins!.id, messageCount: 1 });
-        expect(await repo.getRecentMessages(db, withCollins.id, 10)).toHaveLength(2);
-        expect(await repo.getCharacter(db, collins!.id)).toMatchObject({ name: "Mr. Collins", retiredAt: expect.any(Date) });
-        expect(await repo.getPreferences(db, userId, mrsBennet!.id)).toMatchObject({ relationshipMode: "parent" });
+        expect(await getSession(db, withCollins.id)).toMatchObject({ characterId: collins!.id, messageCount: 1 });
+        expect(await getRecentMessages(db, withCollins.id, 10)).toHaveLength(2);
+        expect(await getCharacter(db, collins!.id)).toMatchObject({ name: "Mr. Collins", retiredAt: expect.any(Date) });
+        expect(await getPreferences(db, userId, mrsBennet!.id)).toMatchObject({ relationshipMode: "parent" });
         // Nobody had used Lydia: she is gone.
-        expect(await repo.getCharacter(db, lydia!.id)).toBeNull();
+        expect(await getCharacter(db, lydia!.id)).toBeNull();
 
         // Found again in a later run: no longer retired, same id.
-        const third = await repo.saveCharacters(db, book.id, [{ name: "Mr. Collins" }]);
+        const third = await saveCharacters(db, book.id, [{ name: "Mr. Collins" }]);
         expect(third.characters[0]).toMatchObject({ id: collins!.id, retiredAt: null });
       });
 
       test("a character found but not written this time keeps what the previous run wrote", async () => {
         const book = await fr.insertBook(db, { title: "Persuasion" });
-        const { characters } = await repo.saveCharacters(db, book.id, [{ name: "Anne Elliot", systemPrompt: "I am Anne." }, { name: "Captain Wentworth" }]);
+        const { characters } = await saveCharacters(db, book.id, [{ name: "Anne Elliot", systemPrompt: "I am Anne." }, { name: "Captain Wentworth" }]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        await repo.saveCharacters(db, book.id, [{ name: "Captain Wentworth" }], { alsoFound: ["Anne Elliot", "Captain Wentworth"] });
-        expect(await repo.getCharacter(db, characters[0]!.id)).toMatchObject({ systemPrompt: "I am Anne.", retiredAt: null });
-        expect(await repo.getSession(db, session.id)).not.toBeNull();
+        await saveCharacters(db, book.id, [{ name: "Captain Wentworth" }], { alsoFound: ["Anne Elliot", "Captain Wentworth"] });
+        expect(await getCharacter(db, characters[0]!.id)).toMatchObject({ systemPrompt: "I am Anne.", retiredAt: null });
+        expect(await getSession(db, session.id)).not.toBeNull();
       });
 
       test("saving an empty list removes every unused character of that book only", async () => {
         const { book } = await bookWithCharacters(["Emma Woodhouse"]);
         const { book: other } = await bookWithCharacters(["Mr. Knightley"]);
-        expect(await repo.saveCharacters(db, book.id, [])).toEqual({ characters: [], retired: 0, removed: 1 });
-        expect(await repo.listCharacters(db, book.id)).toEqual([]);
-        expect(await repo.listCharacters(db, other.id)).toHaveLength(1);
+        expect(await saveCharacters(db, book.id, [])).toEqual({ characters: [], retired: 0, removed: 1 });
+        expect(await listCharacters(db, book.id)).toEqual([]);
+        expect(await listCharacters(db, other.id)).toHaveLength(1);
       });
 
       test("a character list naming someone twice is refused and changes nothing", async () => {
         const { book } = await bookWithCharacters(["Emma Woodhouse"]);
         await expectDatabaseError(
-          repo.saveCharacters(db, book.id, [{ name: "Harriet Smith" }, { name: "Harriet Smith" }]),
+          saveCharacters(db, book.id, [{ name: "Harriet Smith" }, { name: "Harriet Smith" }]),
           "unique_violation",
         );
-        expect((await repo.listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Emma Woodhouse"]);
+        expect((await listCharacters(db, book.id)).map((c) => c.name)).toEqual(["Emma Woodhouse"]);
       });
 
       test("a failed save leaves the previous characters in place", async () => {
         const { book } = await bookWithCharacters(["Emma Woodhouse", "Mr. Knightley"]);
-        await expectDatabaseError(repo.saveCharacters(db, book.id, [{ name: "Emma Woodhouse", color: "red" }]), "check_violation");
-        expect((await repo.listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Emma Woodhouse", "Mr. Knightley"]);
+        await expectDatabaseError(saveCharacters(db, book.id, [{ name: "Emma Woodhouse", color: "red" }]), "check_violation");
+        expect((await listCharacters(db, book.id)).map((c) => c.name).sort()).toEqual(["Emma Woodhouse", "Mr. Knightley"]);
       });
     });
 
@@ -442,21 +448,21 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         const userId = crypto.randomUUID();
         const session = await fr.createSession(db, { userId, characterId: characters[0]!.id });
         expect(session).toMatchObject({ userId, bookId: book.id, characterId: characters[0]!.id, messageCount: 0, preview: null });
-        expect(await repo.getSession(db, session.id)).toEqual(session);
-        expect(await repo.getSession(db, "not-a-session")).toBeNull();
+        expect(await getSession(db, session.id)).toEqual(session);
+        expect(await getSession(db, "not-a-session")).toBeNull();
       });
 
       test("each exchange adds both messages, the question ordered before its reply by created_at, and counts one exchange", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
 
-        const first = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
-        const second = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+        const first = await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        const second = await appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
 
         expect(first).toMatchObject({ messageCount: 1, preview: "I hardly know" });
         expect(second).toMatchObject({ messageCount: 2, preview: "Down the rabbit hole" });
         expect(second!.updatedAt.getTime()).toBeGreaterThanOrEqual(session.updatedAt.getTime());
-        const recent = await repo.getRecentMessages(db, session.id, 3);
+        const recent = await getRecentMessages(db, session.id, 3);
         expect(recent.map((m) => [m.role, m.content])).toEqual([
           ["assistant", "I hardly know, sir."],
           ["user", "Where are you going?"],
@@ -476,11 +482,11 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       test("a message the frontend inserts directly (session_id, role, content) is part of the history", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         // A reader's next message comes later than the reply; the embedded database's clock ticks in milliseconds.
         await Bun.sleep(2);
         await db.query("INSERT INTO messages (session_id, role, content) VALUES ($1, 'user', 'Are you still there?')", [session.id]);
-        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual([
+        expect((await getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual([
           "Who are you?",
           "I hardly know, sir.",
           "Are you still there?",
@@ -489,7 +495,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
 
       test("reading positions: chunk ends, first appearances and checkpoints are stored and read back; a re-run replaces a character's checkpoints", async () => {
         const { book, characters } = await bookWithCharacters(["Mara", "The Stranger"]);
-        const [mara, stranger] = characters as [repo.Character, repo.Character];
+        const [mara, stranger] = characters as [Character, Character];
         expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
         await positions.saveBookReadingPositions(db, book.id, { chunkEnds: [0.25, 0.5, 1], checkpoints: [0.25, 0.5, 0.75] });
         await positions.saveBookReadingPositions(db, book.id, { chunkEnds: [0.125, 0.5, 0.75, 1], checkpoints: [0.5] });
@@ -520,35 +526,35 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
 
       test("the reader's page in the book, the book's page count and the reader's preferences are read in one statement", async () => {
         const book = await fr.insertBook(db, { title: "Emma", author: "Jane Austen", pageCount: 474 });
-        const { characters } = await repo.saveCharacters(db, book.id, [{ name: "Emma", importance: 1 }]);
+        const { characters } = await saveCharacters(db, book.id, [{ name: "Emma", importance: 1 }]);
         const userId = crypto.randomUUID();
         const ids = { userId, characterId: characters[0]!.id, bookId: book.id };
-        expect(await repo.getReaderState(db, ids, true)).toEqual({ currentPage: null, pageCount: 474, preferences: null });
+        expect(await getReaderState(db, ids, true)).toEqual({ currentPage: null, pageCount: 474, preferences: null });
         await fr.addToLibrary(db, userId, book.id);
         await db.query("UPDATE user_library SET current_page = 120 WHERE user_id = $1 AND book_id = $2", [userId, book.id]);
         await fr.upsertPreferences(db, { userId, characterId: characters[0]!.id, relationshipMode: "friend", speechModifiers: ["talk_less"] });
-        expect(await repo.getReaderState(db, ids, true)).toEqual({
+        expect(await getReaderState(db, ids, true)).toEqual({
           currentPage: 120,
           pageCount: 474,
-          preferences: await repo.getPreferences(db, userId, characters[0]!.id),
+          preferences: await getPreferences(db, userId, characters[0]!.id),
         });
-        expect(await repo.getReaderState(db, ids, false)).toEqual({ currentPage: 120, pageCount: 474, preferences: null });
+        expect(await getReaderState(db, ids, false)).toEqual({ currentPage: 120, pageCount: 474, preferences: null });
         // Another reader's library row is not this reader's position.
         await fr.addToLibrary(db, crypto.randomUUID(), book.id);
         await db.query("UPDATE user_library SET current_page = 300 WHERE user_id <> $1 AND book_id = $2", [userId, book.id]);
-        expect(await repo.getReaderState(db, ids, false)).toMatchObject({ currentPage: 120 });
-        expect(await repo.getReaderState(db, { ...ids, userId: "not-a-user" }, true)).toEqual({ currentPage: null, pageCount: null, preferences: null });
+        expect(await getReaderState(db, ids, false)).toMatchObject({ currentPage: 120 });
+        expect(await getReaderState(db, { ...ids, userId: "not-a-user" }, true)).toEqual({ currentPage: null, pageCount: null, preferences: null });
       });
 
       test("a session whose message_count is at the column's largest value still saves its exchanges; the count stays there", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        await db.query("UPDATE chat_sessions SET message_count = $2 WHERE id = $1", [session.id, repo.MESSAGE_COUNT_MAX - 1]);
-        const last = await repo.appendExchange(db, session.id, "One more?", "One more.", "One more.");
-        expect(last).toMatchObject({ messageCount: repo.MESSAGE_COUNT_MAX, previousCount: repo.MESSAGE_COUNT_MAX - 1 });
-        const past = await repo.appendExchange(db, session.id, "And another?", "Still here.", "Still here.");
-        expect(past).toMatchObject({ messageCount: repo.MESSAGE_COUNT_MAX, previousCount: repo.MESSAGE_COUNT_MAX, preview: "Still here." });
-        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual(["One more?", "One more.", "And another?", "Still here."]);
+        await db.query("UPDATE chat_sessions SET message_count = $2 WHERE id = $1", [session.id, MESSAGE_COUNT_MAX - 1]);
+        const last = await appendExchange(db, session.id, "One more?", "One more.", "One more.");
+        expect(last).toMatchObject({ messageCount: MESSAGE_COUNT_MAX, previousCount: MESSAGE_COUNT_MAX - 1 });
+        const past = await appendExchange(db, session.id, "And another?", "Still here.", "Still here.");
+        expect(past).toMatchObject({ messageCount: MESSAGE_COUNT_MAX, previousCount: MESSAGE_COUNT_MAX, preview: "Still here." });
+        expect((await getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual(["One more?", "One more.", "And another?", "Still here."]);
       });
 
       test.each([["the largest timestamp", "294276-12-31 23:59:59.999999+00"], ["infinity", "infinity"], ["a year ahead", null]])(
@@ -560,8 +566,8 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
             "INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'From the future', COALESCE($2::timestamptz, now() + interval '1 year'))",
             [session.id, stamp],
           );
-          await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
-          await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+          await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+          await appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
           const rows = await db.query<{ content: string; near_now: boolean; same_time: boolean }>(
             `SELECT content, created_at BETWEEN now() - interval '1 hour' AND now() + interval '1 hour' AS near_now,
                     count(*) OVER (PARTITION BY created_at) > 1 AS same_time
@@ -580,7 +586,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
         await db.query("INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'A minute ahead', now() + interval '1 minute')", [session.id]);
-        await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         const shown = await db.query<{ content: string }>("SELECT content FROM messages WHERE session_id = $1 ORDER BY created_at", [session.id]);
         expect(shown.map((r) => r.content)).toEqual(["A minute ahead", "Who are you?", "I hardly know, sir."]);
       });
@@ -589,11 +595,11 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
         const ids = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() };
-        const first = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know", ids);
-        const again = await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know", ids);
+        const first = await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know", ids);
+        const again = await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know", ids);
         expect(first).toMatchObject({ messageCount: 1, previousCount: 0 });
         expect(again).toEqual({ ...first!, previousCount: null });
-        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => [m.id, m.content])).toEqual([
+        expect((await getRecentMessages(db, session.id, 10)).map((m) => [m.id, m.content])).toEqual([
           [ids.userMessageId, "Who are you?"],
           [ids.assistantMessageId, "I hardly know, sir."],
         ]);
@@ -602,13 +608,13 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
       test("a session is read with its last messages, oldest first, and its summary, in one statement", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, summary: null, recentMessages: [] });
+        expect(await getSessionWithRecentMessages(db, session.id, 3)).toEqual({ ...session, summary: null, recentMessages: [] });
 
-        await repo.appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
-        const saved = await repo.appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
-        await repo.setSessionSummary(db, session.id, "Alice met a reader.");
+        await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        const saved = await appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+        await setSessionSummary(db, session.id, "Alice met a reader.");
         const { previousCount: _, ...savedSession } = saved!;
-        expect(await repo.getSessionWithRecentMessages(db, session.id, 3)).toEqual({
+        expect(await getSessionWithRecentMessages(db, session.id, 3)).toEqual({
           ...savedSession,
           summary: "Alice met a reader.",
           recentMessages: [
@@ -617,14 +623,14 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
             { role: "assistant", content: "Down the rabbit hole!" },
           ],
         });
-        expect(await repo.getSessionWithRecentMessages(db, crypto.randomUUID(), 3)).toBeNull();
-        expect(await repo.getSessionWithRecentMessages(db, "not-a-session", 3)).toBeNull();
+        expect(await getSessionWithRecentMessages(db, crypto.randomUUID(), 3)).toBeNull();
+        expect(await getSessionWithRecentMessages(db, "not-a-session", 3)).toBeNull();
       });
 
       test("an exchange that fails part-way writes nothing", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        await repo.appendExchange(db, session.id, "Hello", "Curiouser and curiouser!", "Curiouser");
+        await appendExchange(db, session.id, "Hello", "Curiouser and curiouser!", "Curiouser");
 
         // The reply's row is refused after the reader's row and the session's count were written.
         await db.exec(`
@@ -636,36 +642,36 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
           CREATE TRIGGER refuse_reply BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION refuse_reply();
         `);
         try {
-          await expectDatabaseError(repo.appendExchange(db, session.id, "Lost?", "Never written", "Never"), "other");
+          await expectDatabaseError(appendExchange(db, session.id, "Lost?", "Never written", "Never"), "other");
         } finally {
           await db.exec("DROP TRIGGER refuse_reply ON messages; DROP FUNCTION refuse_reply();");
         }
 
-        expect(await repo.getSession(db, session.id)).toMatchObject({ messageCount: 1, preview: "Curiouser" });
-        expect((await repo.getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual(["Hello", "Curiouser and curiouser!"]);
+        expect(await getSession(db, session.id)).toMatchObject({ messageCount: 1, preview: "Curiouser" });
+        expect((await getRecentMessages(db, session.id, 10)).map((m) => m.content)).toEqual(["Hello", "Curiouser and curiouser!"]);
       });
 
       test("an exchange for a session that does not exist writes nothing and answers null", async () => {
         const missing = crypto.randomUUID();
-        expect(await repo.appendExchange(db, missing, "Hello?", "…", "…")).toBeNull();
+        expect(await appendExchange(db, missing, "Hello?", "…", "…")).toBeNull();
         expect(await db.query("SELECT count(*) AS n FROM messages WHERE session_id = $1", [missing])).toEqual([{ n: 0 }]);
       });
 
       test("storing a summary leaves the frontend's session row alone", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
-        expect(await repo.setSessionSummary(db, session.id, "Alice met a white rabbit.")).toBe(true);
-        expect(await repo.setSessionSummary(db, session.id, "Alice met a white rabbit and a hatter.")).toBe(true);
-        expect(await repo.getSession(db, session.id)).toEqual(session);
-        expect((await repo.getSessionWithRecentMessages(db, session.id, 1))?.summary).toBe("Alice met a white rabbit and a hatter.");
-        expect(await repo.setSessionSummary(db, crypto.randomUUID(), "nobody")).toBe(false);
+        expect(await setSessionSummary(db, session.id, "Alice met a white rabbit.")).toBe(true);
+        expect(await setSessionSummary(db, session.id, "Alice met a white rabbit and a hatter.")).toBe(true);
+        expect(await getSession(db, session.id)).toEqual(session);
+        expect((await getSessionWithRecentMessages(db, session.id, 1))?.summary).toBe("Alice met a white rabbit and a hatter.");
+        expect(await setSessionSummary(db, crypto.randomUUID(), "nobody")).toBe(false);
       });
     });
 
     describe("preferences", () => {
       test("a reader without preferences for a character gets none", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
-        expect(await repo.getPreferences(db, crypto.randomUUID(), characters[0]!.id)).toBeNull();
+        expect(await getPreferences(db, crypto.randomUUID(), characters[0]!.id)).toBeNull();
       });
 
       test("preferences are read as the frontend stored them, every relationship mode allowed", async () => {
@@ -681,7 +687,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
             preferenceSummary: "Spar with me.",
           };
           await fr.upsertPreferences(db, stored);
-          expect(await repo.getPreferences(db, stored.userId, stored.characterId)).toEqual(stored);
+          expect(await getPreferences(db, stored.userId, stored.characterId)).toEqual(stored);
         }
       });
 
@@ -828,7 +834,7 @@ describe("PGlite on disk", () => {
 
     const reopened = await createDatabase(config);
     try {
-      expect(await repo.getBook(reopened, book.id)).toEqual(book);
+      expect(await getBook(reopened, book.id)).toEqual(book);
     } finally {
       await reopened.close();
     }

@@ -3,7 +3,9 @@ import { findLocalChat, LOCAL_USER_ID, LocalChoiceError, openLocalChat } from ".
 import type { Database } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
-import { saveCharacters, setProcessingStatus, type Character } from "../../common/db/repositories.ts";
+import type { Character } from "../../common/contract/rows.ts";
+import { setProcessingStatus } from "../../common/db/ingestions.ts";
+import { saveCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 
 // A fresh embedded Postgres runs initdb.

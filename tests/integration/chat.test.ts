@@ -6,7 +6,7 @@ import { createDatabase } from "../../common/db/create.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { DatabaseError, type Database, type Row } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
-import { MESSAGE_COUNT_MAX } from "../../common/db/repositories.ts";
+import { MESSAGE_COUNT_MAX } from "../../common/db/sessions.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";

@@ -4,7 +4,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDatabase } from "../../common/db/create.ts";
-import { listCharacters } from "../../common/db/repositories.ts";
+import { listCharacters } from "../../common/db/characters.ts";
 import { REPO_ROOT, runEntry } from "../support/process.ts";
 
 /**

@@ -5,7 +5,7 @@ import { createDatabase } from "../../common/db/create.ts";
 import type { Database } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
-import { saveCharacters } from "../../common/db/repositories.ts";
+import { saveCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 import { downloadBook } from "../../common/file-url.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";

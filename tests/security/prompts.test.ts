@@ -8,7 +8,7 @@ import { chunkTextToArray } from "../../common/chunking.ts";
 import type { Database } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
-import { listCharacters } from "../../common/db/repositories.ts";
+import { listCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN } from "../../common/prompt/chat.ts";

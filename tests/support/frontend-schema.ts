@@ -1,6 +1,6 @@
 import { join } from "node:path";
 import type { Database, Queryable } from "../../common/db/index.ts";
-import { saveCharacters } from "../../common/db/repositories.ts";
+import { saveCharacters } from "../../common/db/characters.ts";
 
 /** The frontend's own migration: its tables as it would create them before the backend starts. */
 export const FRONTEND_SCHEMA_FILE = join(import.meta.dir, "..", "fixtures", "db", "frontend-schema.sql");

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { Histogram, Registry } from "prom-client";
-import { SeriesHistogram } from "../../common/metrics/index.ts";
+import { SeriesHistogram } from "../../common/metrics/series-histogram.ts";
 
 const BUCKETS = [0.005, 0.05, 0.5, 5];
 

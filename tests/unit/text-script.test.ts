@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { LANGUAGES } from "../../common/db/repositories.ts";
+import { LANGUAGES } from "../../common/contract/rows.ts";
 import { detectScript, fitLanguage, parseLanguage } from "../../ingest/text-script.ts";
 
 const URDU = "زینب نے دروازہ کھولا اور گلی میں چراغ جلایا۔ احمد نے کہا کہ آندھی آنے والی ہے۔\n";

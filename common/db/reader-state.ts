@@ -1,0 +1,44 @@
+import type { Camelize, UserPreferences, UserPreferencesRow } from "../contract/rows.ts";
+import type { Queryable } from "./index.ts";
+import { camelize, isUuid } from "./row-lookup.ts";
+
+/** What a chat turn reads of the reader: their page in the book (user_library) and their preferences (the frontend's tables, read only). */
+
+type ReadingPagesRow = { current_page: number | null; page_count: number | null };
+/** The reader's page in the book (user_library) and the book's page count: where the reader is. */
+export type ReadingPages = Camelize<ReadingPagesRow>;
+
+/** A user_preferences row as UserPreferencesRow: the modifier lists as JSON arrays whatever their column type. */
+const PREFERENCES_SELECT = `SELECT user_id, character_id, relationship_mode::text AS relationship_mode, custom_relationship, preference_summary,
+            COALESCE(to_jsonb(speech_modifiers), '[]'::jsonb) AS speech_modifiers,
+            COALESCE(to_jsonb(behavioral_modifiers), '[]'::jsonb) AS behavioral_modifiers
+       FROM user_preferences WHERE user_id = $1 AND character_id = $2`;
+
+/** The reader's preferences for a character; the modifier lists read the same from text[], jsonb or json columns. */
+export async function getPreferences(db: Queryable, userId: string, characterId: string): Promise<UserPreferences | null> {
+  if (!isUuid(userId) || !isUuid(characterId)) return null;
+  const [row] = await db.query<UserPreferencesRow>(PREFERENCES_SELECT, [userId, characterId]);
+  return row ? camelize(row) : null;
+}
+
+export type ReaderState = ReadingPages & { preferences: UserPreferences | null };
+
+/**
+ * What a chat turn reads of the reader on every turn, never from a cache: their page in the book
+ * (user_library, which the frontend moves at any time) with the book's page count, and, when
+ * `withPreferences`, their preferences for the character — one statement, one round trip.
+ */
+export async function getReaderState(
+  db: Queryable,
+  ids: { userId: string; characterId: string; bookId: string },
+  withPreferences: boolean,
+): Promise<ReaderState> {
+  if (!isUuid(ids.userId) || !isUuid(ids.characterId) || !isUuid(ids.bookId)) return { currentPage: null, pageCount: null, preferences: null };
+  const [row] = await db.query<ReadingPagesRow & { preferences: UserPreferencesRow | null }>(
+    `SELECT (SELECT l.current_page FROM user_library l WHERE l.user_id = $1 AND l.book_id = $3) AS current_page,
+            (SELECT b.page_count FROM books b WHERE b.id = $3) AS page_count,
+            (SELECT to_jsonb(p) FROM (${PREFERENCES_SELECT} AND $4::boolean) p) AS preferences`,
+    [ids.userId, ids.characterId, ids.bookId, withPreferences],
+  );
+  return { currentPage: row?.current_page ?? null, pageCount: row?.page_count ?? null, preferences: row?.preferences ? camelize(row.preferences) : null };
+}
