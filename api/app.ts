@@ -3,7 +3,7 @@ import { ErrorBody, type ChatRequest } from "../common/contract/schemas.ts";
 import { chatRoutes } from "./chat/index.ts";
 import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
 import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withChatExample } from "./docs.ts";
-import { HttpError } from "./errors.ts";
+import { asHttpError, HttpError } from "./errors.ts";
 import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
@@ -80,10 +80,11 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
   // http://api/character/chat (a cluster service named `api`) as /chat: every request would be a 404.
   const app = new Elysia({ handler: { standardHostname: false } })
     .onError({ as: "global" }, ({ code, error, set, request }) => {
-      if (error instanceof HttpError) {
-        set.status = error.status;
-        if (error.status >= 500) log.error("request failed", { method: request.method, url: request.url, error: error.cause ?? error });
-        return { error: error.message } satisfies ErrorBody;
+      const known = asHttpError(error);
+      if (known) {
+        set.status = known.status;
+        if (known.status >= 500) log.error("request failed", { method: request.method, url: request.url, error: known.cause ?? error });
+        return { error: known.message } satisfies ErrorBody;
       }
       switch (code) {
         case "VALIDATION":

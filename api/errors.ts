@@ -1,6 +1,8 @@
+import { NotFoundError, StoreUnavailableError, UnusableInputError } from "./service-errors.ts";
+
 /**
- * The one error class routes and services throw to produce an HTTP error. Its message is what the
- * caller reads in `{error}`; `cause` is for the log only.
+ * The error class the HTTP layer (routes, the body parser) throws to produce an HTTP error. Its
+ * message is what the caller reads in `{error}`; `cause` is for the log only.
  */
 export class HttpError extends Error {
   constructor(
@@ -11,4 +13,18 @@ export class HttpError extends Error {
     super(message, options);
     this.name = "HttpError";
   }
+}
+
+/** The status each of the services' errors (api/service-errors.ts) answers with. */
+const SERVICE_ERROR_STATUSES = [
+  [NotFoundError, 404],
+  [UnusableInputError, 422],
+  [StoreUnavailableError, 500],
+] as const;
+
+/** An HttpError as thrown, a service's error as the HttpError it answers with; undefined for any other error. */
+export function asHttpError(error: unknown): HttpError | undefined {
+  if (error instanceof HttpError) return error;
+  const status = SERVICE_ERROR_STATUSES.find(([type]) => error instanceof type)?.[1];
+  return status && error instanceof Error ? new HttpError(status, error.message, { cause: error.cause }) : undefined;
 }

@@ -473,7 +473,8 @@ const STEPS: readonly (readonly [string, readonly string[]])[] = [
   ["prompt and preferences", ["common/prompt", "common/preferences", "gpt-tokenizer", "common/reading-position", "@noble"]],
   ["HTTP: router, body, validation, metrics", ["elysia", "api/app", "api/http-metrics", "prom-client", "api/json-body", "api/chat/index", "common/metrics", "common/schemas", "api/errors", "@sinclair", "exact-mirror"]],
   ["SSE out", ["api/sse"]],
-  ["chat service (the turn itself)", ["api/chat/service", "common/log"]],
+  // Every file of api/chat/ but the routes (index.ts, counted under HTTP above): the turn and its parts.
+  ["chat service (the turn itself)", ["api/chat/", "common/log"]],
 ];
 /** Frames charged to whoever called them: native code, the runtime's own modules, shared helpers. */
 const PASS_THROUGH = ["common/upstream", "/zod/", "node:", "internal:", "tslib", "undici", "bun:", "webstreams"];

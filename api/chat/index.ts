@@ -15,7 +15,8 @@ import { toOpenApiSchema } from "../docs.ts";
 import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { FOREIGN_ORIGIN_EXAMPLE, GUARD_REFUSALS_DOC, NOT_JSON_ERROR } from "../request-guard.ts";
 import { formatSseEvent, sseResponse } from "../sse.ts";
-import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SAVE_ATTEMPTS, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
+import { SAVE_ATTEMPTS } from "./save.ts";
+import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
 
 /** Sent by the frontend; the body's user_id is what counts (internal network, trusted body). */
 const ChatHeaders = z.looseObject({

@@ -6,7 +6,7 @@ import type { Logger } from "../../common/log.ts";
 import type { Metrics } from "../../common/metrics/index.ts";
 import { enqueueJob } from "../../common/queue.ts";
 import type { ProcessingAccepted, ProcessingRequest } from "../../common/contract/schemas.ts";
-import { HttpError } from "../errors.ts";
+import { StoreUnavailableError, UnusableInputError } from "../service-errors.ts";
 
 export interface ProcessingDeps {
   db: Database;
@@ -26,24 +26,24 @@ export async function submitBook(deps: ProcessingDeps, request: ProcessingReques
   try {
     checkFileUrlSyntax(request.file_url);
   } catch (err) {
-    if (err instanceof FileUrlError) throw new HttpError(422, err.message);
+    if (err instanceof FileUrlError) throw new UnusableInputError(err.message);
     throw err;
   }
 
   const book = await getBook(deps.db, request.book_id).catch((err: unknown) => {
-    throw new HttpError(500, "database unavailable", { cause: err });
+    throw new StoreUnavailableError("database unavailable", { cause: err });
   });
-  if (!book) throw new HttpError(422, "book not found");
+  if (!book) throw new UnusableInputError("book not found");
 
   try {
     await deps.probeBook(request.file_url);
   } catch (err) {
-    if (err instanceof FileUrlError) throw new HttpError(422, err.message, { cause: err });
+    if (err instanceof FileUrlError) throw new UnusableInputError(err.message, { cause: err });
     throw err;
   }
 
   const { job, depth } = await enqueueJob(deps.kv, request).catch((err: unknown) => {
-    throw new HttpError(500, "queue unavailable", { cause: err });
+    throw new StoreUnavailableError("queue unavailable", { cause: err });
   });
   deps.metrics.processing.jobsQueued.inc();
   deps.metrics.processing.queueDepth.set(depth);

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { MODEL_FAILED } from "../../api/chat/service.ts";
-import { foldKey, lockKey } from "../../api/chat/service.ts";
+import { foldKey, lockKey } from "../../api/chat/session-lock.ts";
 import type { Database } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";

@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_ATTEMPTS, SAVE_FAILED, SESSION_BUSY, previewOf } from "../../api/chat/service.ts";
+import { SAVE_ATTEMPTS, previewOf } from "../../api/chat/save.ts";
+import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_FAILED, SESSION_BUSY } from "../../api/chat/service.ts";
 import { SSE_OPENING } from "../../api/sse.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../../common/session/cache.ts";
 import { createDatabase } from "../../common/db/create.ts";

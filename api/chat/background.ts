@@ -1,0 +1,38 @@
+import type { Logger } from "../../common/log.ts";
+
+/** How long, and how often, a lock release or a cache drop the store failed is tried again. */
+export const STORE_RETRY_WINDOW_MS = 10_000;
+const STORE_RETRY_FIRST_MS = 200;
+const STORE_RETRY_MAX_MS = 2_000;
+
+/** Hands over work that outlives a reply (summary folds, cache writes, retried releases). */
+export type Track = (task: Promise<unknown>) => void;
+
+/** The work left running after replies, for a server to wait for (`settle`) before closing the stores. */
+export function createBackground(): { track: Track; settle: () => Promise<void> } {
+  const tasks = new Set<Promise<unknown>>();
+  const track: Track = (task) => {
+    tasks.add(task);
+    void task.finally(() => tasks.delete(task));
+  };
+  async function settle() {
+    while (tasks.size > 0) await Promise.allSettled([...tasks]);
+  }
+  return { track, settle };
+}
+
+/** Tries a write the store failed again, with back-off, until it succeeds or STORE_RETRY_WINDOW_MS has passed. */
+export async function retryUntilStoreAnswers(log: Logger, key: string, write: () => Promise<unknown>) {
+  const deadline = performance.now() + STORE_RETRY_WINDOW_MS;
+  for (let wait = STORE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, STORE_RETRY_MAX_MS)) {
+    await Bun.sleep(wait);
+    try {
+      await write();
+      log.info("key-value write done after the store came back", { key });
+      return;
+    } catch {
+      // still unavailable
+    }
+  }
+  log.error("key-value write given up; the key lapses at its expiry", { key });
+}

@@ -1,0 +1,115 @@
+import type { ChatBook, ChatCache, ChatCharacter, PositionedContext } from "../../common/session/cache.ts";
+import type { Database } from "../../common/db/index.ts";
+import { getReaderState, type ReaderState } from "../../common/db/reader-state.ts";
+import type { Logger } from "../../common/log.ts";
+import { skippedPreferenceValues, type PreferencesRow } from "../../common/prompt/preferences.ts";
+import { knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+import type { ChatRequest } from "../../common/contract/schemas.ts";
+
+/** What a turn may use of the book and the character (common/prompt/reading-position.ts). */
+export interface Knowledge {
+  /** null: the whole book. */
+  position: number | null;
+  /** Only passages up to this chunk; -1: none; undefined: any. */
+  maxChunkIndex: number | undefined;
+  persona: string;
+  profile: Record<string, unknown> | null;
+  description: string | null;
+  /** Tells apart rewrites made from different knowledge of the character (undefined: the whole book's). */
+  tag: string | undefined;
+}
+
+/** Where the reader is, and their stored preferences for the character (null when the body gives them or they are unavailable). */
+export interface Reader {
+  position: number | null;
+  preferences: PreferencesRow | null;
+}
+
+/**
+ * For a character whose persona prompt ingestion has not written yet, or (without the description,
+ * which is written from the whole book) for a reader part-way through when no checkpoint fits.
+ */
+function fallbackPersona(character: Pick<ChatCharacter, "name" | "description">, book: ChatBook): string {
+  const about = character.description?.trim() ? ` ${character.description.trim()}` : "";
+  return `You are ${character.name}, a character in the book "${book.title}".${about} Speak as ${character.name}, in the first person, and stay in character.`;
+}
+
+export interface KnowledgeDeps {
+  db: Database;
+  cache: () => ChatCache;
+  log: Logger;
+}
+
+/** How far the reader is, and what the character may know (and the turn may show) at that position. */
+export function createKnowledge(deps: KnowledgeDeps) {
+  const { log } = deps;
+
+  /** The whole book for a reader with no position; else only what comes before it. */
+  async function knowledgeFor(character: ChatCharacter, book: ChatBook, position: number | null): Promise<Knowledge> {
+    const persona = character.system_prompt?.trim() || fallbackPersona(character, book);
+    if (position === null) {
+      return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined };
+    }
+    let context: PositionedContext;
+    try {
+      context = await deps.cache().loadPositioned(book.id, character.id);
+    } catch (error) {
+      log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
+      context = { book: null, character: { checkpoints: [] } };
+    }
+    const nameOnly: Knowledge = {
+      position,
+      maxChunkIndex: -1,
+      persona: fallbackPersona({ name: character.name, description: null }, book),
+      profile: null,
+      description: null,
+      tag: "name",
+    };
+    if (!context.book) {
+      // Ingested before positions were recorded: nothing can be told apart by position until it is ingested again.
+      log.warn("book has no reading positions; re-ingest it for spoiler-safe passages and characters", { book_id: book.id });
+      return nameOnly;
+    }
+    const maxChunkIndex = lastChunkWithin(context.book.chunk_ends, position);
+    const known = knowledgeAt(position, context.book.checkpoints, context.character.checkpoints);
+    if (known.kind === "whole-book") {
+      return { position, maxChunkIndex, persona, profile: character.profile_json, description: character.description, tag: undefined };
+    }
+    if (known.kind === "name-only") return { ...nameOnly, maxChunkIndex };
+    const { checkpoint } = known;
+    return {
+      position,
+      maxChunkIndex,
+      persona: checkpoint.system_prompt,
+      profile: checkpoint.profile_json,
+      description: null,
+      tag: `at${checkpoint.position}`,
+    };
+  }
+
+  /**
+   * The reader's position (the body's, else their page in user_library) and stored preferences (unless
+   * the body gives them) for this turn, read in one statement on every turn, never from a cache: a
+   * bookmark moved back must narrow the very next turn. Rejects when the page is needed and cannot be
+   * read: without it, the whole book could be a spoiler.
+   */
+  async function readerFor(request: ChatRequest, bookId: string): Promise<Reader> {
+    const needPreferences = request.preferences === undefined;
+    const needPage = request.reading_position === undefined;
+    if (!needPreferences && !needPage) return { position: turnPosition(request.reading_position, null), preferences: null };
+    let state: ReaderState;
+    try {
+      state = await getReaderState(deps.db, { userId: request.user_id, characterId: request.character_id, bookId }, needPreferences);
+    } catch (error) {
+      if (needPage) throw error;
+      log.warn("preferences unavailable, replying without them", { error });
+      return { position: turnPosition(request.reading_position, null), preferences: null };
+    }
+    const { preferences } = state;
+    const skipped = preferences ? skippedPreferenceValues(preferences) : [];
+    if (skipped.length > 0) log.warn("preference values not understood, left out of the prompt", { skipped: skipped.join(", ") });
+    return { position: turnPosition(request.reading_position, positionFromPages(state.currentPage, state.pageCount)), preferences };
+  }
+
+  return { knowledgeFor, readerFor };
+}

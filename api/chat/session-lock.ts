@@ -1,0 +1,117 @@
+import { sessionCacheKey, type ChatCache, type ChatSessionState } from "../../common/session/cache.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/session/lock.ts";
+import type { Logger } from "../../common/log.ts";
+import type { Metrics } from "../../common/metrics/index.ts";
+import { retryUntilStoreAnswers, type Track } from "./background.ts";
+import { SUMMARY_TIMEOUT_MS } from "./summary.ts";
+
+/** Longest a turn waits for the previous turn's summary fold; longer than the fold may take, so waiters outlast it. */
+export const FOLD_WAIT_MS = SUMMARY_TIMEOUT_MS + 2_000;
+const FOLD_POLL_MS = 25;
+
+export const lockKey = (sessionId: string) => `chat:lock:${sessionId}`;
+export const foldKey = (sessionId: string) => `chat:fold:${sessionId}`;
+
+export interface SessionLocksDeps {
+  kv: KeyValueStore;
+  cache: () => ChatCache;
+  metrics: Metrics;
+  log: Logger;
+  track: Track;
+  /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams. */
+  ttlSeconds?: number;
+}
+
+/** The session lock as a turn holds it: null when the store could not be asked (the turn goes on without it). */
+export interface HeldLock {
+  lock: Lock | null;
+  /** Stops renewing the lock; does not release it. */
+  stopKeepAlive: (() => void) | undefined;
+}
+
+/**
+ * The keys that order the writes to a session's history and summary: the turn's session lock
+ * `chat:lock:{id}`, and the fold key `chat:fold:{id}`, taken before the turn lets go of its lock and
+ * held by the summary fold. A turn waits (briefly) for a fold rather than answering 429.
+ */
+export function createSessionLocks(deps: SessionLocksDeps) {
+  const { log } = deps;
+  const ttlSeconds = deps.ttlSeconds ?? DEFAULT_LOCK_TTL_SECONDS;
+
+  /** Takes the session lock and keeps it alive while the reply streams; "busy" when another turn holds it. */
+  async function take(sessionId: string): Promise<HeldLock | "busy"> {
+    let lock: Lock | null = null;
+    try {
+      lock = await tryAcquireLock(deps.kv, lockKey(sessionId), ttlSeconds);
+      if (!lock) return "busy";
+    } catch (error) {
+      deps.metrics.chat.lockUnavailable.inc();
+      log.warn("session lock unavailable, replying without it", { session_id: sessionId, error });
+      // The set may have landed all the same: released at the end of the turn like a lock we hold.
+      if (error instanceof LockUnavailableError) lock = error.attempted;
+    }
+    if (!lock) return { lock, stopKeepAlive: undefined };
+    const key = lock.key;
+    const stopKeepAlive = keepLockAlive(lock, {
+      ttlSeconds,
+      onLost: () => log.warn("session lock lost while replying; another message may be answered at the same time", { key }),
+      onError: (error) => log.warn("session lock renewal failed; trying again", { key, error }),
+    });
+    return { lock, stopKeepAlive };
+  }
+
+  async function release(lock: Lock | null) {
+    if (!lock) return;
+    try {
+      await lock.release();
+    } catch (error) {
+      // Otherwise a store that was down as the turn ended (a Redis restart) would leave the session
+      // refusing every message with 429 until the lock's 30 s expiry.
+      log.warn("session lock release failed; trying again in the background", { key: lock.key, error });
+      deps.track(retryUntilStoreAnswers(log, lock.key, () => lock.release()));
+    }
+  }
+
+  /**
+   * Starts the summary fold under the fold key, taken before the session lock is released so that
+   * no turn can slip in between and read the summary the fold is about to replace.
+   */
+  async function handOver(sessionId: string, lock: Lock | null, fold: (foldLock: Lock | null) => Promise<void>) {
+    const foldLock = await tryAcquireLock(deps.kv, foldKey(sessionId)).catch((error: unknown) => {
+      log.warn("fold key unavailable, folding without it", { session_id: sessionId, error });
+      // The set may have landed all the same: released after the fold like a key we hold.
+      return error instanceof LockUnavailableError ? error.attempted : null;
+    });
+    await release(lock);
+    deps.track(fold(foldLock));
+  }
+
+  /**
+   * The session's history as of now, for a turn holding the session lock (or going without it):
+   * waits for a summary fold in progress, then reads the cache, or the database behind it.
+   */
+  async function latestSession(sessionId: string, signal: AbortSignal): Promise<ChatSessionState | null> {
+    const cache = deps.cache();
+    const deadline = performance.now() + FOLD_WAIT_MS;
+    for (;;) {
+      let cached: string | null;
+      let folding: string | null;
+      try {
+        [cached = null, folding = null] = await deps.kv.mget([sessionCacheKey(sessionId), foldKey(sessionId)]);
+      } catch (error) {
+        log.warn("session cache unavailable, reading the database", { session_id: sessionId, error });
+        return cache.loadSession(sessionId, null);
+      }
+      if (!folding) return cache.loadSession(sessionId, cached);
+      if (performance.now() > deadline) {
+        log.warn("summary fold still running, replying without waiting for it", { session_id: sessionId });
+        return cache.loadSession(sessionId, cached);
+      }
+      await Bun.sleep(FOLD_POLL_MS);
+      signal.throwIfAborted();
+    }
+  }
+
+  return { take, release, handOver, latestSession };
+}
