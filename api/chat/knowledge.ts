@@ -36,7 +36,7 @@ function fallbackPersona(character: Pick<ChatCharacter, "name" | "description">,
 
 export interface KnowledgeDeps {
   db: Database;
-  cache: () => ChatCache;
+  cache: ChatCache;
   log: Logger;
 }
 
@@ -52,7 +52,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
     }
     let context: PositionedContext;
     try {
-      context = await deps.cache().loadPositioned(book.id, character.id);
+      context = await deps.cache.loadPositioned(book.id, character.id);
     } catch (error) {
       log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
       context = { book: null, character: { checkpoints: [] } };

@@ -1,4 +1,4 @@
-import { createChatCache, type ChatBook, type ChatCache, type ChatCharacter, type ChatSessionState } from "../../common/session/cache.ts";
+import { createChatCache, type ChatBook, type ChatCharacter, type ChatSessionState } from "../../common/session/cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
@@ -10,7 +10,7 @@ import type { Metrics } from "../../common/metrics/index.ts";
 import { buildChatMessages, buildChatSystemPrompt, CONVERSATION_WINDOW_MESSAGES, messagesLeavingWindow } from "../../common/prompt/chat.ts";
 import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
 import type { Reranker } from "../../common/rerank/index.ts";
-import { createRetriever, type RetrievalResult, type Retriever } from "../../common/retrieval/retriever.ts";
+import { createRetriever, type RetrievalResult } from "../../common/retrieval/retriever.ts";
 import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
@@ -106,10 +106,14 @@ export function createChatService(deps: ChatDeps): ChatService {
   });
 
   // Built on first use: the routes (and the OpenAPI document) are assembled without the stores.
-  let parts: { cache: ChatCache; retriever: Retriever } | undefined;
-  const use = () =>
-    (parts ??= {
-      cache: createChatCache({ kv: deps.kv, db: deps.db, logger: log }),
+  let parts: ReturnType<typeof buildParts> | undefined;
+  const use = () => (parts ??= buildParts());
+  function buildParts() {
+    const cache = createChatCache({ kv: deps.kv, db: deps.db, logger: log });
+    const sessionCache = createSessionCacheUpkeep({ cache, track, log });
+    const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.sessionLockTtlSeconds });
+    return {
+      cache,
       retriever: createRetriever({
         llm: deps.llm,
         vectorIndex: deps.vectorIndex,
@@ -117,26 +121,18 @@ export function createChatService(deps: ChatDeps): ChatService {
         reranker: deps.reranker,
         logger: log,
       }),
-    });
-  const cache = () => use().cache;
-
-  const { knowledgeFor, readerFor } = createKnowledge({ db: deps.db, cache, log });
-  const rewrite = createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track });
-  const saveExchange = createExchangeSaver({ db: deps.db, log });
-  const sessionCache = createSessionCacheUpkeep({ cache, track, log });
-  const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.sessionLockTtlSeconds });
-  const foldSummary = createSummaryFold({
-    db: deps.db,
-    llm: deps.llm,
-    log,
-    limitsFor,
-    refreshSessionCache: sessionCache.refresh,
-    release: locks.release,
-  });
+      ...createKnowledge({ db: deps.db, cache, log }),
+      rewrite: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
+      saveExchange: createExchangeSaver({ db: deps.db, log }),
+      sessionCache,
+      locks,
+      foldSummary: createSummaryFold({ db: deps.db, llm: deps.llm, log, limitsFor, refreshSessionCache: sessionCache.refresh, release: locks.release }),
+    };
+  }
 
   async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
     const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
-    const context = await cache().load(ids).catch((err: unknown) => {
+    const context = await use().cache.load(ids).catch((err: unknown) => {
       throw new StoreUnavailableError("database unavailable", { cause: err });
     });
     const { session, character, book } = context;
@@ -162,7 +158,7 @@ export function createChatService(deps: ChatDeps): ChatService {
 
   async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
     const { request, character, book } = turn;
-    const { retriever } = use();
+    const { retriever, readerFor, knowledgeFor, rewrite, saveExchange, sessionCache, locks, foldSummary } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
     let stopKeepAlive: (() => void) | undefined;

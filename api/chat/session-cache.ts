@@ -3,7 +3,7 @@ import type { Logger } from "../../common/log.ts";
 import { retryUntilStoreAnswers, type Track } from "./background.ts";
 
 export interface SessionCacheUpkeepDeps {
-  cache: () => ChatCache;
+  cache: ChatCache;
   track: Track;
   log: Logger;
 }
@@ -15,7 +15,7 @@ export function createSessionCacheUpkeep(deps: SessionCacheUpkeepDeps) {
   /** A cache entry that could not be replaced must not outlive the turn that made it stale. */
   async function refresh(state: ChatSessionState) {
     try {
-      await deps.cache().storeSession(state);
+      await deps.cache.storeSession(state);
     } catch (error) {
       log.warn("session cache write failed, dropping the entry", { session_id: state.id, error });
       await forget(state.id);
@@ -23,7 +23,7 @@ export function createSessionCacheUpkeep(deps: SessionCacheUpkeepDeps) {
   }
 
   async function forget(sessionId: string) {
-    const cache = deps.cache();
+    const { cache } = deps;
     await cache.forgetSession(sessionId).catch((err: unknown) => {
       // Left in place, the entry would feed the next turns a history without this exchange for an hour.
       log.warn("stale session cache entry left behind; dropping it again in the background", { session_id: sessionId, error: err });

@@ -15,7 +15,7 @@ export const foldKey = (sessionId: string) => `chat:fold:${sessionId}`;
 
 export interface SessionLocksDeps {
   kv: KeyValueStore;
-  cache: () => ChatCache;
+  cache: ChatCache;
   metrics: Metrics;
   log: Logger;
   track: Track;
@@ -92,7 +92,7 @@ export function createSessionLocks(deps: SessionLocksDeps) {
    * waits for a summary fold in progress, then reads the cache, or the database behind it.
    */
   async function latestSession(sessionId: string, signal: AbortSignal): Promise<ChatSessionState | null> {
-    const cache = deps.cache();
+    const { cache } = deps;
     const deadline = performance.now() + FOLD_WAIT_MS;
     for (;;) {
       let cached: string | null;
