@@ -467,11 +467,11 @@ function ownerOf(url: string): string {
 /** The steps of a chat turn, each with the paths of the files and packages that do its work. */
 const STEPS: readonly (readonly [string, readonly string[]])[] = [
   ["LLM calls: rewrite, embedding, reply stream", ["common/llm/", "node_modules/openai/"]],
-  ["search: Qdrant and Typesense clients, fusion", ["common/vector/", "common/text/", "@qdrant", "node_modules/typesense/", "axios", "follow-redirects", "common/retrieval", "common/fusion", "common/search"]],
+  ["search: Qdrant and Typesense clients, fusion", ["common/vector/", "common/text/", "@qdrant", "node_modules/typesense/", "axios", "follow-redirects", "common/retrieval/"]],
   ["database (Bun SQL)", ["common/db/"]],
-  ["key-value store (Redis): cache, lock", ["common/kv/", "common/chat-cache", "common/lock"]],
-  ["prompt and preferences", ["common/prompt", "common/preferences", "gpt-tokenizer", "common/reading-position", "@noble"]],
-  ["HTTP: router, body, validation, metrics", ["elysia", "api/app", "api/http-metrics", "prom-client", "api/json-body", "api/chat/index", "common/metrics", "common/schemas", "api/errors", "@sinclair", "exact-mirror"]],
+  ["key-value store (Redis): cache, lock", ["common/kv/", "common/session/"]],
+  ["prompt and preferences", ["common/prompt/", "gpt-tokenizer", "@noble"]],
+  ["HTTP: router, body, validation, metrics", ["elysia", "api/app", "api/http-metrics", "prom-client", "api/json-body", "api/chat/index", "common/metrics/", "common/contract/", "api/errors", "api/request-guard", "api/service-errors", "@sinclair", "exact-mirror"]],
   ["SSE out", ["api/sse"]],
   // Every file of api/chat/ but the routes (index.ts, counted under HTTP above): the turn and its parts.
   ["chat service (the turn itself)", ["api/chat/", "common/log"]],
