@@ -8,7 +8,8 @@ import {
   NICKNAMES,
   type Gender,
 } from "./lexicon.ts";
-import { isTagSubject, titleOf, type NameMention } from "./names.ts";
+import { isTagSubject, type NameMention } from "./names.ts";
+import { titleOf } from "./titles.ts";
 import { classifyWords, type Tokenized } from "./tokenizer.ts";
 
 export interface Character {

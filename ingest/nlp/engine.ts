@@ -2,10 +2,13 @@ import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:f
 import { join } from "node:path";
 import type { Analysis } from "./analysis.ts";
 import { attributeSpeakers, NARRATOR_ID } from "./attribution.ts";
+import { capitalStats } from "./capital-stats.ts";
 import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./characters.ts";
 import { resolveMentions } from "./coref.ts";
+import { withoutCredited } from "./credited-names.ts";
+import { findEpithets } from "./epithets.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
-import { capitalStats, findEpithets, findNames, splitRunTogether, withoutCredited, type NameMention } from "./names.ts";
+import { findNames, splitRunTogether, type NameMention } from "./names.ts";
 import { findQuotes } from "./quotes.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
 import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, Tags, type BookNlpFiles } from "./writer.ts";

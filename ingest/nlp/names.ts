@@ -1,9 +1,16 @@
 import {
+  capitalStats,
+  isSentenceInitial,
+  SHAPE_CAPITALISED,
+  SHAPE_INITIAL,
+  SHAPE_LOWER,
+  SHAPE_UPPER_START,
+  SHAPE_WORD,
+  type CapitalStats,
+} from "./capital-stats.ts";
+import {
   COMPASS_POINTS,
-  CREDIT_LABELS,
-  CREDIT_VERBS,
   DEMONYMS,
-  GENDERED_NOUNS,
   GIVEN_NAMES,
   HONORIFICS,
   INTERJECTIONS,
@@ -14,7 +21,8 @@ import {
   SPEECH_VERBS,
   THOROUGHFARES,
 } from "./lexicon.ts";
-import { classifyWords, type Tokenized } from "./tokenizer.ts";
+import { SHORT_TITLES, titleOf } from "./titles.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 /** A run of tokens that names someone: "Miss Elizabeth Bennet", "Darcy", "the Mock Turtle". */
 export interface NameMention {
@@ -39,126 +47,10 @@ export interface PlaceMention {
   end: number;
 }
 
-export interface CapitalStats {
-  /** Capitalised occurrences not at a sentence start, by lower-cased word. */
-  capMid: Map<string, number>;
-  /** All-lower-case occurrences, by word. */
-  lower: Map<string, number>;
-  /** Capitalised occurrences right after "in", "at", "near"…, by lower-cased word. */
-  afterPlacePreposition: Map<string, number>;
-  /** Capitalised occurrences right before or after a speech verb ("said Pooh"), by lower-cased word. */
-  besideSpeechVerb: Map<string, number>;
-  /** SHAPE_* bits of each vocabulary word (Tokenized.vocab), so no token needs a regex. */
-  shape: Uint8Array;
-}
-
-/** Starts with a letter-bearing word character (not ASCII punctuation or a digit) and has a letter. */
-const SHAPE_WORD = 1;
-const SHAPE_UPPER_START = 2;
-const SHAPE_CAPITALISED = 4;
-/** An initial such as "P.". */
-const SHAPE_INITIAL = 8;
-/** Entirely lower case. */
-const SHAPE_LOWER = 16;
-
-const LETTER = /\p{L}/u;
-const UPPER_START = /^\p{Lu}/u;
-const HAS_LOWER = /\p{Ll}/u;
-const INITIAL = /^\p{Lu}\.$/u;
-const OPENERS = new Set(['"', "'", "\u201c", "\u2018", "(", "[", "_", "\u2014", "--", "-", ":"]);
-
 // Share of a word's capitalised uses after "in"/"at"/… that makes it a place.
 const PLACE_WORD_SHARE = 0.3;
 // Dialogue tags that make an exclamation a character's name ("said Pooh").
 const TAGGED_INTERJECTION_MIN = 3;
-// Titles that never stand alone as a name.
-const SHORT_TITLES = new Set(["mr", "mrs", "ms", "miss", "m", "mme", "mlle", "dr", "st", "rev", "capt", "col", "gen", "lieut", "lt", "sgt", "prof"]);
-
-const add = (m: Map<string, number>, k: string, n = 1) => m.set(k, (m.get(k) ?? 0) + n);
-
-function isCapitalised(word: string): boolean {
-  return UPPER_START.test(word) && (word.length === 1 || HAS_LOWER.test(word) || INITIAL.test(word));
-}
-
-function wordShapes(vocab: string[], vocabLower: string[]): Uint8Array {
-  const shape = new Uint8Array(vocab.length);
-  for (let id = 0; id < vocab.length; id++) {
-    const w = vocab[id]!;
-    const c = w.charCodeAt(0);
-    let s = 0;
-    // ASCII punctuation and digits are the commonest non-words: skip them without a regex.
-    if (!(c < 65 || (c > 90 && c < 97) || (c > 122 && c < 128)) && LETTER.test(w)) s |= SHAPE_WORD;
-    if (UPPER_START.test(w)) s |= SHAPE_UPPER_START;
-    if (isCapitalised(w)) s |= SHAPE_CAPITALISED;
-    if (INITIAL.test(w)) s |= SHAPE_INITIAL;
-    if (w === vocabLower[id]) s |= SHAPE_LOWER;
-    shape[id] = s;
-  }
-  return shape;
-}
-
-/** A token opens a sentence (or a quoted sentence), where capitals say little about names. */
-function isSentenceInitial(tok: Tokenized, i: number, inQuote: Uint8Array): boolean {
-  const { text, sentence, inSentence } = tok;
-  if (inSentence[i] === 0) return true;
-  let j = i - 1;
-  while (j >= 0 && OPENERS.has(text[j]!) && sentence[j] === sentence[i]) {
-    if (inSentence[j] === 0) return true;
-    // The first word inside a quote starts a quoted sentence.
-    if (inQuote[j] && (j === 0 || !inQuote[j - 1])) return true;
-    j--;
-  }
-  return false;
-}
-
-export function capitalStats(tok: Tokenized, inQuote: Uint8Array): CapitalStats {
-  const { count, word, vocab, vocabLower } = tok;
-  const shape = wordShapes(vocab, vocabLower);
-  // Counted per vocabulary word, then summed per lower-cased form.
-  const lowerCount = new Int32Array(vocab.length);
-  const midCount = new Int32Array(vocab.length);
-  const placeCount = new Int32Array(vocab.length);
-  const speechCount = new Int32Array(vocab.length);
-  const speech = classifyWords(tok, (lc) => (SPEECH_VERBS.has(lc) ? 1 : 0));
-  for (let i = 0; i < count; i++) {
-    const id = word[i]!;
-    const s = shape[id]!;
-    if (!(s & SHAPE_WORD)) continue;
-    if (s & SHAPE_LOWER) lowerCount[id]!++;
-    else if (s & SHAPE_CAPITALISED) {
-      if ((i > 0 && speech[word[i - 1]!]) || (i + 1 < count && speech[word[i + 1]!])) speechCount[id]!++;
-      if (isSentenceInitial(tok, i, inQuote)) continue;
-      midCount[id]!++;
-      if (i > 0 && PLACE_PREPOSITIONS.has(tok.lower[i - 1]!)) placeCount[id]!++;
-    }
-  }
-  const capMid = new Map<string, number>();
-  const lower = new Map<string, number>();
-  const afterPlacePreposition = new Map<string, number>();
-  const besideSpeechVerb = new Map<string, number>();
-  for (let id = 0; id < vocab.length; id++) {
-    const lc = vocabLower[id]!;
-    if (lowerCount[id]) add(lower, lc, lowerCount[id]);
-    if (midCount[id]) add(capMid, lc, midCount[id]);
-    if (placeCount[id]) add(afterPlacePreposition, lc, placeCount[id]);
-    if (speechCount[id]) add(besideSpeechVerb, lc, speechCount[id]);
-  }
-  return { capMid, lower, afterPlacePreposition, besideSpeechVerb, shape };
-}
-
-
-// Spellings of one title, so "Doctor Kemp" and "Dr. Kemp" are the same person.
-const TITLE_SYNONYMS: Record<string, string> = {
-  doctor: "dr", capt: "captain", col: "colonel", gen: "general", lieut: "lieutenant", lt: "lieutenant",
-  sgt: "sergeant", prof: "professor", rev: "reverend", mme: "madame", mlle: "mademoiselle", madam: "madame",
-};
-
-/** The title a word is, spelling folded ("Doctor" and "Dr." are "dr"), or undefined. */
-export function titleOf(word: string): string | undefined {
-  if (!isCapitalised(word)) return undefined;
-  const key = word.toLowerCase().replace(/\.$/, "");
-  return HONORIFICS.has(key) ? (TITLE_SYNONYMS[key] ?? key) : undefined;
-}
 
 /**
  * Finds name mentions using capitalisation statistics: a capitalised word that also appears in
@@ -326,84 +218,6 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
   return { names, places };
 }
 
-/** A title page's credit line is a short paragraph ("by Arthur Tobin", "A Winter Tale, by E. M. Forster"). */
-export const MAX_CREDIT_LINE_TOKENS = 12;
-const TITLE_SMALL_WORDS = new Set(["a", "an", "the", "of", "and", "in", "on", "at", "to", "for", "with", "from"]);
-const LOWER_START = /^\p{Ll}/u;
-
-/**
- * Whether a credit opens at token i: "by" after a credit verb ("Edited by"), "by" in a title-page
- * line that ends on a name, or a credit label and a colon ("Author:"). Outside quotes only.
- */
-function opensCredit(tok: Tokenized, i: number, inQuote: Uint8Array, paragraphEndsOnName: (p: number, by: number) => boolean): boolean {
-  if (inQuote[i]) return false;
-  const lc = tok.lower[i]!;
-  // A credit's first word is capitalised ("Edited by", "Author:"); in prose "produced by" is not a credit.
-  const creditWord = i > 0 && CAPITAL.test(tok.text[i - 1]!);
-  if (lc === ":") return creditWord && CREDIT_LABELS.has(tok.lower[i - 1]!);
-  if (lc !== "by") return false;
-  if (creditWord && CREDIT_VERBS.has(tok.lower[i - 1]!)) return true;
-  return paragraphEndsOnName(tok.paragraph[i]!, i);
-}
-
-/**
- * The people credited with making the book (author, editor, transcriber…), from credit lines in the
- * text: "by Jane Tobin" alone on a title-page line, "Edited by …", "Produced by A and B",
- * "Author: …". Every name from the credit to the end of its sentence is credited. Returns the
- * credited names' words, lower-cased and joined by spaces, without titles.
- */
-export function creditedNames(tok: Tokenized, names: readonly NameMention[], inQuote: Uint8Array): Set<string> {
-  const credited = new Set<string>();
-  if (names.length === 0) return credited;
-  const nameEnds = new Uint8Array(tok.count);
-  for (const m of names) nameEnds[m.end] = 1;
-  // Paragraph bounds, found once: a title-page line is short and its last token ends a name.
-  const paragraphStart = new Map<number, number>();
-  const paragraphEnd = new Map<number, number>();
-  for (let i = 0; i < tok.count; i++) {
-    const p = tok.paragraph[i]!;
-    if (!paragraphStart.has(p)) paragraphStart.set(p, i);
-    paragraphEnd.set(p, i);
-  }
-  // …and what comes before its "by" is a title, capitalised but for small words ("The Tale of the
-  // Mill, by …"), not a sentence ("He was saved by Clara").
-  const endsOnName = (p: number, by: number) => {
-    const start = paragraphStart.get(p)!;
-    const end = paragraphEnd.get(p)!;
-    if (end - start + 1 > MAX_CREDIT_LINE_TOKENS || nameEnds[end] !== 1) return false;
-    for (let k = start; k < by; k++) if (LOWER_START.test(tok.text[k]!) && !TITLE_SMALL_WORDS.has(tok.lower[k]!)) return false;
-    return true;
-  };
-  let k = 0;
-  for (let i = 0; i < tok.count && k < names.length; i++) {
-    if (!opensCredit(tok, i, inQuote, endsOnName)) continue;
-    while (k < names.length && names[k]!.start <= i) k++;
-    for (let n = k; n < names.length && tok.sentence[names[n]!.start] === tok.sentence[i] && tok.paragraph[names[n]!.start] === tok.paragraph[i]; n++) {
-      credited.add(names[n]!.parts.join(" ").toLowerCase());
-    }
-  }
-  return credited;
-}
-
-/**
- * The name mentions without the credited makers of the book: their full names, and their surnames
- * alone ("Miss Austen" in a preface) unless a surname is also some other full name's.
- */
-export function withoutCredited(tok: Tokenized, names: NameMention[], inQuote: Uint8Array): NameMention[] {
-  const credited = creditedNames(tok, names, inQuote);
-  if (credited.size === 0) return names;
-  const surnames = new Set<string>();
-  for (const c of credited) if (c.includes(" ")) surnames.add(c.slice(c.lastIndexOf(" ") + 1));
-  for (const m of names) {
-    const key = m.parts.join(" ").toLowerCase();
-    if (m.parts.length > 1 && !credited.has(key)) surnames.delete(m.parts[m.parts.length - 1]!.toLowerCase());
-  }
-  return names.filter((m) => {
-    const key = m.parts.join(" ").toLowerCase();
-    return !credited.has(key) && !(m.parts.length === 1 && surnames.has(key) && !m.definite);
-  });
-}
-
 /**
  * Two words that read as one name but are not: "On seeing Natásha Pierre grew animated", "In Kiev
  * Pierre …". When the second word is a given name of this book (it begins a fuller name, "Pierre
@@ -462,89 +276,4 @@ export function isTagSubject(tok: Tokenized, m: { start: number; end: number }):
   const after = tok.lower[m.end + 1] ?? "";
   const after2 = tok.lower[m.end + 2] ?? "";
   return SPEECH_VERBS.has(before) || SPEECH_VERBS.has(after) || (after.endsWith("ly") && SPEECH_VERBS.has(after2));
-}
-
-/** Dialogue tags needed before a description ("the mariner") is taken as a character's name. */
-export const EPITHET_MIN_TAGS = 3;
-const MAX_EPITHET_WORDS = 3;
-const WORD = /^\p{L}+$/u;
-
-/** Lower-cased words of "the X Y" right after index i ("the"), stopping at punctuation. */
-function nounPhraseAfter(tok: Tokenized, i: number): string[] | undefined {
-  if (tok.lower[i] !== "the") return undefined;
-  const words: string[] = [];
-  for (let k = i + 1; k < tok.count && words.length <= MAX_EPITHET_WORDS; k++) {
-    const w = tok.text[k]!;
-    if (!WORD.test(w)) break;
-    words.push(tok.lower[k]!);
-  }
-  const end = tok.text[i + 1 + words.length];
-  if (words.length === 0 || words.length > MAX_EPITHET_WORDS || (end !== undefined && WORD.test(end))) return undefined;
-  return words;
-}
-
-/**
- * A description fit to name someone: not a bare gender ("the man"), unless the book writes it as a
- * proper name, every word capitalised ("the Invisible Man").
- */
-function acceptableHead(words: string[], capitalised: boolean): boolean {
-  const head = words[words.length - 1]!;
-  const gendered = GENDERED_NOUNS.has(head) && !(capitalised && words.length > 1);
-  return !NOT_NAMES.has(head) && !gendered && !SPEECH_VERBS.has(head) && !head.endsWith("ly") && words.every((w) => !HONORIFICS.has(w) || words.length > 1);
-}
-
-const CAPITAL = /^\p{Lu}/u;
-const allCapitalised = (tok: Tokenized, from: number, to: number): boolean => {
-  for (let k = from; k <= to; k++) if (!CAPITAL.test(tok.text[k]!)) return false;
-  return true;
-};
-
-/**
- * Unnamed characters known by a description used in dialogue tags ("said the mariner", "the Cat
- * said"): once a description tags enough quotes, every "the <description>" becomes a mention.
- */
-export function findEpithets(tok: Tokenized, inQuote: Uint8Array, names: NameMention[]): NameMention[] {
-  const { count, text } = tok;
-  const lowers = tok.lower;
-  const counts = new Map<string, number>();
-  const speech = classifyWords(tok, (lc) => (SPEECH_VERBS.has(lc) ? 1 : 0));
-  for (let v = 1; v < count; v++) {
-    if (inQuote[v] || !speech[tok.word[v]!]) continue;
-    const after = nounPhraseAfter(tok, v + 1);
-    if (after && acceptableHead(after, allCapitalised(tok, v + 2, v + 1 + after.length))) counts.set(after.join(" "), (counts.get(after.join(" ")) ?? 0) + 1);
-    for (let t = v - 2; t >= Math.max(0, v - 1 - MAX_EPITHET_WORDS); t--) {
-      if (lowers[t] !== "the") continue;
-      const words = lowers.slice(t + 1, v);
-      if (words.every((w) => WORD.test(w)) && acceptableHead(words, allCapitalised(tok, t + 1, v - 1))) counts.set(words.join(" "), (counts.get(words.join(" ")) ?? 0) + 1);
-      break;
-    }
-  }
-  const epithets = new Map<string, string[]>();
-  for (const [key, n] of counts) if (n >= EPITHET_MIN_TAGS) epithets.set(key.split(" ")[0]!, [...(epithets.get(key.split(" ")[0]!) ?? []), key]);
-  if (epithets.size === 0) return [];
-  const taken = new Uint8Array(count);
-  for (const m of names) taken.fill(1, m.start, m.end + 1);
-  const out: NameMention[] = [];
-  for (let i = 0; i + 1 < count; i++) {
-    if (lowers[i] !== "the") continue;
-    const keys = epithets.get(lowers[i + 1]!);
-    if (!keys) continue;
-    for (const key of keys) {
-      const words = key.split(" ");
-      const end = i + words.length;
-      if (end >= count) continue;
-      let ok = true;
-      for (let k = 0; k < words.length && ok; k++) ok = lowers[i + 1 + k] === words[k];
-      // The whole description, not the start of a longer one ("the voice" but not "the voice of").
-      const next = text[end + 1];
-      if (!ok || (next !== undefined && WORD.test(next) && /^\p{Ll}/u.test(next) && words.length > 1)) continue;
-      let free = true;
-      for (let k = i; k <= end && free; k++) free = taken[k] === 0;
-      if (!free) continue;
-      const parts = text.slice(i + 1, end + 1);
-      out.push({ start: i, end, title: undefined, parts, definite: true, inQuote: inQuote[i] === 1, placeContext: false, char: -1 });
-      break;
-    }
-  }
-  return out;
 }
