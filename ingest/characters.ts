@@ -6,16 +6,8 @@
 import type { CharacterProfile, Discovery } from "../common/prompt/character.ts";
 import { fnv1a } from "../common/hash.ts";
 import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
-import {
-  DEFAULT_MIN_MENTIONS,
-  detokenize,
-  QUOTE_WEIGHT,
-  surnamesOf,
-  toCharacterList,
-  withoutTitle,
-  type CharacterSummary,
-  type ParsedBookNlp,
-} from "./nlp/booknlp-files.ts";
+import { detokenize, type ParsedBookNlp } from "./nlp/booknlp-files.ts";
+import { DEFAULT_MIN_MENTIONS, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "./nlp/character-list.ts";
 
 export const DEFAULT_MAX_CHARACTERS = 12;
 /** Leading characters kept from each story of a collection, ahead of the cap. */

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { selectCharacters } from "../../ingest/characters.ts";
-import { parseBookNlp, surnamesOf, toCharacterList, withoutTitle } from "../../ingest/nlp/booknlp-files.ts";
+import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
+import { surnamesOf, toCharacterList, withoutTitle } from "../../ingest/nlp/character-list.ts";
 import { runBookNlp } from "../../ingest/nlp/engine.ts";
 
 // Every passage here is written for these tests.

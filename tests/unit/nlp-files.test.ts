@@ -2,7 +2,6 @@ import { describe, expect, test } from "bun:test";
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import {
-  DEFAULT_MIN_MENTIONS,
   detokenize,
   parseBook,
   parseBookNlp,
@@ -11,9 +10,9 @@ import {
   parseSupersense,
   parseTokens,
   stripQuoteMarks,
-  toCharacterList,
   type BookNlpFileTexts,
 } from "../../ingest/nlp/booknlp-files.ts";
+import { DEFAULT_MIN_MENTIONS, toCharacterList } from "../../ingest/nlp/character-list.ts";
 import { runBookNlp } from "../../ingest/nlp/engine.ts";
 
 const FIXTURES = resolve(import.meta.dirname, "..", "fixtures", "booknlp");
