@@ -1,5 +1,5 @@
 import { isWhitespace } from "../common/chunking.ts";
-import type { FoundCharacter } from "./characters.ts";
+import type { FoundCharacter } from "./character-selection.ts";
 
 /**
  * What a character is known by at a checkpoint of the book (spoiler-safe chat): the same material the

@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import type { FoundCharacter } from "./characters.ts";
+import type { FoundCharacter } from "./character-selection.ts";
 import type { NlpReply, NlpTask } from "./nlp-thread.ts";
 
 /**

@@ -6,7 +6,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parentPort } from "node:worker_threads";
-import { selectCharacters, type FoundCharacter, type SelectionOptions } from "./characters.ts";
+import { selectCharacters, type FoundCharacter, type SelectionOptions } from "./character-selection.ts";
 import { parseBookNlp } from "./nlp/booknlp-files.ts";
 import { analyze, render } from "./nlp/engine.ts";
 import { readForNlp } from "./nlp-windows.ts";

@@ -10,7 +10,7 @@ import {
   withoutNul,
 } from "../common/prompt/character.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
-import type { FoundCharacter } from "./characters.ts";
+import type { FoundCharacter } from "./character-selection.ts";
 
 /** A persona shorter than this is a refusal or an empty answer, not a persona. */
 export const MIN_PERSONA_CHARS = 40;

@@ -5,7 +5,8 @@ import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters
 import { type Book, type Character } from "../../common/contract/rows.ts";
 import { writeBackups } from "../backups.ts";
 import { createTextLocator, firstMention, knownAt, placeCharacter } from "../checkpoints.ts";
-import { characterStyle, describe, type FoundCharacter } from "../characters.ts";
+import type { FoundCharacter } from "../character-selection.ts";
+import { characterStyle, describe } from "../character-style.ts";
 import { PassUnavailableError } from "../errors.ts";
 import { extractProfile, writePersona } from "../profiles.ts";
 import { mapBounded, retryItem } from "../work-items.ts";

@@ -10,7 +10,7 @@ import type { Metrics } from "../../common/metrics/index.ts";
 import type { PipelinePhase } from "../../common/metrics/processing.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
-import type { SelectionOptions } from "../characters.ts";
+import type { SelectionOptions } from "../character-selection.ts";
 import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, type ItemRetryOptions } from "../work-items.ts";
 
 /** One ingestion as every phase sees it: the job, what it runs on, its options, and how it counts skips and reports progress. */

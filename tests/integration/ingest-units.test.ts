@@ -19,7 +19,9 @@ import {
 import { chunkTextToArray } from "../../common/chunking.ts";
 import { UpstreamError } from "../../common/upstream.ts";
 import { backupFileNames, bookBackupDir, writeBackups } from "../../ingest/backups.ts";
-import { characterStyle, describe as describeProfile, mergeDiscoveries, selectCharacters, spread } from "../../ingest/characters.ts";
+import { selectCharacters, spread } from "../../ingest/character-selection.ts";
+import { characterStyle, describe as describeProfile } from "../../ingest/character-style.ts";
+import { mergeDiscoveries } from "../../ingest/discovered-characters.ts";
 import { discoveryCalls, sampleText } from "../../ingest/discovery.ts";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { batches, forEachBounded, isolateFailures, mapBounded, retryItem } from "../../ingest/work-items.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { chunkEndLocator, chunkTextToArray } from "../../common/chunking.ts";
 import { createTextLocator, firstMention, knownAt, placeCharacter } from "../../ingest/checkpoints.ts";
-import type { FoundCharacter } from "../../ingest/characters.ts";
+import type { FoundCharacter } from "../../ingest/character-selection.ts";
 
 describe("where each chunk ends in the book", () => {
   test.each([

@@ -1,10 +1,9 @@
 /**
- * From what the NLP step (or LLM discovery) found to the characters the pipeline writes profiles
- * for: ranking, merging duplicates, and the context each profile call gets (who the character is
- * seen with, passages, a spread of quotes), plus each character's color and emoji. Pure: no I/O.
+ * From what the NLP step found to the characters the pipeline writes profiles for: ranking, merging
+ * duplicates, and the context each profile call gets (who the character is seen with, passages, a
+ * spread of quotes). LLM discovery's answers are merged in discovered-characters.ts, each
+ * character's color, emoji and description are in character-style.ts. Pure: no I/O.
  */
-import type { CharacterProfile, Discovery } from "../common/prompt/character.ts";
-import { fnv1a } from "../common/hash.ts";
 import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
 import { detokenize, type ParsedBookNlp } from "./nlp/booknlp-files.ts";
 import { DEFAULT_MIN_MENTIONS, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "./nlp/character-list.ts";
@@ -48,7 +47,7 @@ export interface FoundCharacter {
   passages: string[];
 }
 
-const nameKey = (name: string) => name.normalize("NFKC").replace(/\s+/g, " ").trim().toLowerCase();
+export const nameKey = (name: string) => name.normalize("NFKC").replace(/\s+/g, " ").trim().toLowerCase();
 
 /** `count` items spread evenly from first to last, in order. */
 export function spread<T>(items: readonly T[], count: number): T[] {
@@ -62,7 +61,7 @@ export function spread<T>(items: readonly T[], count: number): T[] {
  * At most `max` characters, cut after the last sentence that fits (else after the last whole word,
  * with an ellipsis), never inside a word: a line is said as the book prints it.
  */
-function clip(text: string, max: number): string {
+export function clip(text: string, max: number): string {
   if (text.length <= max) return text;
   const head = text.slice(0, max);
   const sentenceEnd = Math.max(...[...head.matchAll(/[.!?…]["”’)]*(?=\s)/g)].map((m) => m.index! + m[0].length), -1);
@@ -96,7 +95,7 @@ function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string
 }
 
 /** Lines worth imitating: those of three words or more when there are enough of them. */
-function quoteSample(quotes: readonly string[]): string[] {
+export function quoteSample(quotes: readonly string[]): string[] {
   const substantial = quotes.filter((q) => q.split(/\s+/).length >= 3);
   const pool = substantial.length >= Math.min(MAX_PROFILE_QUOTES, quotes.length) ? substantial : quotes;
   return spread(pool, MAX_PROFILE_QUOTES).map((q) => clip(q, MAX_QUOTE_CHARS));
@@ -157,7 +156,7 @@ function nameByFullestForm(s: CharacterSummary): void {
   s.name = fuller;
 }
 
-const importanceOf = (mentions: number, quotes: number) => mentions + QUOTE_WEIGHT * quotes;
+export const importanceOf = (mentions: number, quotes: number) => mentions + QUOTE_WEIGHT * quotes;
 
 /**
  * A book's tokens as columns indexed by token id: the .tokens file's rows, or the native engine's
@@ -351,120 +350,9 @@ function storyLeads(eligible: readonly Merged[], parsed: ParsedBookNlp, tokens: 
   return kept;
 }
 
-function countShared<T>(a: ReadonlySet<T>, b: ReadonlySet<T>): number {
+export function countShared<T>(a: ReadonlySet<T>, b: ReadonlySet<T>): number {
   const [small, large] = a.size <= b.size ? [a, b] : [b, a];
   let n = 0;
   for (const x of small) if (large.has(x)) n++;
   return n;
-}
-
-// Characters found by the LLM (books BookNLP cannot read) ---------------------------------------
-
-export interface SampledDiscovery {
-  /** The sample texts one discovery call saw. */
-  samples: readonly string[];
-  answer: Discovery;
-}
-
-/** Occurrences of needle in text (non-overlapping). */
-function occurrences(text: string, needle: string): number {
-  if (!needle) return 0;
-  let n = 0;
-  for (let at = text.indexOf(needle); at >= 0; at = text.indexOf(needle, at + needle.length)) n++;
-  return n;
-}
-
-/**
- * Merges the characters each discovery call reported into one list: two entries are one character
- * when a name or alias of one is a name or alias of the other. Importance is how often the names
- * occur in the whole book; a character whose names never reach minMentions occurrences is dropped
- * (that also drops names the model made up). Quotes come from the model, so minQuotes is not applied.
- */
-export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[], options: SelectionOptions = {}): FoundCharacter[] {
-  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
-  const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
-  interface Entry {
-    name: string;
-    forms: string[];
-    quotes: string[];
-  }
-  const entries: Entry[] = [];
-  const byForm = new Map<string, Entry>();
-  for (const { answer } of found) {
-    for (const c of answer.characters) {
-      const forms = [c.name, ...c.aliases].map((f) => f.normalize("NFC").replace(/\s+/g, " ").trim()).filter(Boolean);
-      let entry = forms.map((f) => byForm.get(nameKey(f))).find((e) => e !== undefined);
-      if (!entry) {
-        entry = { name: forms[0]!, forms: [], quotes: [] };
-        entries.push(entry);
-      }
-      for (const f of forms) {
-        if (!entry.forms.some((g) => nameKey(g) === nameKey(f))) entry.forms.push(f);
-        byForm.set(nameKey(f), entry);
-      }
-      for (const q of c.quotes) if (q.trim() && !entry.quotes.includes(q.trim())) entry.quotes.push(q.trim());
-    }
-  }
-  // Where a character appears is read from every sample, not only from the calls that reported them.
-  const allSamples = [...new Set(found.flatMap((f) => f.samples))];
-  const seenIn = new Map(entries.map((e) => [e, new Set(allSamples.filter((s) => e.forms.some((f) => s.includes(f))))]));
-
-  const counted = entries
-    .map((e) => ({ e, mentions: e.forms.reduce((n, f) => n + occurrences(text, f), 0) }))
-    .filter((x) => x.mentions >= minMentions)
-    .sort((a, b) => importanceOf(b.mentions, b.e.quotes.length) - importanceOf(a.mentions, a.e.quotes.length))
-    .slice(0, maxCharacters);
-
-  return counted.map(({ e, mentions }) => ({
-    name: e.name,
-    aliases: e.forms.slice(1),
-    gender: null,
-    quotes: quoteSample(e.quotes),
-    mentionCount: mentions,
-    quoteCount: e.quotes.length,
-    importance: importanceOf(mentions, e.quotes.length),
-    cooccurring: counted
-      .filter((o) => o.e !== e)
-      .map((o) => ({ name: o.e.name, count: countShared(seenIn.get(e)!, seenIn.get(o.e)!) }))
-      .filter((c) => c.count > 0)
-      .sort((a, b) => b.count - a.count)
-      .slice(0, MAX_COOCCURRING),
-    passages: spread([...seenIn.get(e)!], MAX_PASSAGES).map((s) => passageAround(s, e.forms)),
-  }));
-}
-
-/** A window of a sample centred on the first of the character's names it contains. */
-function passageAround(sample: string, forms: readonly string[]): string {
-  const at = Math.min(...forms.map((f) => sample.indexOf(f)).filter((i) => i >= 0));
-  const start = Math.max(0, at - MAX_DISCOVERY_PASSAGE_CHARS / 2);
-  return sample.slice(start, start + MAX_DISCOVERY_PASSAGE_CHARS).trim();
-}
-
-// Presentation -----------------------------------------------------------------------------------
-
-/** Readable on light and dark backgrounds alike. */
-const PALETTE = [
-  "#E57373", "#F06292", "#BA68C8", "#9575CD", "#7986CB", "#64B5F6", "#4FC3F7", "#4DD0E1",
-  "#4DB6AC", "#81C784", "#AED581", "#DCE775", "#FFD54F", "#FFB74D", "#FF8A65", "#A1887F",
-];
-const EMOJI = ["🎭", "📜", "🕯️", "🗝️", "🌹", "⚔️", "🎩", "🪶", "🌙", "🔥", "🍂", "🦋", "🐚", "🧭", "🎻", "👑", "🌿", "💎", "🏰", "🕊️"];
-
-/** The same name always gets the same color and emoji, in every run and on every machine. */
-export function characterStyle(name: string): { color: string; emoji: string } {
-  const h = fnv1a(nameKey(name));
-  return { color: PALETTE[h % PALETTE.length]!, emoji: EMOJI[Math.floor(h / PALETTE.length) % EMOJI.length]! };
-}
-
-export const MAX_DESCRIPTION_CHARS = 280;
-
-/** The one-line description shown in a character list: the opening of the profile's psychology. */
-export function describe(profile: CharacterProfile): string {
-  const text = profile.psychology.replace(/\s+/g, " ").trim();
-  const sentences = text.match(/[^.!?…۔؟]+[.!?…۔؟]*/gu) ?? [text];
-  let description = "";
-  for (const s of sentences) {
-    if (description && (description + s).length > MAX_DESCRIPTION_CHARS) break;
-    description += s;
-  }
-  return clip(description.trim(), MAX_DESCRIPTION_CHARS);
 }
