@@ -1,4 +1,4 @@
-import type { Character } from "./characters.ts";
+import type { Character } from "./name-clusters.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";

@@ -1,5 +1,5 @@
 import { NARRATOR_ID, type Attribution } from "./attribution.ts";
-import { surfaceOf, type Character } from "./characters.ts";
+import { surfaceOf, type Character } from "./name-clusters.ts";
 import { FEMALE_PRONOUNS, FIRST_PERSON, MALE_PRONOUNS, SECOND_PERSON } from "./lexicon.ts";
 import type { NameMention, PlaceMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import type { Analysis } from "./analysis.ts";
 import { attributeSpeakers, NARRATOR_ID } from "./attribution.ts";
 import { capitalStats } from "./capital-stats.ts";
-import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./characters.ts";
+import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./name-clusters.ts";
 import { resolveMentions } from "./coref.ts";
 import { withoutCredited } from "./credited-names.ts";
 import { findEpithets } from "./epithets.ts";
