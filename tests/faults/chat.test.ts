@@ -1,12 +1,9 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { sessionCacheKey } from "../../common/session/cache.ts";
 import type { Database } from "../../common/db/index.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { MODEL_FAILED, SESSION_BUSY } from "../../api/chat/service.ts";
-import { lastUserContent, readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "../support/chat.ts";
+import { lastUserContent, readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 
 /**
  * What a chat turn leaves in the key-value store when the store fails at the worst moment, made
@@ -46,23 +43,16 @@ function flakyStore(kv: KeyValueStore) {
 }
 
 describe("a chat turn when the key-value store fails at the worst moment", () => {
-  let db: Database;
+  let chat: EmbeddedChat;
   let memory: KeyValueStore;
   let flaky: ReturnType<typeof flakyStore>;
   let h: ChatHarness;
 
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    memory = createMemoryKeyValueStore();
-    flaky = flakyStore(memory);
-    h = await startChatHarness({ db, kv: flaky.store });
+    chat = await startEmbeddedChat({ wrapKv: (kv) => (flaky = flakyStore(kv)).store });
+    ({ h, kv: memory } = chat);
   }, 60_000);
-  afterAll(async () => {
-    await h?.stop();
-    await memory?.close();
-    await db?.close();
-  });
+  afterAll(() => chat?.stop());
   beforeEach(() => {
     flaky.heal();
     h.gateway.reset();
@@ -118,24 +108,18 @@ describe("a chat turn when the key-value store fails at the worst moment", () =>
 });
 
 describe("a reply that streams for longer than the session lock's expiry", () => {
-  let db: Database;
+  let chat: EmbeddedChat;
   let memory: KeyValueStore;
   let h: ChatHarness;
   let app: ChatHarness["app"];
 
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    memory = createMemoryKeyValueStore();
-    h = await startChatHarness({ db, kv: memory });
+    chat = await startEmbeddedChat();
+    ({ h, kv: memory } = chat);
     // A one-second lock stands for SPEC's 30 s, so that a reply can outlive it within a test.
     app = await h.appWith({ sessionLockTtlSeconds: 1 });
   }, 60_000);
-  afterAll(async () => {
-    await h?.stop();
-    await memory?.close();
-    await db?.close();
-  });
+  afterAll(() => chat?.stop());
 
   /** The next chat call waits until released; every other call answers at once. */
   function holdNextReply() {
@@ -190,21 +174,16 @@ describe("a reply that streams for longer than the session lock's expiry", () =>
 });
 
 describe("a gateway that accepts the connection and never answers", () => {
+  let chat: EmbeddedChat;
   let db: Database;
   let memory: KeyValueStore;
   let h: ChatHarness;
 
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    memory = createMemoryKeyValueStore();
-    h = await startChatHarness({ db, kv: memory });
+    chat = await startEmbeddedChat();
+    ({ h, db, kv: memory } = chat);
   }, 60_000);
-  afterAll(async () => {
-    await h?.stop();
-    await memory?.close();
-    await db?.close();
-  });
+  afterAll(() => chat?.stop());
 
   test("gets the reader the 502 event once the first-token bound passes, asks once, saves nothing and frees the session", async () => {
     // Half a second stands for CHAT_FIRST_TOKEN_TIMEOUT_MS's 60 s.

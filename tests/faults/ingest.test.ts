@@ -1,11 +1,7 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
+import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import type { Database } from "../../common/db/index.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { getBook } from "../../common/db/books.ts";
 import { getIngestion } from "../../common/db/ingestions.ts";
 import { listCharacters } from "../../common/db/characters.ts";
@@ -16,18 +12,16 @@ import { BookDeletedError, BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker } from "../../ingest/worker.ts";
 import { metricValue } from "../support/app.ts";
+import { openIngestSuite } from "../support/ingest-suite.ts";
+import { tempDirs } from "../support/temp-dirs.ts";
 import {
   ENGLISH_BOOK,
   FIXTURES,
   TEST_PIPELINE_OPTIONS,
   URDU_BOOK,
   USER_ID,
-  createIngestEnv,
   eventually,
   listFiles,
-  startBookServer,
-  startScriptedGateway,
-  type BookServer,
 } from "../fixtures/ingest/harness.ts";
 
 /**
@@ -37,34 +31,11 @@ import {
 
 setDefaultTimeout(60_000);
 
-let books: BookServer;
-let db: Database;
-let workDir: string;
-const cleanups: (() => Promise<void> | void)[] = [];
-
-beforeAll(async () => {
-  books = startBookServer();
-  db = await createPgliteDatabase();
-  await migrate(db);
-  workDir = await mkdtemp(join(tmpdir(), "reliability-ingest-"));
-}, 60_000);
-
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  books.stop();
-  await db.close();
-  await rm(workDir, { recursive: true, force: true });
-});
-
-async function setup() {
-  const gateway = startScriptedGateway();
-  const env = await createIngestEnv({ gateway, books, db });
-  cleanups.push(() => gateway.stop(), () => env.close());
-  return { gateway, env };
-}
+const { books, db, setup, defer } = await openIngestSuite();
+const freshDir = tempDirs("reliability-ingest-");
 
 async function bookFile(text: string): Promise<string> {
-  const path = join(workDir, `${crypto.randomUUID()}.txt`);
+  const path = join(await freshDir(), `${crypto.randomUUID()}.txt`);
   await writeFile(path, text);
   return path;
 }
@@ -86,7 +57,7 @@ function startTrickleServer() {
       );
     },
   });
-  cleanups.push(() => void server.stop(true));
+  defer(() => void server.stop(true));
   return { host: `127.0.0.1:${server.port}`, requests: () => requests };
 }
 
@@ -178,7 +149,7 @@ describe("a failed re-ingestion of a completed book", () => {
     await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
     gateway.override.extract = () => ({ status: 500, message: "the model is down" });
     const worker = startWorker(env.deps, { minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS });
-    cleanups.push(() => worker.stop());
+    defer(() => worker.stop());
     await enqueueJob(env.deps.kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
     const record = await eventually(async () => {
       const r = await getIngestion(db, book.id);
@@ -209,7 +180,7 @@ describe("a job whose completion the queue never heard of", () => {
       { ...env.deps, kv },
       { minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS, visibilityTimeoutSeconds: 1, claimGraceMs: 100, reapIntervalMs: 200 },
     );
-    cleanups.push(() => worker.stop());
+    defer(() => worker.stop());
     const { job } = await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
 
     await eventually(async () => (await kv.llen(queueKeys().inFlight)) === 0 && (await kv.llen(queueKeys().queue)) === 0 && worker.state().jobsHandled >= 2, "the job to be claimed again and closed");
@@ -265,7 +236,7 @@ describe("a file served a byte at a time", () => {
       maxPollMs: 50,
       pipeline: { ...TEST_PIPELINE_OPTIONS, downloadMinRate: { bytesPerSecond: 1000, graceMs: 300 } },
     });
-    cleanups.push(() => worker.stop());
+    defer(() => worker.stop());
     await enqueueJob(env.deps.kv, { book_id: slow.id, file_url: `http://${trickle.host}/slow.txt`, user_id: USER_ID });
     await enqueueJob(env.deps.kv, { book_id: normal.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
 
@@ -286,7 +257,7 @@ describe("a worker with a slow download in hand", () => {
     const normal = await insertBook(db, { title: "The Keeper's Ledger" });
     // A rate this low is never enforced within the test: the download stays in progress.
     const worker = startWorker(deps, { minPollMs: 10, maxPollMs: 50, pipeline: { ...TEST_PIPELINE_OPTIONS, downloadMinRate: { bytesPerSecond: 1, graceMs: 600_000 } } });
-    cleanups.push(() => worker.stop());
+    defer(() => worker.stop());
     const { job: slowJob } = await enqueueJob(env.deps.kv, { book_id: slow.id, file_url: `http://${trickle.host}/slow.txt`, user_id: USER_ID });
     await eventually(async () => trickle.requests() === 1, "the slow download to start");
     await enqueueJob(env.deps.kv, { book_id: normal.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });

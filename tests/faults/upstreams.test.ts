@@ -2,13 +2,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, setDefaultTimeout, t
 import { MODEL_FAILED } from "../../api/chat/service.ts";
 import { foldKey, lockKey } from "../../api/chat/session-lock.ts";
 import type { Database } from "../../common/db/index.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { getBook } from "../../common/db/books.ts";
 import { getIngestion } from "../../common/db/ingestions.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { createOpenAiLanguageModel } from "../../common/llm/gateway.ts";
 import { PASSAGE_OPEN } from "../../common/prompt/chat.ts";
@@ -20,7 +17,7 @@ import { BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker } from "../../ingest/worker.ts";
 import { metricValue } from "../support/app.ts";
-import { readSse, requestsOfKind, scriptGateway, startChatHarness, type CallKind, type ChatHarness } from "../support/chat.ts";
+import { readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type CallKind, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 import type { ChatBehaviour } from "../support/fake-llm-gateway.ts";
 import { closedPort } from "../support/redis.ts";
 import {
@@ -76,27 +73,22 @@ const failingVectorIndex = (url: string) => createQdrantVectorIndex({ url, timeo
 const failingTextIndex = (url: string) => createTypesenseTextIndex({ url, apiKey: "test-key", timeoutMs: TIMEOUT_MS, maxRetries: 1 });
 
 describe("chat when an upstream fails", () => {
+  let chat: EmbeddedChat;
   let db: Database;
   let h: ChatHarness;
   let llm: LanguageModel;
   const servers: { stop(): void }[] = [];
 
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    h = await startChatHarness({ db, kv: createMemoryKeyValueStore() });
+    chat = await startEmbeddedChat();
+    ({ h, db } = chat);
     llm = createOpenAiLanguageModel({ baseURL: h.gateway.baseURL, chatModel: "m", embedModel: "e", maxRetries: 1, timeoutMs: TIMEOUT_MS });
   }, 60_000);
   afterAll(async () => {
     for (const server of servers) server.stop();
-    await h?.stop();
-    await db?.close();
+    await chat?.stop();
   });
-  beforeEach(() => {
-    h.gateway.reset();
-    h.reranker.reset();
-    scriptGateway(h.gateway);
-  });
+  beforeEach(() => h.resetUpstreams());
 
   let turns = 0;
 

@@ -8,9 +8,7 @@ import { insertBook } from "../../common/db/frontend-rows.ts";
 import { DatabaseError, type Database, type Row } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { MESSAGE_COUNT_MAX } from "../../common/db/sessions.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { buildChatSystemPrompt, buildRewriteMessages, NO_SUMMARY_SECTION, PASSAGES_HEADING, rewriteCacheKey, SUMMARY_HEADING } from "../../common/prompt/chat.ts";
 import type { ChatDoneEvent, ChatEvent } from "../../common/contract/schemas.ts";
@@ -29,8 +27,11 @@ import {
   requestsOfKind,
   scriptGateway,
   startChatHarness,
+  startEmbeddedChat,
   type ChatHarness,
+  type EmbeddedChat,
 } from "../support/chat.ts";
+import { openEmbeddedStores } from "../support/embedded-stores.ts";
 import { createTestDatabase, probePostgres } from "../support/postgres.ts";
 import { prefixedKeyValueStore } from "../support/recording.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
@@ -54,12 +55,7 @@ interface Stores {
 const variants: { name: string; skip?: string; open(): Promise<Stores> }[] = [
   {
     name: "PGlite and the in-process key-value store",
-    async open() {
-      const db = await createPgliteDatabase();
-      await migrate(db);
-      const kv = createMemoryKeyValueStore();
-      return { db, kv, close: async () => (await kv.close(), await db.close()) };
-    },
+    open: () => openEmbeddedStores(),
   },
   {
     name: "Postgres and Redis",
@@ -135,11 +131,7 @@ for (const variant of variants) {
       await h?.stop();
       await stores?.close();
     });
-    beforeEach(() => {
-      h.gateway.reset();
-      h.reranker.reset();
-      scriptGateway(h.gateway);
-    });
+    beforeEach(() => h.resetUpstreams());
 
     describe("the stream", () => {
       test("sends each token as a data line, then one done event whose full_response is the tokens joined", async () => {
@@ -716,27 +708,16 @@ for (const variant of variants) {
 }
 
 describe("POST /character/chat when a store fails, as the cache expires, and in the metrics", () => {
-  let db: Database;
-  let kv: KeyValueStore;
+  let chat: EmbeddedChat;
   let now = Date.now();
   let h: ChatHarness;
 
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    kv = createMemoryKeyValueStore({ now: () => now });
-    h = await startChatHarness({ db, kv });
+    chat = await startEmbeddedChat({ kv: { now: () => now } });
+    ({ h } = chat);
   }, 60_000);
-  afterAll(async () => {
-    await h?.stop();
-    await kv?.close();
-    await db?.close();
-  });
-  beforeEach(() => {
-    h.gateway.reset();
-    h.reranker.reset();
-    scriptGateway(h.gateway);
-  });
+  afterAll(() => chat?.stop());
+  beforeEach(() => h.resetUpstreams());
 
   /** Reads of a cached row; the reader's page (with the book's page count) is read every turn and not counted. */
   const reads = (statements: string[], table: string) =>

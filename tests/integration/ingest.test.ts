@@ -1,12 +1,9 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { characterCacheKey } from "../../common/session/cache.ts";
 import { chunkTextToArray } from "../../common/chunking.ts";
-import type { Database } from "../../common/db/index.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import type { Language } from "../../common/contract/rows.ts";
 import { getBook } from "../../common/db/books.ts";
 import { getIngestion } from "../../common/db/ingestions.ts";
@@ -18,6 +15,7 @@ import { BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker, type WorkerHandle } from "../../ingest/worker.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
+import { openIngestSuite } from "../support/ingest-suite.ts";
 import { openLiveStores } from "../support/live-stores.ts";
 import { probePostgres } from "../support/postgres.ts";
 import { probeRedis } from "../support/redis.ts";
@@ -30,9 +28,7 @@ import {
   createIngestEnv,
   eventually,
   listFiles,
-  startBookServer,
   startScriptedGateway,
-  type BookServer,
   type IngestEnv,
   type ScriptedGateway,
 } from "../fixtures/ingest/harness.ts";
@@ -51,28 +47,7 @@ function chunkHolding(phrase: string, chunkTokens = TEST_PIPELINE_OPTIONS.index!
   return index;
 }
 
-let books: BookServer;
-let db: Database;
-const cleanups: (() => Promise<void> | void)[] = [];
-
-beforeAll(async () => {
-  books = startBookServer();
-  db = await createPgliteDatabase();
-  await migrate(db);
-}, 60_000);
-
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  books.stop();
-  await db.close();
-});
-
-async function setup(options: { env?: Record<string, string> } = {}) {
-  const gateway = startScriptedGateway();
-  const env = await createIngestEnv({ gateway, books, db, ...(options.env ? { env: options.env } : {}) });
-  cleanups.push(() => gateway.stop(), () => env.close());
-  return { gateway, env };
-}
+const { books, db, setup, defer } = await openIngestSuite();
 
 async function newBook(title: string, language: Language = "English") {
   return insertBook(db, { title, author: "A. Tester", language });
@@ -80,7 +55,7 @@ async function newBook(title: string, language: Language = "English") {
 
 function work(env: IngestEnv): WorkerHandle {
   const worker = startWorker(env.deps, { minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS });
-  cleanups.push(() => worker.stop());
+  defer(() => worker.stop());
   return worker;
 }
 
@@ -209,7 +184,7 @@ describe("ingesting an English book", () => {
     const { gateway, env } = await setup();
     const book = await newBook("The Keeper's Ledger, backups and rows");
     const dir = await mkdtemp(join(tmpdir(), "backup-rows-"));
-    cleanups.push(() => rm(dir, { recursive: true, force: true }));
+    defer(() => rm(dir, { recursive: true, force: true }));
     const ingest = async (text: string) => {
       const path = join(dir, `${crypto.randomUUID()}.txt`);
       await writeFile(path, text);

@@ -1,16 +1,13 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { boundSession, DEFAULT_SESSION_CACHE_BYTES, sessionCacheKey, type ChatSessionState } from "../../common/session/cache.ts";
 import { countO200kTokens } from "../../common/chunking.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
-import { migrate } from "../../common/db/migrate.ts";
 import { upsertPreferences } from "../../common/db/frontend-rows.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import type { ChatMessage } from "../../common/llm/index.ts";
 import { createLogger } from "../../common/log.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN, PREFERENCES_HEADING, PASSAGES_HEADING } from "../../common/prompt/chat.ts";
 import { PROMPT_FRAMING_TOKENS, promptBudget, TRIM_MARKER } from "../../common/prompt/budget.ts";
 import { metricValue } from "../support/app.ts";
-import { readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "../support/chat.ts";
+import { readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 
 /**
  * Rows the frontend writes have no size limit (issue 23, item 3): a 100 KB custom relationship, ten
@@ -30,20 +27,20 @@ const prose = (bytes: number, seed: string) => {
   return sentence.repeat(Math.ceil(bytes / sentence.length)).slice(0, bytes);
 };
 
+let embedded: EmbeddedChat;
 let h: ChatHarness;
 let logLines: string[];
 let app: Awaited<ReturnType<ChatHarness["appWith"]>>;
 
 beforeAll(async () => {
-  const db = await createPgliteDatabase();
-  await migrate(db);
-  h = await startChatHarness({ db, kv: createMemoryKeyValueStore() });
+  embedded = await startEmbeddedChat();
+  h = embedded.h;
   scriptGateway(h.gateway);
   logLines = [];
   app = await h.appWith({ logger: createLogger({ format: "json", write: (line) => void logLines.push(line) }) });
 });
 afterAll(async () => {
-  await h?.stop();
+  await embedded?.stop();
 });
 
 async function chat(sessionId: string, message: string) {

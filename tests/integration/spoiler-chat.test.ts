@@ -2,13 +2,10 @@ import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:tes
 import { sessionCacheKey } from "../../common/session/cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { addToLibrary } from "../../common/db/frontend-rows.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../../common/db/reading-positions.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
-import { CHARACTER_PROFILE, PASSAGES, PERSONA, readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "../support/chat.ts";
+import { CHARACTER_PROFILE, PASSAGES, PERSONA, readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 
 /**
  * Spoiler-safe chat on the chat side: the reader's position (from the body or the library) limits
@@ -26,15 +23,14 @@ const AT_HALF = { persona: "I am Elinor Vance; since the storm the whole harbour
 const LATE_PASSAGES = PASSAGES.slice(3);
 
 describe("a chat turn for a reader part-way through the book", () => {
+  let chat: EmbeddedChat;
   let db: Database;
   let kv: KeyValueStore;
   let h: ChatHarness;
 
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    kv = createMemoryKeyValueStore();
-    h = await startChatHarness({ db, kv });
+    chat = await startEmbeddedChat();
+    ({ h, db, kv } = chat);
     await saveBookReadingPositions(db, h.world.bookId, { chunkEnds: CHUNK_ENDS, checkpoints: [0.25, 0.5, 0.75] });
     await saveCharacterKnowledge(db, [
       {
@@ -47,16 +43,8 @@ describe("a chat turn for a reader part-way through the book", () => {
       },
     ]);
   }, 60_000);
-  afterAll(async () => {
-    await h?.stop();
-    await kv?.close();
-    await db?.close();
-  });
-  beforeEach(() => {
-    h.gateway.reset();
-    h.reranker.reset();
-    scriptGateway(h.gateway);
-  });
+  afterAll(() => chat?.stop());
+  beforeEach(() => h.resetUpstreams());
 
   /** Everything the turn sent upstream: the model's requests, embeddings and rerank bodies. */
   function upstreamText(): string {
@@ -153,9 +141,7 @@ describe("a chat turn for a reader part-way through the book", () => {
       expect(sourcesOf(far.events).some((i) => i >= 5)).toBe(true);
 
       await bookmarkAt(20);
-      h.gateway.reset();
-      h.reranker.reset();
-      scriptGateway(h.gateway);
+      h.resetUpstreams();
       expectNothingPast10Percent(await turn(session, "Tell me about the inspector and the log."));
     });
   });
@@ -178,9 +164,7 @@ describe("a chat turn for a reader part-way through the book", () => {
       await h.app.settle();
       expect(requestsOfKind(h.gateway, "summary")).toHaveLength(1);
 
-      h.gateway.reset();
-      h.reranker.reset();
-      scriptGateway(h.gateway);
+      h.resetUpstreams();
       expectNothingPast10Percent(await turn(session, "Tell me about the inspector and the log."));
     });
   });

@@ -1,21 +1,20 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Database } from "../../common/db/index.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { getBookReadingPositions, getCharacterKnowledge } from "../../common/db/reading-positions.ts";
 import type { Character } from "../../common/contract/rows.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
+import { openEmbeddedDatabase, openEmbeddedStores } from "../support/embedded-stores.ts";
+import { openIngestSuite } from "../support/ingest-suite.ts";
 import { createTestLanguageModel, readSse, requestsOfKind, scriptGateway } from "../support/chat.ts";
 import { startFakeLlmGateway } from "../support/fake-llm-gateway.ts";
 import { startFakeReranker } from "../support/fake-reranker.ts";
@@ -25,10 +24,6 @@ import { probeRedis } from "../support/redis.ts";
 import {
   FIXTURES,
   TEST_PIPELINE_OPTIONS,
-  createIngestEnv,
-  startBookServer,
-  startScriptedGateway,
-  type BookServer,
   type IngestEnv,
   type ScriptedGateway,
 } from "../fixtures/ingest/harness.ts";
@@ -122,7 +117,7 @@ async function chatOver(env: IngestEnv, db: Database, kv: KeyValueStore) {
     textIndex: env.deps.textIndex,
     reranker: createHttpReranker({ url: reranker.url, maxRetries: 0 }),
   });
-  cleanups.push(async () => {
+  defer(async () => {
     await app.settle();
     gateway.stop();
     reranker.stop();
@@ -165,16 +160,7 @@ async function turn(
   };
 }
 
-let books: BookServer;
-const cleanups: (() => Promise<void> | void)[] = [];
-
-beforeAll(() => {
-  books = startBookServer();
-});
-afterAll(async () => {
-  for (const cleanup of cleanups.reverse()) await cleanup();
-  books.stop();
-});
+const { books, setup, defer } = await openIngestSuite({ sharedDatabase: false });
 
 test("the story's reveal comes after 40 %, and the stranger is named only after it", () => {
   expect(storyText.indexOf(REVEAL) / storyText.length).toBeGreaterThan(0.75);
@@ -188,15 +174,11 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
   let db: Database;
   let kv: KeyValueStore;
   let env: IngestEnv;
-  let gateway: ScriptedGateway;
   let story: Ingested;
 
   beforeAll(async () => {
-    ({ db, kv } = await open().then((stores) => (cleanups.push(() => stores.close()), stores)));
-    gateway = startScriptedGateway();
-    echoMaterial(gateway);
-    env = await createIngestEnv({ gateway, books, db, kv });
-    cleanups.push(() => gateway.stop(), () => env.close());
+    ({ db, kv } = await open().then((stores) => (defer(() => stores.close()), stores)));
+    ({ env } = await setup({ db, kv, configure: echoMaterial }));
     story = await ingestStory(env, db, 4);
   });
 
@@ -264,19 +246,7 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
 }
 
 describe("on the embedded stores", () => {
-  spoilerSafeSuite(async () => {
-    const db = await createPgliteDatabase();
-    await migrate(db);
-    const kv = createMemoryKeyValueStore();
-    return {
-      db,
-      kv,
-      async close() {
-        await kv.close();
-        await db.close();
-      },
-    };
-  });
+  spoilerSafeSuite(() => openEmbeddedStores());
 });
 
 const redis = await probeRedis();
@@ -291,16 +261,12 @@ describe.skipIf(liveSkip !== undefined)("on Postgres and Redis", () => {
 describe("checkpoints configured and failing", () => {
   let db: Database;
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    cleanups.push(() => db.close());
+    db = await openEmbeddedDatabase();
+    defer(() => db.close());
   });
 
   async function ingestWith(characterCheckpoints: number, configure: (gateway: ScriptedGateway) => void = echoMaterial) {
-    const gateway = startScriptedGateway();
-    configure(gateway);
-    const env = await createIngestEnv({ gateway, books, db });
-    cleanups.push(() => gateway.stop(), () => env.close());
+    const { gateway, env } = await setup({ db, configure });
     return { gateway, env, story: await ingestStory(env, db, characterCheckpoints) };
   }
 

@@ -1,10 +1,7 @@
-import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { Database } from "../../common/db/index.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { getBook } from "../../common/db/books.ts";
 import { getIngestion } from "../../common/db/ingestions.ts";
 import { listCharacters } from "../../common/db/characters.ts";
@@ -14,6 +11,7 @@ import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.t
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker } from "../../ingest/worker.ts";
 import { metricValue } from "../support/app.ts";
+import { openIngestSuite } from "../support/ingest-suite.ts";
 import { freePort, REPO_ROOT } from "../support/process.ts";
 import { openLiveStores } from "../support/live-stores.ts";
 import { probePostgres } from "../support/postgres.ts";
@@ -26,140 +24,104 @@ import {
   createIngestEnv,
   eventually,
   hangExtraction,
-  startBookServer,
   startScriptedGateway,
-  type BookServer,
 } from "../fixtures/ingest/harness.ts";
 
 // Whole books go through the pipeline, and worker processes start an embedded Postgres.
 setDefaultTimeout(60_000);
 
-let books: BookServer;
-let db: Database;
-beforeAll(async () => {
-  books = startBookServer();
-  db = await createPgliteDatabase();
-  await migrate(db);
-}, 60_000);
-afterAll(async () => {
-  books.stop();
-  await db.close();
-});
+const { books, db, setup } = await openIngestSuite();
 
 const FAST = { minPollMs: 10, maxPollMs: 50, pipeline: TEST_PIPELINE_OPTIONS };
 
 describe("worker in process", () => {
   test("a worker told to stop mid-job hands the job back untouched, and the next worker completes it", async () => {
-    const gateway = startScriptedGateway();
     const kv = createMemoryKeyValueStore();
-    const env = await createIngestEnv({ gateway, books, db, kv });
+    const { gateway, env } = await setup({ kv });
     const extracting = hangExtraction(gateway);
-    try {
-      const book = await insertBook(db, { title: "The Keeper's Ledger" });
-      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
-      const first = startWorker(env.deps, { ...FAST, shutdownGraceMs: 50 });
-      await extracting;
-      expect(first.state().jobId).not.toBeNull();
-      await first.stop();
+    const book = await insertBook(db, { title: "The Keeper's Ledger" });
+    await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    const first = startWorker(env.deps, { ...FAST, shutdownGraceMs: 50 });
+    await extracting;
+    expect(first.state().jobId).not.toBeNull();
+    await first.stop();
 
-      const queue = createReliableQueue(kv, { maxAttempts: 3 });
-      expect(await kv.llen(queue.keys.inFlight)).toBe(0);
-      const [queued] = await kv.lrange(queue.keys.queue, 0, -1);
-      expect(JSON.parse(queued!).attempts).toBeUndefined();
-      expect((await getBook(db, book.id))?.processingStatus).toBe("pending");
+    const queue = createReliableQueue(kv, { maxAttempts: 3 });
+    expect(await kv.llen(queue.keys.inFlight)).toBe(0);
+    const [queued] = await kv.lrange(queue.keys.queue, 0, -1);
+    expect(JSON.parse(queued!).attempts).toBeUndefined();
+    expect((await getBook(db, book.id))?.processingStatus).toBe("pending");
 
-      gateway.override.extract = undefined;
-      const second = startWorker(env.deps, FAST);
-      await eventually(async () => (await getBook(db, book.id))?.processingStatus === "completed", "the second worker to finish");
-      await second.stop();
-      expect((await listCharacters(db, book.id)).length).toBeGreaterThan(2);
-      const metrics = await env.deps.metrics.registry.metrics();
-      expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(1);
-      expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(0);
-    } finally {
-      gateway.stop();
-      await env.close();
-    }
+    gateway.override.extract = undefined;
+    const second = startWorker(env.deps, FAST);
+    await eventually(async () => (await getBook(db, book.id))?.processingStatus === "completed", "the second worker to finish");
+    await second.stop();
+    expect((await listCharacters(db, book.id)).length).toBeGreaterThan(2);
+    const metrics = await env.deps.metrics.registry.metrics();
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(1);
+    expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(0);
   });
 
   test("a job that keeps failing for a passing reason is retried, then dead-lettered after MAX_ATTEMPTS and its book marked failed", async () => {
-    const gateway = startScriptedGateway();
-    const env = await createIngestEnv({ gateway, books, db, env: { MAX_ATTEMPTS: "2" } });
+    const { gateway, env } = await setup({ env: { MAX_ATTEMPTS: "2" } });
     gateway.override.extract = () => ({ status: 503, message: "model overloaded" });
-    try {
-      const book = await insertBook(db, { title: "A book nobody can profile today" });
-      const { job } = await enqueueJob(env.deps.kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
-      const worker = startWorker(env.deps, FAST);
-      await eventually(async () => (await getBook(db, book.id))?.processingStatus === "failed", "the book to fail");
-      await worker.stop();
+    const book = await insertBook(db, { title: "A book nobody can profile today" });
+    const { job } = await enqueueJob(env.deps.kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    const worker = startWorker(env.deps, FAST);
+    await eventually(async () => (await getBook(db, book.id))?.processingStatus === "failed", "the book to fail");
+    await worker.stop();
 
-      expect((await getIngestion(db, book.id))?.lastError).toBe("gave up after 2 attempts: the extract pass failed for every character");
-      const queue = createReliableQueue(env.deps.kv, { maxAttempts: 2 });
-      const [dead] = await queue.deadLetters();
-      expect(dead?.job).toMatchObject({ job_id: job.job_id, attempts: 2 });
-      expect(await queue.depth()).toBe(0);
-      const metrics = await env.deps.metrics.registry.metrics();
-      expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(1);
-      expect(metricValue(metrics, "processing_jobs_dead_lettered_total")).toBe(1);
-      // Given up on: failed exactly once, however many attempts it took.
-      expect(metricValue(metrics, 'processing_jobs_processed_total{status="failed"}')).toBe(1);
-      expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(0);
-    } finally {
-      gateway.stop();
-      await env.close();
-    }
+    expect((await getIngestion(db, book.id))?.lastError).toBe("gave up after 2 attempts: the extract pass failed for every character");
+    const queue = createReliableQueue(env.deps.kv, { maxAttempts: 2 });
+    const [dead] = await queue.deadLetters();
+    expect(dead?.job).toMatchObject({ job_id: job.job_id, attempts: 2 });
+    expect(await queue.depth()).toBe(0);
+    const metrics = await env.deps.metrics.registry.metrics();
+    expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(1);
+    expect(metricValue(metrics, "processing_jobs_dead_lettered_total")).toBe(1);
+    // Given up on: failed exactly once, however many attempts it took.
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="failed"}')).toBe(1);
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(0);
   });
 
   test("a worker that dies after completing a book but before closing its job leaves no stale error: the book stays completed with last_error empty", async () => {
-    const gateway = startScriptedGateway();
     const kv = createMemoryKeyValueStore();
-    const env = await createIngestEnv({ gateway, books, db, kv });
-    try {
-      const book = await insertBook(db, { title: "The Keeper's Ledger, finished just before the crash" });
-      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
-      // The first worker claims the job and completes the book, then is gone before it closes the job.
-      const queue = createReliableQueue(kv, { maxAttempts: env.deps.config.maxAttempts, visibilityTimeoutSeconds: 1, claimGraceMs: 0 });
-      const claim = (await queue.claim())!;
-      await runPipeline(env.deps, { bookId: book.id, jobId: claim.job.job_id, source: { url: claim.job.file_url } }, TEST_PIPELINE_OPTIONS);
-      const profileCalls = gateway.extractions().length;
+    const { gateway, env } = await setup({ kv });
+    const book = await insertBook(db, { title: "The Keeper's Ledger, finished just before the crash" });
+    await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    // The first worker claims the job and completes the book, then is gone before it closes the job.
+    const queue = createReliableQueue(kv, { maxAttempts: env.deps.config.maxAttempts, visibilityTimeoutSeconds: 1, claimGraceMs: 0 });
+    const claim = (await queue.claim())!;
+    await runPipeline(env.deps, { bookId: book.id, jobId: claim.job.job_id, source: { url: claim.job.file_url } }, TEST_PIPELINE_OPTIONS);
+    const profileCalls = gateway.extractions().length;
 
-      // The next worker's reaper finds the lease expired and hands the job back; the worker then closes it.
-      const rescuer = startWorker(env.deps, { ...FAST, visibilityTimeoutSeconds: 1, claimGraceMs: 0, reapIntervalMs: 50 });
-      await eventually(async () => rescuer.state().jobsHandled === 1, "the returned job to be closed");
-      await rescuer.stop();
+    // The next worker's reaper finds the lease expired and hands the job back; the worker then closes it.
+    const rescuer = startWorker(env.deps, { ...FAST, visibilityTimeoutSeconds: 1, claimGraceMs: 0, reapIntervalMs: 50 });
+    await eventually(async () => rescuer.state().jobsHandled === 1, "the returned job to be closed");
+    await rescuer.stop();
 
-      expect(gateway.extractions()).toHaveLength(profileCalls);
-      expect((await getBook(db, book.id))?.processingStatus).toBe("completed");
-      expect((await getIngestion(db, book.id))?.lastError).toBeNull();
-      expect([await kv.llen("processing_queue"), await kv.llen(queue.keys.inFlight)]).toEqual([0, 0]);
-    } finally {
-      gateway.stop();
-      await env.close();
-    }
+    expect(gateway.extractions()).toHaveLength(profileCalls);
+    expect((await getBook(db, book.id))?.processingStatus).toBe("completed");
+    expect((await getIngestion(db, book.id))?.lastError).toBeNull();
+    expect([await kv.llen("processing_queue"), await kv.llen(queue.keys.inFlight)]).toEqual([0, 0]);
   });
 
   test("two workers on one queue process each book exactly once", async () => {
-    const gateway = startScriptedGateway();
     const kv = createMemoryKeyValueStore();
-    const env = await createIngestEnv({ gateway, books, db, kv });
-    try {
-      const ids: string[] = [];
-      for (let i = 0; i < 3; i++) {
-        const book = await insertBook(db, { title: `Shared queue ${i}` });
-        ids.push(book.id);
-        await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
-      }
-      const workers = [startWorker(env.deps, FAST), startWorker(env.deps, FAST)];
-      await eventually(async () => workers.reduce((n, w) => n + w.state().jobsHandled, 0) === 3, "three jobs to be handled");
-      await Promise.all(workers.map((w) => w.stop()));
-      for (const id of ids) expect((await getBook(db, id))?.processingStatus).toBe("completed");
-      expect(gateway.personas().filter((p) => p.name === "Clara")).toHaveLength(3);
-      const metrics = await env.deps.metrics.registry.metrics();
-      expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(3);
-    } finally {
-      gateway.stop();
-      await env.close();
+    const { gateway, env } = await setup({ kv });
+    const ids: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const book = await insertBook(db, { title: `Shared queue ${i}` });
+      ids.push(book.id);
+      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
     }
+    const workers = [startWorker(env.deps, FAST), startWorker(env.deps, FAST)];
+    await eventually(async () => workers.reduce((n, w) => n + w.state().jobsHandled, 0) === 3, "three jobs to be handled");
+    await Promise.all(workers.map((w) => w.stop()));
+    for (const id of ids) expect((await getBook(db, id))?.processingStatus).toBe("completed");
+    expect(gateway.personas().filter((p) => p.name === "Clara")).toHaveLength(3);
+    const metrics = await env.deps.metrics.registry.metrics();
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(3);
   });
 });
 

@@ -5,28 +5,21 @@ import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { chunkTextToArray } from "../../common/chunking.ts";
-import type { Database } from "../../common/db/index.ts";
-import { migrate } from "../../common/db/migrate.ts";
-import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
-import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN } from "../../common/prompt/chat.ts";
 import { ChatEvent } from "../../common/contract/schemas.ts";
 import { backupFileNames, writeBackups } from "../../ingest/backups.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
-import { requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "../support/chat.ts";
+import { openIngestSuite } from "../support/ingest-suite.ts";
+import { requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 import {
   ENGLISH_BOOK,
   FIXTURES,
   TEST_PIPELINE_OPTIONS,
   URDU_BOOK,
-  createIngestEnv,
   listFiles,
-  startBookServer,
-  startScriptedGateway,
-  type BookServer,
   type IngestEnv,
   type ScriptedGateway,
 } from "../fixtures/ingest/harness.ts";
@@ -37,6 +30,8 @@ import {
  */
 
 setDefaultTimeout(120_000);
+
+const ingest = await openIngestSuite({ sharedDatabase: false });
 
 // Persona backups -------------------------------------------------------------------------------
 
@@ -110,16 +105,13 @@ describe("persona backup files", () => {
 });
 
 describe("characters named by a hostile model, through the whole pipeline", () => {
-  let books: BookServer;
   let gateway: ScriptedGateway;
   let env: IngestEnv;
   let bookId: string;
   let names: string[];
 
   beforeAll(async () => {
-    books = startBookServer();
-    gateway = startScriptedGateway();
-    env = await createIngestEnv({ gateway, books });
+    ({ gateway, env } = await ingest.setup());
     const text = await readFile(join(FIXTURES, URDU_BOOK), "utf8");
     // Each hostile name rides on a distinct word of the book as its alias, which is what keeps it.
     const words = [...new Set(text.match(/\p{L}{4,}/gu) ?? [])].slice(0, HOSTILE_NAMES.length);
@@ -134,14 +126,9 @@ describe("characters named by a hostile model, through the whole pipeline", () =
         : undefined;
     gateway.override.persona = (input) => (input.name === "NUL" ? { content: `I am NUL\u0000, and I speak plainly about the lamps of the old street.` } : undefined);
     bookId = (await insertBook(env.deps.db, { title: "گلی", language: "Urdu" })).id;
-    await runPipeline(env.deps, { bookId, source: { url: books.url(URDU_BOOK) } }, { ...TEST_PIPELINE_OPTIONS, selection: { minMentions: 1, maxCharacters: 50 } });
+    await runPipeline(env.deps, { bookId, source: { url: ingest.books.url(URDU_BOOK) } }, { ...TEST_PIPELINE_OPTIONS, selection: { minMentions: 1, maxCharacters: 50 } });
     names = (await listCharacters(env.deps.db, bookId)).map((c) => c.name);
   }, 120_000);
-  afterAll(async () => {
-    gateway?.stop();
-    books?.stop();
-    await env?.close();
-  });
 
   test("the book completes with a character for each name a reader could use (not the one of 5,000 characters), NUL characters dropped from what the model wrote", async () => {
     expect(names.length).toBe(HOSTILE_NAMES.filter((n) => n.trim() !== "" && n.length <= MAX_CHARACTER_NAME_CHARS).length);
@@ -216,17 +203,13 @@ const hostileToken = fc.oneof(
 const wellFormed = (text: string) => text.replace(/[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/g, "\ufffd");
 
 describe("tokens through the chat route", () => {
-  let db: Database;
+  let chat: EmbeddedChat;
   let h: ChatHarness;
   beforeAll(async () => {
-    db = await createPgliteDatabase();
-    await migrate(db);
-    h = await startChatHarness({ db, kv: createMemoryKeyValueStore(), reranker: false });
+    chat = await startEmbeddedChat({ reranker: false });
+    h = chat.h;
   }, 60_000);
-  afterAll(async () => {
-    await h?.stop();
-    await db?.close();
-  });
+  afterAll(() => chat?.stop());
 
   test("no token breaks the framing: each event is one data line whose JSON is the token, and done carries them all (150 generated replies)", async () => {
     const session = await h.newSession();
@@ -282,7 +265,6 @@ const TELLTALES = [
 ];
 
 describe("a book whose text looks like instructions", () => {
-  let books: BookServer;
   let gateway: ScriptedGateway;
   let env: IngestEnv;
   let bookId: string;
@@ -290,9 +272,7 @@ describe("a book whose text looks like instructions", () => {
   let folder: string;
 
   beforeAll(async () => {
-    books = startBookServer();
-    gateway = startScriptedGateway();
-    env = await createIngestEnv({ gateway, books });
+    ({ gateway, env } = await ingest.setup());
     const original = await readFile(join(FIXTURES, ENGLISH_BOOK), "utf8");
     const paragraphs = original.split("\n\n");
     // The hostile lines are spread through the book, each in a paragraph of its own and beside Clara.
@@ -303,9 +283,6 @@ describe("a book whose text looks like instructions", () => {
     await runPipeline(env.deps, { bookId, source: { path: join(folder, "book.txt") } }, TEST_PIPELINE_OPTIONS);
   }, 120_000);
   afterAll(async () => {
-    gateway?.stop();
-    books?.stop();
-    await env?.close();
     await rm(folder, { recursive: true, force: true });
   });
 

@@ -7,6 +7,7 @@ import { saveCharacters } from "../../common/db/characters.ts";
 import { setSessionSummary } from "../../common/db/sessions.ts";
 import { createSession, insertBook, upsertPreferences } from "../../common/db/frontend-rows.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
+import type { MemoryKeyValueStore, MemoryKeyValueStoreOptions } from "../../common/kv/memory.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { createOpenAiLanguageModel } from "../../common/llm/gateway.ts";
 import { createMetrics, type Metrics } from "../../common/metrics/index.ts";
@@ -19,6 +20,7 @@ import type { TextIndex } from "../../common/text/index.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 import { buildTestApp } from "./app.ts";
+import { openEmbeddedStores } from "./embedded-stores.ts";
 import { defaultChatReply, startFakeLlmGateway, type ChatBehaviour, type ChatCompletionRequest, type FakeLlmGateway } from "./fake-llm-gateway.ts";
 import { startFakeReranker, type FakeReranker } from "./fake-reranker.ts";
 import { recordingDatabase, recordingKeyValueStore, type RecordingDatabase, type RecordingKeyValueStore } from "./recording.ts";
@@ -178,6 +180,8 @@ export interface ChatHarness {
   chat(sessionId: string, message: string, extra?: Record<string, unknown>): Promise<Response>;
   /** Another app over the same stores with some dependencies replaced. */
   appWith(overrides: Partial<AppDeps>): ReturnType<typeof buildTestApp>;
+  /** Forgets what the gateway and the reranker were asked and scripts the gateway afresh. */
+  resetUpstreams(): void;
   stop(): Promise<void>;
 }
 
@@ -229,12 +233,50 @@ export async function startChatHarness(options: ChatHarnessOptions): Promise<Cha
     body,
     chat: (sessionId, message, extra) => app.postJson("/character/chat", body(sessionId, message, extra)),
     appWith: (overrides) => buildTestApp({ ...app.deps, ...overrides }),
+    resetUpstreams() {
+      gateway.reset();
+      reranker.reset();
+      scriptGateway(gateway);
+    },
     async stop() {
       await app.settle();
       gateway.stop();
       reranker.stop();
       await Promise.all([vectorIndex.close?.(), textIndex.close?.()]);
       await rm(indexDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export interface EmbeddedChatOptions {
+  /** For the in-process key-value store (a test clock, say). */
+  kv?: MemoryKeyValueStoreOptions;
+  /** Wraps the key-value store the app sees (a store that fails on demand, say). */
+  wrapKv?: (kv: KeyValueStore) => KeyValueStore;
+  reranker?: boolean;
+}
+
+export interface EmbeddedChat {
+  h: ChatHarness;
+  /** The stores under the harness's recording ones. */
+  db: Database;
+  kv: MemoryKeyValueStore;
+  /** Stops the harness, then closes the stores. */
+  stop(): Promise<void>;
+}
+
+/** The chat harness on a fresh PGlite and in-process key-value store. */
+export async function startEmbeddedChat(options: EmbeddedChatOptions = {}): Promise<EmbeddedChat> {
+  const stores = await openEmbeddedStores(options.kv);
+  const kv = options.wrapKv ? options.wrapKv(stores.kv) : stores.kv;
+  const h = await startChatHarness({ db: stores.db, kv, reranker: options.reranker });
+  return {
+    h,
+    db: stores.db,
+    kv: stores.kv,
+    async stop() {
+      await h.stop();
+      await stores.close();
     },
   };
 }
