@@ -11,7 +11,7 @@ import { insertBook } from "../../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import { createOpenAiLanguageModel } from "../../common/llm/gateway.ts";
-import { PASSAGE_OPEN } from "../../common/prompt/chat.ts";
+import { PASSAGE_OPEN } from "../../common/llm/prompt-format.ts";
 import { createReliableQueue, enqueueJob } from "../../common/queue.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { createTypesenseTextIndex } from "../../common/text/typesense.ts";

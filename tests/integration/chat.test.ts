@@ -12,7 +12,9 @@ import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
-import { buildChatSystemPrompt, buildRewriteMessages, NO_SUMMARY_SECTION, PASSAGES_HEADING, rewriteCacheKey, SUMMARY_HEADING } from "../../common/prompt/chat.ts";
+import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { buildRewriteMessages, rewriteCacheKey } from "../../common/prompt/rewrite.ts";
+import { NO_SUMMARY_SECTION, PASSAGES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
 import type { ChatDoneEvent, ChatEvent } from "../../common/contract/schemas.ts";
 import { metricValue } from "../support/app.ts";
 import {

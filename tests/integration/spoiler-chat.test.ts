@@ -7,7 +7,7 @@ import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../../common/db/reading-positions.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
-import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
+import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { CHARACTER_PROFILE, PASSAGES, PERSONA, readSse, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "../support/chat.ts";
 
 /**

@@ -12,7 +12,7 @@ import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
-import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
+import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";

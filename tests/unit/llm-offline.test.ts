@@ -16,15 +16,11 @@ import {
 } from "../../common/llm/offline-conversation.ts";
 import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity } from "../../common/llm/offline-text.ts";
 import { createLogger } from "../../common/log.ts";
-import {
-  buildChatMessages,
-  buildChatSystemPrompt,
-  buildRewriteMessages,
-  buildSummaryMessages,
-  type ConversationMessage,
-  parseRewrite,
-  SUMMARY_MAX_WORDS,
-} from "../../common/prompt/chat.ts";
+import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { buildRewriteMessages, parseRewrite } from "../../common/prompt/rewrite.ts";
+import { buildSummaryMessages } from "../../common/prompt/summary.ts";
+import type { ConversationMessage } from "../../common/prompt/conversation.ts";
+import { SUMMARY_MAX_WORDS } from "../../common/llm/prompt-format.ts";
 import { createRetriever } from "../../common/retrieval/retriever.ts";
 import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
 import { UpstreamError } from "../../common/upstream.ts";
