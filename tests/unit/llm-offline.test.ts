@@ -6,14 +6,8 @@ import { buildDeps } from "../../common/deps.ts";
 import { createLanguageModel } from "../../common/llm/create.ts";
 import type { ChatMessage, LanguageModel, LlmPurpose, TokenUsage } from "../../common/llm/index.ts";
 import { createOfflineLanguageModel, splitDeltas } from "../../common/llm/offline.ts";
-import {
-  OFFLINE_NO_MATERIAL_REPLY,
-  OFFLINE_QUOTES_HEADING,
-  personaQuotes,
-  REPLY_PASSAGE_WORDS,
-  sayLine,
-  startsMidSentence,
-} from "../../common/llm/offline-conversation.ts";
+import { OFFLINE_NO_MATERIAL_REPLY, OFFLINE_QUOTES_HEADING, personaQuotes, sayLine, startsMidSentence } from "../../common/llm/offline-conversation.ts";
+import { REPLY_PASSAGE_WORDS } from "../../common/llm/offline-excerpt.ts";
 import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity } from "../../common/llm/offline-text.ts";
 import { createLogger } from "../../common/log.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
