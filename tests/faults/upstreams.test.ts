@@ -18,7 +18,7 @@ import { createTypesenseTextIndex } from "../../common/text/typesense.ts";
 import { createQdrantVectorIndex } from "../../common/vector/qdrant.ts";
 import { BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker } from "../../ingest/worker.ts";
+import { startWorker } from "../../ingest/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { readSse, requestsOfKind, scriptGateway, startChatHarness, type CallKind, type ChatHarness } from "../support/chat.ts";
 import type { ChatBehaviour } from "../support/fake-llm-gateway.ts";
