@@ -5,12 +5,12 @@
 import { loadConfigOrExit, type Config } from "../common/config.ts";
 import { buildDepsOrExit, type Deps } from "../common/deps.ts";
 import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
-import { startWorker } from "../ingest/worker.ts";
+import { startWorker } from "../ingest/queue-consumer.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { controlFilePath, findRunningInstance, startLocalControl } from "../common/local/control-file.ts";
 import { findLocalChat, listChatBooks, openLocalChat, type LocalChat, type LocalChatOptions } from "../common/local/sessions.ts";
 import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
-import { startApi } from "./server.ts";
+import { startApi } from "./listen.ts";
 import { PLAYGROUND_PATH } from "./playground/index.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
 import { listenAddress, type ListenAddress } from "../common/local/listen-address.ts";

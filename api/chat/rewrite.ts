@@ -2,7 +2,7 @@ import type { ChatCharacter, ChatSessionState } from "../../common/session/cache
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Logger } from "../../common/log.ts";
-import { buildRewriteMessages, parseRewrite, rewriteCacheKey, type RewrittenQueries } from "../../common/prompt/chat.ts";
+import { buildRewriteMessages, parseRewrite, rewriteCacheKey, type RewrittenQueries } from "../../common/prompt/rewrite.ts";
 import type { PromptLimits } from "../../common/prompt/budget.ts";
 import type { Track } from "./background.ts";
 import type { Knowledge } from "./knowledge.ts";

@@ -4,7 +4,8 @@ import { setSessionSummary } from "../../common/db/sessions.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Lock } from "../../common/session/lock.ts";
 import type { Logger } from "../../common/log.ts";
-import { buildSummaryMessages, type ConversationMessage } from "../../common/prompt/chat.ts";
+import { buildSummaryMessages } from "../../common/prompt/summary.ts";
+import type { ConversationMessage } from "../../common/prompt/conversation.ts";
 import type { PromptLimits } from "../../common/prompt/budget.ts";
 
 export const SUMMARY_MAX_TOKENS = 300;

@@ -232,3 +232,12 @@ export interface PromptLimits {
 }
 
 export const DEFAULT_PROMPT_LIMITS: PromptLimits = { budget: promptBudget(), counter: createTokenCounter() };
+
+/** Cuts one part of a prompt to its budget and reports the cut. */
+export function fitter(limits: PromptLimits, purpose: PromptPurpose) {
+  return (part: PromptPart, text: string, budgetTokens: number): string => {
+    const fitted = fitTokens(text, budgetTokens, limits.counter);
+    if (fitted.trimmed) limits.onTrim?.({ purpose, part, chars: text.length, keptChars: fitted.text.length, budgetTokens });
+    return fitted.text;
+  };
+}

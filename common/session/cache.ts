@@ -6,7 +6,7 @@ import { getSessionWithRecentMessages } from "../db/sessions.ts";
 import { getBookReadingPositions, getCharacterKnowledge } from "../db/reading-positions.ts";
 import type { KeyValueStore } from "../kv/index.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { CONVERSATION_WINDOW_MESSAGES } from "../prompt/chat.ts";
+import { CONVERSATION_WINDOW_MESSAGES } from "../prompt/conversation.ts";
 import { cutChars, TRIM_MARKER } from "../prompt/budget.ts";
 
 /**

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { parse } from "yaml";
-import { OPENAPI_FILE, generateOpenApiDocument, toYaml } from "../../api/openapi.ts";
+import { OPENAPI_FILE, generateOpenApiDocument, toYaml } from "../../api/openapi-document.ts";
 import { buildTestApp } from "../support/app.ts";
 
 type Operation = {

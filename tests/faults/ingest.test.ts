@@ -10,7 +10,7 @@ import { enqueueJob, queueKeys } from "../../common/queue.ts";
 import { MAX_CHARACTER_NAME_CHARS } from "../../ingest/character-names.ts";
 import { BookDeletedError, BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker } from "../../ingest/worker.ts";
+import { startWorker } from "../../ingest/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
 import { tempDirs } from "../support/temp-dirs.ts";

@@ -10,7 +10,9 @@ import { migrate } from "../../common/db/migrate.ts";
 import { MESSAGE_COUNT_MAX } from "../../common/db/sessions.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
-import { buildChatSystemPrompt, buildRewriteMessages, NO_SUMMARY_SECTION, PASSAGES_HEADING, rewriteCacheKey, SUMMARY_HEADING } from "../../common/prompt/chat.ts";
+import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { buildRewriteMessages, rewriteCacheKey } from "../../common/prompt/rewrite.ts";
+import { NO_SUMMARY_SECTION, PASSAGES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
 import type { ChatDoneEvent, ChatEvent } from "../../common/contract/schemas.ts";
 import { metricValue } from "../support/app.ts";
 import {

@@ -13,7 +13,7 @@ import { downloadBook } from "../../common/file-url.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.ts";
 import { BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker, type WorkerHandle } from "../../ingest/worker.ts";
+import { startWorker, type WorkerHandle } from "../../ingest/queue-consumer.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
 import { openLiveStores } from "../support/live-stores.ts";

@@ -4,7 +4,7 @@ import type { Database } from "../../common/db/index.ts";
 import { addToLibrary } from "../../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../../common/db/reading-positions.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
-import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
+import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { CHARACTER_PROFILE, PASSAGES, PERSONA, readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 
 /**

@@ -9,7 +9,7 @@ import { listCharacters } from "../../common/db/characters.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
-import { READING_POSITION_HEADING } from "../../common/prompt/chat.ts";
+import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";

@@ -7,7 +7,7 @@ import { dirname, join, resolve } from "node:path";
 import { chunkTextToArray } from "../../common/chunking.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
-import { PASSAGE_CLOSE, PASSAGE_OPEN } from "../../common/prompt/chat.ts";
+import { PASSAGE_CLOSE, PASSAGE_OPEN } from "../../common/llm/prompt-format.ts";
 import { ChatEvent } from "../../common/contract/schemas.ts";
 import { backupFileNames, writeBackups } from "../../ingest/backups.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";

@@ -4,7 +4,7 @@
 import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { heapStats } from "bun:jsc";
-import { startApi } from "../../api/server.ts";
+import { startApi } from "../../api/listen.ts";
 import { loadConfigOrExit } from "../../common/config.ts";
 import { buildDeps } from "../../common/deps.ts";
 

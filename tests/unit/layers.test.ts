@@ -98,7 +98,7 @@ export function layerOf(file: string): Layer {
 const ALLOWED_UPWARD: Record<string, string> = {
   "common/contract/frontend-columns.ts -> common/db/index.ts":
     "the start-up column check runs its one query through the database port (a type-only import); the column list itself is contract",
-  "api/start.ts -> ingest/worker.ts": "`npm start` is the one-process laptop mode: it runs the ingest worker beside the API",
+  "api/start.ts -> ingest/queue-consumer.ts": "`npm start` is the one-process laptop mode: it runs the ingest worker beside the API",
   "api/start.ts -> ingest/sample-book.ts": "`npm start` seeds the sample book through the ingest pipeline on a first run",
 };
 
@@ -257,5 +257,13 @@ describe("the layering of api/, ingest/ and common/", () => {
       (file) => file !== "common/config.ts" && /\b(?:process\.env|Bun\.env|import\.meta\.env)\b/.test(withoutComments(readFileSync(join(ROOT, file), "utf8"))),
     );
     expect(readers).toEqual([]);
+  });
+
+  test("no source file imports an entry point, so importing library code never starts a process", () => {
+    const scripts = (JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> }).scripts;
+    const entries = new Set(Object.values(scripts).flatMap((command) => [...command.matchAll(/\bbun run ([\w./-]+\.ts)\b/g)].map((m) => m[1]!)));
+    expect(entries).toContain("ingest/worker.ts");
+    const importers = [...graph.edges].flatMap(([file, targets]) => targets.filter((t) => entries.has(t)).map((t) => `${file} -> ${t}`));
+    expect(importers).toEqual([]);
   });
 });

@@ -6,25 +6,15 @@ import { buildDeps } from "../../common/deps.ts";
 import { createLanguageModel } from "../../common/llm/create.ts";
 import type { ChatMessage, LanguageModel, LlmPurpose, TokenUsage } from "../../common/llm/index.ts";
 import { createOfflineLanguageModel, splitDeltas } from "../../common/llm/offline.ts";
-import {
-  OFFLINE_NO_MATERIAL_REPLY,
-  OFFLINE_QUOTES_HEADING,
-  personaQuotes,
-  REPLY_PASSAGE_WORDS,
-  sayLine,
-  startsMidSentence,
-} from "../../common/llm/offline-conversation.ts";
+import { OFFLINE_NO_MATERIAL_REPLY, OFFLINE_QUOTES_HEADING, personaQuotes, sayLine, startsMidSentence } from "../../common/llm/offline-conversation.ts";
+import { REPLY_PASSAGE_WORDS } from "../../common/llm/offline-excerpt.ts";
 import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity } from "../../common/llm/offline-text.ts";
 import { createLogger } from "../../common/log.ts";
-import {
-  buildChatMessages,
-  buildChatSystemPrompt,
-  buildRewriteMessages,
-  buildSummaryMessages,
-  type ConversationMessage,
-  parseRewrite,
-  SUMMARY_MAX_WORDS,
-} from "../../common/prompt/chat.ts";
+import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { buildRewriteMessages, parseRewrite } from "../../common/prompt/rewrite.ts";
+import { buildSummaryMessages } from "../../common/prompt/summary.ts";
+import type { ConversationMessage } from "../../common/prompt/conversation.ts";
+import { SUMMARY_MAX_WORDS } from "../../common/llm/prompt-format.ts";
 import { createRetriever } from "../../common/retrieval/retriever.ts";
 import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
 import { UpstreamError } from "../../common/upstream.ts";

@@ -8,7 +8,8 @@ import {
   SUMMARY_OVERRIDES,
   type PreferencesRow,
 } from "../../common/prompt/preferences.ts";
-import { buildChatSystemPrompt, PREFERENCES_HEADING } from "../../common/prompt/chat.ts";
+import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { PREFERENCES_HEADING } from "../../common/llm/prompt-format.ts";
 
 const none: PreferencesRow = { relationshipMode: "stranger", speechModifiers: [], behavioralModifiers: [], preferenceSummary: null };
 

@@ -1,21 +1,11 @@
 import type { PreferencesRow } from "../../common/prompt/preferences.ts";
 import { describe, expect, test } from "bun:test";
-import {
-  buildChatMessages,
-  buildChatSystemPrompt,
-  buildRewriteMessages,
-  buildSummaryMessages,
-  type ConversationMessage,
-  messagesLeavingWindow,
-  PASSAGE_CLOSE,
-  PASSAGE_OPEN,
-  PASSAGES_HEADING,
-  parseRewrite,
-  PREFERENCES_HEADING,
-  rewriteCacheKey,
-  neutraliseFences,
-  SUMMARY_HEADING,
-} from "../../common/prompt/chat.ts";
+import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { buildRewriteMessages, parseRewrite, rewriteCacheKey } from "../../common/prompt/rewrite.ts";
+import { buildSummaryMessages, messagesLeavingWindow } from "../../common/prompt/summary.ts";
+import type { ConversationMessage } from "../../common/prompt/conversation.ts";
+import { PASSAGE_CLOSE, PASSAGE_OPEN, PASSAGES_HEADING, PREFERENCES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
+import { neutraliseFences } from "../../common/prompt/fences.ts";
 import { countO200kTokens } from "../../common/chunking.ts";
 import {
   createTokenCounter,

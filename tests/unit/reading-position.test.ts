@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { buildChatSystemPrompt, READING_POSITION_HEADING, rewriteCacheKey } from "../../common/prompt/chat.ts";
+import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
+import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
 import { checkpointPositions, knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
 
 describe("pages to a position", () => {
