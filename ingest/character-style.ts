@@ -1,6 +1,6 @@
 // How a character is presented in lists: a stable color and emoji, and a one-line description.
 
-import type { CharacterProfile } from "../common/prompt/character.ts";
+import type { CharacterProfile } from "../common/llm/prompt-format.ts";
 import { fnv1a } from "../common/hash.ts";
 import { clip, nameKey } from "./character-selection.ts";
 

@@ -1,7 +1,7 @@
 // Characters found by the LLM (books BookNLP cannot read): the answers of every discovery call
 // merged into one list. Pure: no I/O.
 
-import type { Discovery } from "../common/prompt/character.ts";
+import type { Discovery } from "../common/llm/prompt-format.ts";
 import {
   countShared,
   DEFAULT_MAX_CHARACTERS,

@@ -1,9 +1,5 @@
-import {
-  buildDiscoveryMessages,
-  DISCOVERY_TEMPERATURE,
-  parseDiscovery,
-  type BookInfo,
-} from "../common/prompt/character.ts";
+import { buildDiscoveryMessages, DISCOVERY_TEMPERATURE, parseDiscovery } from "../common/prompt/character.ts";
+import { type BookInfo } from "../common/llm/prompt-format.ts";
 import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import { spread } from "./character-selection.ts";

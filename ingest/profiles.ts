@@ -1,14 +1,5 @@
-import {
-  buildExtractionMessages,
-  buildPersonaMessages,
-  EXTRACTION_TEMPERATURE,
-  InvalidLlmOutputError,
-  parseProfile,
-  PERSONA_TEMPERATURE,
-  type BookInfo,
-  type CharacterProfile,
-  withoutNul,
-} from "../common/prompt/character.ts";
+import { buildExtractionMessages, buildPersonaMessages, EXTRACTION_TEMPERATURE, InvalidLlmOutputError, parseProfile, PERSONA_TEMPERATURE, withoutNul } from "../common/prompt/character.ts";
+import { type BookInfo, type CharacterProfile } from "../common/llm/prompt-format.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { FoundCharacter } from "./character-selection.ts";
 

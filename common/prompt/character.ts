@@ -10,7 +10,6 @@
 import { z } from "zod";
 import type { ChatMessage } from "../llm/index.ts";
 import {
-  BookInfo,
   CharacterProfile,
   Discovery,
   DISCOVERY_MARKER,
@@ -19,22 +18,7 @@ import {
   ExtractionInput,
   PERSONA_MARKER,
   PersonaInput,
-  readPayload,
 } from "../llm/prompt-format.ts";
-
-// The markers and payload shapes are defined with the prompt format the providers read; the app reaches them here.
-export {
-  BookInfo,
-  CharacterProfile,
-  Discovery,
-  DISCOVERY_MARKER,
-  DiscoveryInput,
-  EXTRACTION_MARKER,
-  ExtractionInput,
-  PERSONA_MARKER,
-  PersonaInput,
-  readPayload,
-};
 
 export const EXTRACTION_TEMPERATURE = 0.3;
 export const PERSONA_TEMPERATURE = 0.7;

@@ -1,4 +1,4 @@
-import type { BookInfo } from "../../common/prompt/character.ts";
+import type { BookInfo } from "../../common/llm/prompt-format.ts";
 import type { Config } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
 import type { Book } from "../../common/contract/rows.ts";

@@ -3,19 +3,8 @@ import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { createHash } from "node:crypto";
 import { join } from "node:path";
-import {
-  buildDiscoveryMessages,
-  buildExtractionMessages,
-  buildPersonaMessages,
-  DISCOVERY_MARKER,
-  EXTRACTION_MARKER,
-  InvalidLlmOutputError,
-  parseDiscovery,
-  parseProfile,
-  PERSONA_MARKER,
-  readPayload,
-  type ExtractionInput,
-} from "../../common/prompt/character.ts";
+import { buildDiscoveryMessages, buildExtractionMessages, buildPersonaMessages, InvalidLlmOutputError, parseDiscovery, parseProfile } from "../../common/prompt/character.ts";
+import { DISCOVERY_MARKER, EXTRACTION_MARKER, PERSONA_MARKER, readPayload, type ExtractionInput } from "../../common/llm/prompt-format.ts";
 import { chunkTextToArray } from "../../common/chunking.ts";
 import { UpstreamError } from "../../common/upstream.ts";
 import { backupFileNames, bookBackupDir, writeBackups } from "../../ingest/backups.ts";

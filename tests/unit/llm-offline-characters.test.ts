@@ -1,15 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import {
-  buildDiscoveryMessages,
-  buildExtractionMessages,
-  buildPersonaMessages,
-  CharacterProfile,
-  type DiscoveryInput,
-  type ExtractionInput,
-  parseDiscovery,
-  parseProfile,
-  type PersonaInput,
-} from "../../common/prompt/character.ts";
+import { buildDiscoveryMessages, buildExtractionMessages, buildPersonaMessages, parseDiscovery, parseProfile } from "../../common/prompt/character.ts";
+import { CharacterProfile, type DiscoveryInput, type ExtractionInput, type PersonaInput } from "../../common/llm/prompt-format.ts";
 import { countO200kTokens } from "../../common/chunking.ts";
 import type { LlmPurpose, TokenUsage } from "../../common/llm/index.ts";
 import { createOfflineLanguageModel } from "../../common/llm/offline.ts";
