@@ -81,8 +81,8 @@ export interface Checkpoint {
  * - `whole-book`: the characters row (the book has no checkpoints, as before this feature);
  * - `checkpoint`: the latest checkpoint at or before the position;
  * - `name-only`: none fits without looking past the position, so the persona is built from the name
- *   alone: the passes for the earlier checkpoints failed, or the character is first seen after the
- *   latest one. Never a later checkpoint, not even for a character the reader has yet to meet: it is
+ *   alone: the reader has not reached the character's first checkpoint (placed where the book has
+ *   shown a couple of their lines), or the passes for the earlier ones failed. Never a later checkpoint, not even for a character the reader has yet to meet: it is
  *   written from what comes after the position, all of it a spoiler (the passages, cut at the
  *   position, still show what the reader has read of them).
  * `checkpoints` are the ones written for the character (failed ones are absent), `attempted` the
