@@ -115,7 +115,7 @@ function growthTable(results: readonly BookRuns[]): string {
   );
 }
 
-/** What spoiler-safe chat's checkpoints cost: the same books with CHARACTER_CHECKPOINTS 1 (whole book only) and 4 (the default). */
+/** What spoiler-safe chat's checkpoints cost: the same books with CHARACTER_CHECKPOINTS 1 (whole book only) and 4 (at most 4× the calls; the default is 2, see bench/checkpoint-coverage.ts). */
 async function checkpointCost(ctx: BenchContext, runs: number): Promise<string> {
   const latency = LATENCIES[1]!;
   const gateway = startScriptedGateway({ embeddingDimension: EMBEDDING_DIMENSION, chatLatencyMs: latency.chatMs, embeddingsLatencyMs: latency.embeddingsMs });

@@ -126,3 +126,79 @@ export function knownAt(placed: PlacedCharacter, cutoff: number, text: string, c
     cooccurring: character.cooccurring.filter((c) => met.has(c.name)),
   };
 }
+
+/**
+ * Where each character's checkpoints go (spoiler-safe chat): where their material accumulates, not at
+ * fixed fractions of the book. A character's first checkpoint comes once the book has shown
+ * `firstAmount` pieces of their material (quotes and passages), or all of it when they have fewer;
+ * each later one once it has shown double the amount of the one before; the last, if the budget
+ * allows, once it has shown all of it. So a reader meets no one mute for longer than it takes the book
+ * to show a couple of their lines, and the knowledge grows as the character does.
+ *
+ * A book gets at most `budget` checkpoints in all: the model calls grow with it, not with where the
+ * characters are. They are handed out in rounds, every character's first before anyone's second, and
+ * within a round in the order given (the caller passes the characters most important first).
+ */
+export const DEFAULT_FIRST_CHECKPOINT_MATERIAL = 2;
+/** Positions are rounded up to this step: the checkpoint's tag stays short and still follows the piece it was placed after. */
+export const CHECKPOINT_POSITION_STEP = 1e-4;
+
+export interface CheckpointPlacementOptions {
+  /** The most checkpoints the book gets, all characters together. */
+  budget: number;
+  firstAmount?: number;
+}
+
+/** The amounts of material (1-based counts) a character's checkpoints are placed after, earliest first. */
+export function materialAmounts(total: number, firstAmount: number = DEFAULT_FIRST_CHECKPOINT_MATERIAL): number[] {
+  if (total <= 0) return [];
+  const amounts: number[] = [];
+  for (let n = Math.max(1, Math.floor(firstAmount)); n < total; n *= 2) amounts.push(n);
+  amounts.push(total);
+  return amounts;
+}
+
+/**
+ * The earliest position (a multiple of the step) whose cutoff, `floor(position * textLength)`, keeps
+ * the piece ending at `end`; null when that is the end of the book (the whole-book persona is for it).
+ */
+export function positionAfter(end: number, textLength: number): number | null {
+  if (textLength <= 0) return null;
+  let steps = Math.ceil(end / textLength / CHECKPOINT_POSITION_STEP);
+  // Float rounding may leave the cutoff a character short of the piece: step on until it is not.
+  while (Math.floor(((steps * CHECKPOINT_POSITION_STEP) * textLength)) < end) steps++;
+  const position = Number((steps * CHECKPOINT_POSITION_STEP).toFixed(4));
+  return position < 1 ? position : null;
+}
+
+/**
+ * Per character (in the order given), the positions of their checkpoints, ascending. `materialEnds`
+ * holds, per character, where each located piece of their material ends (UTF-16 offsets, any order).
+ */
+export function placeCheckpoints(materialEnds: readonly (readonly number[])[], textLength: number, options: CheckpointPlacementOptions): number[][] {
+  const candidates = materialEnds.map((ends) => {
+    const sorted = [...ends].sort((a, b) => a - b);
+    const positions = materialAmounts(sorted.length, options.firstAmount).flatMap((n) => positionAfter(sorted[n - 1]!, textLength) ?? []);
+    return [...new Set(positions)];
+  });
+  const placed: number[][] = candidates.map(() => []);
+  let left = Math.max(0, Math.floor(options.budget));
+  for (let round = 0; left > 0 && candidates.some((c) => c.length > round); round++) {
+    for (let i = 0; i < candidates.length && left > 0; i++) {
+      const position = candidates[i]![round];
+      if (position === undefined) continue;
+      placed[i]!.push(position);
+      left--;
+    }
+  }
+  return placed;
+}
+
+/**
+ * Where each piece of a placed character's material ends in the book (the pieces that were found),
+ * counted from just after their first mention: a line spoken before the name is given (Mrs. Bennet's
+ * opening words) is no use to a reader who has not met her, and knownAt keeps nothing before it.
+ */
+export function materialEnds(placed: PlacedCharacter): number[] {
+  return [...placed.quoteAt, ...placed.passageAt].flatMap((at) => (at === null ? [] : [Math.max(at.end, placed.firstAppearance + 1)]));
+}
