@@ -139,7 +139,12 @@ export function createSpoilerGuard(options: SpoilerGuardOptions): SpoilerGuard {
   function take(until: number, stop?: SpoilerKind): GuardStep {
     const cut = Math.max(forwarded, until);
     const forward = text.slice(forwarded, cut);
-    forwarded = cut;
+    // Only what is held back is kept: a reply's whole text, grown piece by piece, would be re-read by
+    // every search of it.
+    text = text.slice(cut);
+    scanned -= cut;
+    for (const w of words) w.start -= cut;
+    forwarded = 0;
     if (stop) stopped = true;
     return stop ? { forward, stop } : { forward };
   }
