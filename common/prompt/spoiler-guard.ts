@@ -110,21 +110,22 @@ export function createSpoilerGuard(options: SpoilerGuardOptions): SpoilerGuard {
   let words: Word[] = [];
   const pattern = new RegExp(WORD_PATTERN);
 
-  /** The start of the earliest word of a late name ending at the last word, else -1. */
-  function nameEndingHere(): number {
+  /** The start of the earliest word of a late name ending at the last word (negative once sent), else null. */
+  function nameEndingHere(): number | null {
     for (const name of names) {
       if (name.length > words.length) continue;
       const tail = words.slice(-name.length);
       if (tail.every((w, i) => w.text === name[i])) return tail[0]!.start;
     }
-    return -1;
+    return null;
   }
 
-  function passageEndingHere(): number {
-    if (!options.shingles || words.length < n) return -1;
+  /** The start of a late run of n words ending at the last word (negative once sent), else null. */
+  function passageEndingHere(): number | null {
+    if (!options.shingles || words.length < n) return null;
     const tail = words.slice(-n);
     const first = options.shingles.firstEnd(shingleKey(tail.map((w) => w.text.toLowerCase())));
-    return first !== null && first > options.position ? tail[0]!.start : -1;
+    return first !== null && first > options.position ? tail[0]!.start : null;
   }
 
   /** Where the held-back words start: the first of the longest tail that begins a late name. */
@@ -164,9 +165,9 @@ export function createSpoilerGuard(options: SpoilerGuardOptions): SpoilerGuard {
       words.push({ start: m.index, text: m[0] });
       if (words.length > keep * 2) words = words.slice(-keep);
       const name = nameEndingHere();
-      if (name >= 0) return take(name, "name");
+      if (name !== null) return take(name, "name");
       const passage = passageEndingHere();
-      if (passage >= 0) return take(passage, "passage");
+      if (passage !== null) return take(passage, "passage");
     }
     return take(final ? text.length : Math.min(partial, heldFrom()));
   }
