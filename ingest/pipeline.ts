@@ -8,6 +8,9 @@ import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
 import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
+import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
+import { guardCharacters } from "../common/prompt/spoiler-guard.ts";
+import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { removeIndexesAndBackups } from "./book-removal.ts";
 import { BookDeletedError, BookRejectedError } from "./errors.ts";
 import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
@@ -126,6 +129,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
       const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
+      await saveGuard(run, text, characters);
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
@@ -145,6 +149,15 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       await rm(workDir, { recursive: true, force: true });
     }
   });
+}
+
+/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts). */
+async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[]): Promise<void> {
+  const started = performance.now();
+  const shingles = buildShingleIndex(text);
+  const guarded = guardCharacters(text, characters.map((c) => c.character));
+  await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: shingles.encode() });
+  run.log.info("spoiler guard written", { shingles: shingles.size, bytes: shingles.bytes, seconds: Math.round(performance.now() - started) / 1000 });
 }
 
 async function verifyBook(run: Run): Promise<Book> {

@@ -11,6 +11,7 @@ import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/prompt/reading-position.ts";
+import { SPOILER_CLOSING } from "../../common/prompt/spoiler-guard.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
@@ -123,7 +124,7 @@ async function chatOver(env: IngestEnv, db: Database, kv: KeyValueStore) {
     gateway.stop();
     reranker.stop();
   });
-  return { gateway, reranker, app, logLines };
+  return { gateway, reranker, app, logLines, metrics };
 }
 
 async function turn(
@@ -256,6 +257,73 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
     expect(turns).toHaveLength(4);
     expect(turns[0]).toContain(` reading_position=0.4 knowledge=at${maraAt40.position} outcome=ok `);
     expect(turns[3]).toContain(" reading_position=0.4 knowledge=name outcome=ok ");
+  });
+
+  /** A turn at 40 % with Mara whose model streams `reply` word by word, whatever it was asked. */
+  async function scriptedReply(chat: Awaited<ReturnType<typeof chatOver>>, reply: string, position = 0.4) {
+    chat.gateway.reset();
+    chat.reranker.reset();
+    scriptGateway(chat.gateway, { chat: { chunks: reply.match(/\S+\s*/g)! } });
+    const userId = crypto.randomUUID();
+    const mara = story.byName("Mara");
+    const session = await createSession(db, { userId, characterId: mara.id });
+    const res = await chat.app.postJson("/character/chat", {
+      user_id: userId,
+      character_id: mara.id,
+      book_id: story.bookId,
+      session_id: session.id,
+      user_message: "Tell me everything about the stranger.",
+      reading_position: position,
+    });
+    const { events } = await readSse(res);
+    await chat.app.settle();
+    const tokens = events.flatMap((e) => ("token" in e ? [e.token] : []));
+    const done = events.at(-1);
+    const [saved] = await db.query<{ content: string }>("SELECT content FROM messages WHERE session_id = $1 AND role = 'assistant'", [session.id]);
+    return { received: tokens.join(""), done: done && "done" in done ? done.full_response : undefined, saved: saved?.content };
+  }
+
+  const stops = async (chat: Awaited<ReturnType<typeof chatOver>>) =>
+    Object.fromEntries((await chat.metrics.chat.spoilerStops.get()).values.map((v) => [v.labels.kind, v.value]));
+
+  test("a model that names the stranger to a reader at 40 % is stopped before the name, and the reply ends in character", async () => {
+    const chat = await chatOver(env, db, kv);
+    const { received, done, saved } = await scriptedReply(chat, "The man I pulled from the sea is Silas Crane, and he is more than he seems.");
+    expect(received).toBe(`The man I pulled from the sea is ${SPOILER_CLOSING}`);
+    expect(done).toBe(received);
+    expect(saved).toBe(received);
+    expect(await stops(chat)).toEqual({ name: 1 });
+    const logged = chat.logLines.filter((line) => line.includes("reply stopped by the spoiler guard"));
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toContain(" kind=name reading_position=0.4 ");
+    expect(logged[0]).not.toContain("Silas");
+  });
+
+  test("a model that quotes a sentence from after 40 % is stopped on its eighth word: the sentence never reaches the reader", async () => {
+    const late = "He mended the cracked shutter on the gallery, rebuilt the slipway with stones from the beach, and carried the oil up the stairs.";
+    expect(storyText.indexOf(late.slice(0, -1)) / storyText.length).toBeGreaterThan(0.5);
+    const chat = await chatOver(env, db, kv);
+    const { received, done, saved } = await scriptedReply(chat, `I remember it well. ${late}`);
+    expect(received).toBe(`I remember it well. He mended the cracked shutter on the ${SPOILER_CLOSING}`);
+    expect(plain(received)).not.toContain("rebuilt the slipway");
+    expect(done).toBe(received);
+    expect(saved).toBe(received);
+    expect(await stops(chat)).toEqual({ passage: 1 });
+    // At the end of the book the same reply is the reader's to have, unchanged.
+    const whole = await scriptedReply(chat, `I remember it well. ${late}`, 1);
+    expect(whole.done).toBe(`I remember it well. ${late}`);
+  });
+
+  test("a model that quotes early text and names the characters met so far is never stopped", async () => {
+    const early = "She trimmed the wick, polished the great lens until it threw her own face back at her, and lit the flame at the exact minute the almanac gave for sunset.";
+    expect(storyText.indexOf(early) / storyText.length).toBeLessThan(0.1);
+    const chat = await chatOver(env, db, kv);
+    const reply = `I am Mara, and every evening I climbed the ninety-one steps. ${early} That is all I will say of it.`;
+    const { received, done, saved } = await scriptedReply(chat, reply);
+    expect(received).toBe(reply);
+    expect(done).toBe(reply);
+    expect(saved).toBe(reply);
+    expect(await stops(chat)).toEqual({});
   });
 
   test("at 100 % the reveal is reachable", async () => {
