@@ -520,6 +520,23 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
   });
 
+  test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell looked up from her sewing at Clara. Walter Ashdown stood at the window, and Mrs. Pell watched him. Presently he said, without turning,",
+        '"The mill is burning."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown"));
+  });
+
+  test("narration that names its lead once and goes on with 'he' keeps him the most likely speaker over a woman named since", () => {
+    const text = intro + ["Tobias walked down to the river. Clara had stayed behind at the house. He sat on the bank, and he watched the water.", '"The river is high tonight."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
   test("a description used in many tags becomes a character", () => {
     const text = [
       '"Who goes there?" said the lamplighter.',
