@@ -336,6 +336,8 @@ describe("speaker attribution", () => {
     ["a pronoun tag for the man", '"The gate is locked," he answered.', "Tobias Fenwick"],
     ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
     ["a less common speech verb", 'Clara looked at the gate. "It is open," contradicted Tobias.', "Tobias Fenwick"],
+    ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
+    ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
     ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
