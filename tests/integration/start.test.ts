@@ -110,6 +110,9 @@ describe("npm start with nothing configured", () => {
       const ingest = await runEntry("ingest/cli.ts", { DATA_DIR: dataDir }, undefined, ["ingest/sample/the-mending-room.txt"]);
       expect(ingest.exitCode).toBe(1);
       expect(ingest.stderr).toContain(`npm start is running on ${dataDir}`);
+      // What it suggests works on this install: not POST /character/processing, which refuses local files.
+      expect(ingest.stderr).not.toContain("/character/processing");
+      expect(ingest.stderr).toContain("stop it first (Ctrl-C in its terminal), then run this again; at the next npm start the book is on the chat page");
 
       expectStreamedReply(parseSseEvents(await runPrintedCurl(ready.curl!)));
     } finally {
