@@ -16,7 +16,7 @@ import { getBookReadingPositions, getCharacterKnowledge } from "../common/db/rea
 import { DEFAULT_CHARACTER_CHECKPOINTS, knowledgeAt } from "../common/prompt/reading-position.ts";
 import { startScriptedGateway } from "../tests/fixtures/ingest/harness.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
-import { freshDataDir, machineHeader, markdownTable } from "./support.ts";
+import { answerHelp, freshDataDir, machineHeader, markdownTable } from "./support.ts";
 
 const CLI = resolve(import.meta.dir, "..", "ingest", "cli.ts");
 const POSITIONS = Array.from({ length: 19 }, (_, i) => (i + 1) / 20);
@@ -80,6 +80,7 @@ async function measure(book: string, checkpoints: number, gateway: ReturnType<ty
 const share = (c: Coverage) => `${((100 * c.mute) / Math.max(1, c.met)).toFixed(1)} % (${c.mute}/${c.met})`;
 
 if (import.meta.main) {
+  answerHelp("usage: bun bench/checkpoint-coverage.ts [--checkpoints N] <book.txt>…\n\nModel calls per book for spoiler-safe checkpoints, and the share of (character, position) pairs where a character the reader has met speaks from the name alone.");
   const { values, positionals } = parseArgs({ args: Bun.argv.slice(2), allowPositionals: true, options: { checkpoints: { type: "string" } } });
   const checkpoints = Number(values.checkpoints ?? DEFAULT_CHARACTER_CHECKPOINTS);
   if (positionals.length === 0) {

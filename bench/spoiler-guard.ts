@@ -13,16 +13,14 @@ import { basename, join } from "node:path";
 import { buildShingleIndex, decodeShingleIndex, shingleKey, SHINGLE_WORDS, WORD_PATTERN } from "../common/prompt/book-shingles.ts";
 import { createSpoilerGuard } from "../common/prompt/spoiler-guard.ts";
 import { extractWork } from "../ingest/book-text.ts";
+import { answerHelp } from "./support.ts";
 
-const HELP = `Usage: bun bench/spoiler-guard.ts [book.txt ...]
+answerHelp(`usage: bun bench/spoiler-guard.ts [book.txt ...]
+
 Measures the spoiler guard per book: shingle index build, size, memory, decode, CPU per token.
-Default books: every .txt in ../shared/books.`;
+Default books: every .txt in ../shared/books.`);
 
 const args = process.argv.slice(2);
-if (args.includes("--help") || args.includes("-h")) {
-  console.log(HELP);
-  process.exit(0);
-}
 const DEFAULT_DIR = join(import.meta.dir, "../../shared/books");
 const paths = args.length > 0 ? args : (await readdir(DEFAULT_DIR)).filter((f) => f.endsWith(".txt")).sort().map((f) => join(DEFAULT_DIR, f));
 const REPLY_TOKENS = 300;
