@@ -1,3 +1,4 @@
+import { sleep } from "../../common/sleep.ts";
 import type { Logger } from "../../common/log.ts";
 
 /** How long, and how often, a lock release or a cache drop the store failed is tried again. */
@@ -25,7 +26,7 @@ export function createBackground(): { track: Track; settle: () => Promise<void> 
 export async function retryUntilStoreAnswers(log: Logger, key: string, write: () => Promise<unknown>) {
   const deadline = performance.now() + STORE_RETRY_WINDOW_MS;
   for (let wait = STORE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, STORE_RETRY_MAX_MS)) {
-    await Bun.sleep(wait);
+    await sleep(wait);
     try {
       await write();
       log.info("key-value write done after the store came back", { key });
