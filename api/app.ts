@@ -42,7 +42,7 @@ function describeValidation(error: Readonly<ValidationError>): string {
  * app's handler wrapped with the HTTP metrics. `routes` are the answers a Bun server gives with its
  * own router before `fetch` (the same answers `fetch` gives, counted alike). `settle` resolves once the
  * work requests left running after their responses (chat summary folds) has finished; a server awaits
- * it before closing the stores.
+ * it before closing the stores. `settleStarted` waits for the work started so far only (one request's).
  */
 export function createApp(deps: AppDeps) {
   const chat = createChatService(deps);
@@ -63,6 +63,7 @@ export function createApp(deps: AppDeps) {
       "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", guardedHealth), HEAD: withRouteMetrics(deps.metrics, "HEAD", "/health", guardedHealth) },
     },
     settle: chat.settle,
+    settleStarted: chat.settleStarted,
   };
 }
 

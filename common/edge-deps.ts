@@ -1,5 +1,5 @@
 import { secretsOf, type Config } from "./config.ts";
-import { createNeonDatabase } from "./db/neon.ts";
+import { createNeonDatabase, type NeonConnections, type NeonDatabase } from "./db/neon.ts";
 import { createUpstashKeyValueStore } from "./kv/upstash.ts";
 import { createOpenAiLanguageModel } from "./llm/gateway.ts";
 import { createLogger, type Logger } from "./log.ts";
@@ -50,10 +50,15 @@ export interface EdgeBuildOptions {
   /** Where log lines go; the runtime's console by default (a Worker's logs, Deno's stdout). */
   write?: (line: string) => void;
   logger?: Logger;
+  /** `per-request` on workerd, where a connection may serve only the request that opened it (common/db/neon.ts). */
+  databaseConnections?: NeonConnections;
 }
 
+/** The edge's dependencies: the database can scope its connections to a request. */
+export type EdgeDeps = Deps & { db: NeonDatabase };
+
 /** The API's dependencies on an edge runtime; throws BunOnlyError when the configuration asks for an embedded default. */
-export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): Deps {
+export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): EdgeDeps {
   refuseEmbeddedDefaults(config);
   const { database, kv: kvConfig, qdrant, typesense } = config;
   if (database.driver !== "neon" || kvConfig.driver !== "upstash" || !qdrant || !typesense || !config.llm.gatewayUrl) {
@@ -64,7 +69,12 @@ export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): D
     createLogger({ level: config.logLevel, format: config.logFormat, secrets: secretsOf(config), write: options.write ?? ((line) => console.log(line)) });
   // One registry per isolate: what it counts is this isolate's share of the traffic (docs/operations.md).
   const metrics = createCatalogueMetrics({ roles: ["api"] });
-  const db = createNeonDatabase({ url: database.url, ...(database.wsProxy ? { wsProxy: database.wsProxy } : {}), logger });
+  const db = createNeonDatabase({
+    url: database.url,
+    ...(database.wsProxy ? { wsProxy: database.wsProxy } : {}),
+    ...(options.databaseConnections ? { connections: options.databaseConnections } : {}),
+    logger,
+  });
   const kv = createUpstashKeyValueStore({ url: kvConfig.url, token: kvConfig.token });
   const llm = createOpenAiLanguageModel({
     baseURL: config.llm.gatewayUrl,

@@ -11,15 +11,16 @@ export interface EdgeApiOptions extends EdgeBuildOptions {
   swaggerUiAssets?: SwaggerUiAssets;
 }
 
+/** Keeps work alive after the response has gone (a Worker's `ctx.waitUntil`). */
+export type WaitUntil = (work: Promise<unknown>) => void;
+
 export interface EdgeApi {
-  /** Answers one request. */
-  fetch(request: Request): Promise<Response>;
   /**
-   * Settles once the work a response leaves behind is done: its stream ended (or the client left
-   * and the turn let go of its lock), then the summary folds and store writes running after it. A
-   * Worker hands this to `ctx.waitUntil` so the isolate is not stopped under them.
+   * Answers one request. The work its response leaves behind (the stream's end or the client's
+   * leaving with the lock let go, then the summary folds and store writes it started) goes to
+   * `waitUntil`, after which the request's database connections are closed.
    */
-  afterResponse(response: Response): Promise<void>;
+  fetch(request: Request, waitUntil: WaitUntil): Promise<Response>;
 }
 
 /**
@@ -29,7 +30,7 @@ export interface EdgeApi {
  */
 export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): EdgeApi {
   const deps = buildEdgeDeps(config, options);
-  const { app, fetch, settle } = createApp({
+  const { app, fetch, settleStarted } = createApp({
     ...deps,
     ...(options.adapter ? { adapter: options.adapter } : {}),
     ...(options.swaggerUiAssets ? { swaggerUiAssets: options.swaggerUiAssets } : {}),
@@ -46,10 +47,15 @@ export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): Edg
     reranker: deps.reranker ? "http" : "rank fusion",
   });
   return {
-    fetch,
-    async afterResponse(response) {
-      await sseStreamEnd(response);
-      await settle();
+    async fetch(request, waitUntil) {
+      const scope = deps.db.openScope();
+      const response = await scope.run(() => fetch(request));
+      const afterResponse = scope.run(async () => {
+        await sseStreamEnd(response);
+        await settleStarted();
+      });
+      waitUntil(afterResponse.finally(() => scope.end()));
+      return response;
     },
   };
 }

@@ -42,12 +42,8 @@ const server = Deno.serve(
       console.log(JSON.stringify({ msg: "api listening", runtime: "deno", address: bound, url, docs: `${url}${DOCS_PATH}` }));
     },
   },
-  async (request) => {
-    const response = await api.fetch(request);
-    // Deno keeps a process running: the work after a response just runs on; settle() waits for it at shutdown.
-    void api.afterResponse(response);
-    return response;
-  },
+  // Deno keeps a process running: the work after a response just runs on.
+  (request) => api.fetch(request, () => {}),
 );
 
 onStopSignals(() => {

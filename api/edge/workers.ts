@@ -24,7 +24,8 @@ const variables = Object.fromEntries(Object.entries(env).filter((entry): entry i
 // Built in global scope: workerd lets the framework generate its handlers only here, never in a request.
 function build(): EdgeApi {
   try {
-    return createEdgeApi(loadEdgeConfig(variables, WORKERS_DEFAULTS), { adapter: CloudflareAdapter, swaggerUiAssets });
+    // A WebSocket belongs to the request that opened it: database connections are per request.
+    return createEdgeApi(loadEdgeConfig(variables, WORKERS_DEFAULTS), { adapter: CloudflareAdapter, swaggerUiAssets, databaseConnections: "per-request" });
   } catch (err) {
     if (err instanceof ConfigError || err instanceof BunOnlyError) throw new Error(`configuration error: ${err.message}`, { cause: err });
     throw err;
@@ -33,10 +34,8 @@ function build(): EdgeApi {
 const api = build();
 
 export default {
-  async fetch(request: Request, _env: unknown, ctx: ExecutionContext): Promise<Response> {
-    const response = await api.fetch(request);
+  fetch(request: Request, _env: unknown, ctx: ExecutionContext): Promise<Response> {
     // The stream's end, the lock released, the summary fold: all after the response is returned.
-    ctx.waitUntil(api.afterResponse(response));
-    return response;
+    return api.fetch(request, (work) => ctx.waitUntil(work));
   },
 };

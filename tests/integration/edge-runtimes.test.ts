@@ -11,6 +11,7 @@ import type { Database } from "../../common/db/index.ts";
 import { createPostgresDatabase } from "../../common/db/postgres.ts";
 import { parseSseEvents } from "../support/chat.ts";
 import { EDGE_RUNTIMES, edgeRuntimeMissing, startEdgeRuntime, type EdgeService } from "../support/edge-runtime.ts";
+import { startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
 import { startFakeLlmGateway, type FakeLlmGateway } from "../support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
 import { startService, REPO_ROOT, type ServiceProcess } from "../support/process.ts";
@@ -35,7 +36,10 @@ interface World {
   db: Database;
   neon: WsTcpBridge;
   upstash: UpstashBridge;
+  /** The edge API's model. */
   gateway: FakeLlmGateway;
+  /** The worker's model, answering the profile and persona passes as the pipeline expects. */
+  ingestGateway: ScriptedGateway;
   /** Qdrant and Typesense as a fresh deployment has them: no collection yet (the servers cannot be installed here). */
   indexes: ReturnType<typeof Bun.serve>;
   files: ReturnType<typeof Bun.serve>;
@@ -51,13 +55,14 @@ beforeAll(async () => {
   const neon = startWsTcpBridge();
   const upstash = await startUpstashBridge({ redisUrl });
   const gateway = startFakeLlmGateway();
+  const ingestGateway = startScriptedGateway();
   const indexes = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => Response.json({ status: { error: "Not found: Collection doesn't exist!" }, message: "Not Found" }, { status: 404 }) });
   const files = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(BOOK, { headers: { "content-type": "text/plain; charset=utf-8" } }) });
   const filesHost = `127.0.0.1:${files.port}`;
   // The worker is a Bun container: Postgres and Redis over TCP, its embedded indexes. It applies the migrations.
   const worker = await startService(
     "ingest/worker.ts",
-    { DATABASE_URL: testDb.url, REDIS_URL: redisUrl, LLM_GATEWAY_URL: gateway.baseURL, FILE_URL_ALLOWED_HOSTS: filesHost, HOST: "127.0.0.1" },
+    { DATABASE_URL: testDb.url, REDIS_URL: redisUrl, LLM_GATEWAY_URL: ingestGateway.baseURL, FILE_URL_ALLOWED_HOSTS: filesHost, HOST: "127.0.0.1" },
     90_000,
     "METRICS_PORT",
   );
@@ -73,14 +78,14 @@ beforeAll(async () => {
     TYPESENSE_API_KEY: "edge-test",
     FILE_URL_ALLOWED_HOSTS: filesHost,
   };
-  world = { testDb, db, neon, upstash, gateway, indexes, files, worker, env };
+  world = { testDb, db, neon, upstash, gateway, ingestGateway, indexes, files, worker, env };
 });
 
 afterAll(async () => {
   if (!world) return;
   await world.worker.stop();
   await world.db.close();
-  await Promise.allSettled([world.neon.stop(), world.upstash.stop(), world.gateway.stop(), world.indexes.stop(true), world.files.stop(true)]);
+  await Promise.allSettled([world.neon.stop(), world.upstash.stop(), world.gateway.stop(), world.ingestGateway.stop(), world.indexes.stop(true), world.files.stop(true)]);
   await world.testDb.drop();
 });
 
@@ -145,7 +150,8 @@ for (const runtime of EDGE_RUNTIMES) {
         const row = await getBook(world!.db, book.id);
         return row?.processingStatus === "completed" || row?.processingStatus === "failed" ? row.processingStatus : undefined;
       });
-      expect(status).toBe("completed");
+      const [ingestion] = await world!.db.query<{ last_error: string | null }>("SELECT last_error FROM book_ingestions WHERE book_id = $1", [book.id]);
+      expect({ status, error: ingestion?.last_error ?? null }, world!.worker.logs().slice(-4000)).toEqual({ status: "completed", error: null });
     });
 
     test("streams a reply, refuses a second message meanwhile with 429, and saves the exchange", async () => {
