@@ -9,6 +9,8 @@ import { saveCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 import type { Database } from "../../common/db/index.ts";
 import { createPostgresDatabase } from "../../common/db/postgres.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { parseSseEvents } from "../support/chat.ts";
 import { EDGE_RUNTIMES, edgeRuntimeMissing, startEdgeRuntime, type EdgeService } from "../support/edge-runtime.ts";
 import { startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
@@ -34,6 +36,8 @@ if (unreachable) console.log(`skipping the edge runtime suites: ${unreachable}`)
 interface World {
   testDb: TestDatabase;
   db: Database;
+  /** The Redis the Upstash bridge serves, read directly. */
+  kv: KeyValueStore;
   neon: WsTcpBridge;
   upstash: UpstashBridge;
   /** The edge API's model. */
@@ -67,6 +71,7 @@ beforeAll(async () => {
     "METRICS_PORT",
   );
   const db = createPostgresDatabase({ url: testDb.url });
+  const kv = createRedisKeyValueStore({ url: redisUrl });
   const env = {
     DATABASE_URL: testDb.url,
     NEON_WS_PROXY: neon.address,
@@ -78,13 +83,14 @@ beforeAll(async () => {
     TYPESENSE_API_KEY: "edge-test",
     FILE_URL_ALLOWED_HOSTS: filesHost,
   };
-  world = { testDb, db, neon, upstash, gateway, ingestGateway, indexes, files, worker, env };
+  world = { testDb, db, kv, neon, upstash, gateway, ingestGateway, indexes, files, worker, env };
 });
 
 afterAll(async () => {
   if (!world) return;
   await world.worker.stop();
   await world.db.close();
+  await world.kv.close();
   await Promise.allSettled([world.neon.stop(), world.upstash.stop(), world.gateway.stop(), world.ingestGateway.stop(), world.indexes.stop(true), world.files.stop(true)]);
   await world.testDb.drop();
 });
@@ -183,6 +189,32 @@ for (const runtime of EDGE_RUNTIMES) {
         ["user", "Is the lamp lit?"],
         ["assistant", "The lamp is lit."],
       ]);
+      world!.gateway.reset();
+    });
+
+    test("a client that hangs up mid-reply cancels the model's request, frees the session and saves nothing", async () => {
+      const chat = await chatSession(world!.db);
+      const lockKey = `chat:lock:${chat.session_id}`;
+      world!.gateway.onChat((request) => (request.stream ? { chunks: Array.from({ length: 200 }, (_, i) => `word${i} `), tokenDelayMs: 50 } : { content: JSON.stringify({ narrative_query: "lamp", keyword_query: "lamp" }) }));
+      const hangUp = new AbortController();
+      const res = await fetch(`${api.url}/character/chat`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...chat, user_message: "Tell me everything." }),
+        signal: hangUp.signal,
+      });
+      const reader = res.body!.getReader();
+      let text = "";
+      while (!text.includes('"token"')) text += new TextDecoder().decode((await reader.read()).value);
+      expect(await world!.kv.get(lockKey)).not.toBeNull();
+      hangUp.abort();
+
+      await world!.gateway.waitForAbort();
+      expect(world!.gateway.chatRequests().find((r) => (r.body as { stream?: boolean }).stream)?.aborted).toBe(true);
+      await waitFor("the session's lock to be released", async () => ((await world!.kv.get(lockKey)) === null ? true : undefined), 30_000);
+      expect(await world!.db.query("SELECT role FROM messages WHERE session_id = $1", [chat.session_id])).toEqual([]);
+      const [session] = await world!.db.query<{ message_count: number }>("SELECT message_count FROM chat_sessions WHERE id = $1", [chat.session_id]);
+      expect(session?.message_count).toBe(0);
       world!.gateway.reset();
     });
 
