@@ -27,6 +27,12 @@ const BOOK = readFileSync(join(REPO_ROOT, "tests", "fixtures", "ingest", "the-ke
 /** A Redis database of its own, so the fixed `processing_queue` key is not shared with other suites. */
 const REDIS_DB = 11;
 const SLOW_REPLY = { chunks: ["The ", "lamp ", "is ", "lit."], tokenDelayMs: 400 };
+/**
+ * A reply outlasting the session lock's 30 s expiry: its fourth token comes 32 s in, its last 40 s in
+ * (gaps under the fake gateway's 10 s idle cut-off, as a model streaming steadily).
+ */
+const LONG_REPLY = { chunks: ["The ", "tide ", "turned ", "at ", "dusk."], tokenDelayMs: 8_000 };
+const TOKENS_PAST_LOCK_EXPIRY = 4;
 
 const postgres = await probePostgres();
 const redis = await probeRedis();
@@ -215,6 +221,35 @@ for (const runtime of EDGE_RUNTIMES) {
       expect(await world!.db.query("SELECT role FROM messages WHERE session_id = $1", [chat.session_id])).toEqual([]);
       const [session] = await world!.db.query<{ message_count: number }>("SELECT message_count FROM chat_sessions WHERE id = $1", [chat.session_id]);
       expect(session?.message_count).toBe(0);
+      world!.gateway.reset();
+    });
+
+    test("a reply streaming past the lock's 30 s expiry keeps the session locked to its end, then saves it", async () => {
+      const chat = await chatSession(world!.db);
+      world!.gateway.onChat((request) => (request.stream ? LONG_REPLY : { content: JSON.stringify({ narrative_query: "tide", keyword_query: "tide" }) }));
+      const first = await post(api, "/character/chat", { ...chat, user_message: "When did the tide turn?" });
+      const reader = first.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      // Four tokens in, the lock as first taken has expired: only its renewals keep the session busy.
+      while (parseSseEvents(text.slice(0, text.lastIndexOf("\n\n") + 2)).filter((e) => "token" in e).length < TOKENS_PAST_LOCK_EXPIRY) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      const second = await post(api, "/character/chat", { ...chat, user_message: "And then?" });
+      expect(parseSseEvents(await second.text())).toEqual([{ error: "another reply is in progress for this session", code: 429 }]);
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value);
+      }
+      expect(parseSseEvents(text).at(-1)).toMatchObject({ done: true, full_response: "The tide turned at dusk." });
+      const saved = await waitFor("the exchange to be saved", async () => {
+        const rows = await world!.db.query<{ role: string }>("SELECT role FROM messages WHERE session_id = $1", [chat.session_id]);
+        return rows.length === 2 ? rows : undefined;
+      });
+      expect(saved.map((m) => m.role).sort()).toEqual(["assistant", "user"]);
       world!.gateway.reset();
     });
 
