@@ -91,11 +91,13 @@ export interface ChatService {
   reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void>;
   /** Resolves once the work started after replies (summary folds, rewrite cache writes) has finished. */
   settle(): Promise<void>;
+  /** Resolves once the work started so far has finished, whatever starts later. */
+  settleStarted(): Promise<void>;
 }
 
 export function createChatService(deps: ChatDeps): ChatService {
   const log = deps.logger.child({ component: "chat" });
-  const { track, settle } = createBackground();
+  const { track, settle, settleStarted } = createBackground();
 
   const budget = promptBudget(deps.config?.chatContextTokens, deps.config?.chatReplyTokens);
   const counter = createTokenCounter();
@@ -327,5 +329,5 @@ export function createChatService(deps: ChatDeps): ChatService {
     }
   }
 
-  return { open, reply, settle };
+  return { open, reply, settle, settleStarted };
 }

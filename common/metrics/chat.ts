@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Histogram, type Registry } from "./prom.ts";
 
 /** The chat metrics of SPEC's catalogue, on the API, and ours beside them. */
 
