@@ -5,7 +5,7 @@
  * character's color, emoji and description are in character-style.ts. Pure: no I/O.
  */
 import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
-import { detokenize, type ParsedBookNlp } from "./nlp/booknlp-files.ts";
+import { detokenize, type ParsedBookNlp, type QuoteRow } from "./nlp/booknlp-files.ts";
 import { DEFAULT_MIN_MENTIONS, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "./nlp/character-list.ts";
 
 export const DEFAULT_MAX_CHARACTERS = 12;
@@ -71,25 +71,60 @@ export function clip(text: string, max: number): string {
 }
 
 const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
+/** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
+export const TAG_REACH = 4;
+/** A dialogue tag naming its speaker by a pronoun, a description ("her uncle") or an "I" is not a name. */
+const NOT_A_NAME = /^(?:he|she|i|it|they|we|you)$|^(?:his|her|their|my|the|a|an|this|that)\s/i;
 
 /**
  * Each speaker's lines as the book prints them, in book order: cut from the text by the quote's
- * token offsets (tokens re-joined leave seams such as "could n’t"), and only the quotes whose speaker
- * is tagged in the quote's own paragraph ("said Alice", "she said"). A speaker inferred from the
- * turns of a conversation is right often enough to rank characters, not to put words in their mouth.
+ * token offsets (tokens re-joined leave seams such as "could n’t"), and only the lines whose
+ * attribution is confident: a dialogue tag right next to the quotation that names the speaker
+ * ("said Elizabeth", "Mr. Darcy replied"), or a he/she tag in a paragraph that names the speaker
+ * too. A speaker inferred from the turns of a conversation, a tag by description ("replied her
+ * uncle") or a pronoun resolved across paragraphs is right often enough to rank characters, not to
+ * put words in their mouth. The pieces of one line split by its tag (“…,” said she, “…”) are joined
+ * into the line, without the tag.
  */
 function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string): Map<number, string[]> {
   const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
-  const lines = new Map<number, string[]>();
-  for (const q of parsed.quotes) {
-    if (q.charId === null || q.mentionStart < 0 || paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart)) continue;
+  const namedIn = new Set<string>();
+  for (const e of parsed.entities) if (e.prop === "PROP") namedIn.add(`${e.coref}:${paragraphOf(e.start)}`);
+  const textOf = (q: QuoteRow) => {
     const [from, to] = [tokens.start[q.quoteStart] ?? -1, tokens.end[q.quoteEnd] ?? -1];
-    if (from < 0 || to <= from) continue;
-    const text = source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
-    if (!text) continue;
-    const list = lines.get(q.charId) ?? [];
+    return from < 0 || to <= from ? "" : source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
+  };
+  const tagged = (q: QuoteRow) => {
+    const next = q.mentionStart > q.quoteEnd ? q.mentionStart - q.quoteEnd : q.quoteStart - q.mentionEnd;
+    return next > 0 && next <= TAG_REACH && paragraphOf(q.mentionStart) === paragraphOf(q.quoteStart);
+  };
+  const confident = (q: QuoteRow) =>
+    tagged(q) && (!NOT_A_NAME.test(q.mentionPhrase.trim()) ? /^\p{Lu}/u.test(q.mentionPhrase.trim()) : /^(?:he|she)$/i.test(q.mentionPhrase.trim()) && namedIn.has(`${q.charId}:${paragraphOf(q.quoteStart)}`));
+  const quotes = parsed.quotes.filter((q) => q.charId !== null && q.quoteStart >= 0).sort((a, b) => a.quoteStart - b.quoteStart);
+  const lines = new Map<number, string[]>();
+  for (let i = 0; i < quotes.length; i++) {
+    const q = quotes[i]!;
+    let text = textOf(q);
+    let sure = confident(q);
+    // A line split by its tag: the quotations that follow in the paragraph, by the same speaker.
+    const sameParagraph = (next: QuoteRow | undefined) => next !== undefined && paragraphOf(next.quoteStart) === paragraphOf(q.quoteStart);
+    for (let next = quotes[i + 1]; sameParagraph(next) && next!.charId === q.charId; next = quotes[i + 1]) {
+      const rest = textOf(next!);
+      // A quotation ending without punctuation ('THAT you won't') is a line of its own.
+      if (!rest || !/[,;:—–-]$|[.!?]$/u.test(text)) break;
+      // The comma before the tag stands for a full stop when the tag ended the sentence (“…,” said Ottilie. “…”).
+      const tag = source.slice(tokens.end[quotes[i]!.quoteEnd] ?? 0, tokens.start[next!.quoteStart] ?? 0);
+      const ended = /[.!?][\s“"‘«]*$/u.test(tag) && !/^\p{Ll}/u.test(rest);
+      text = ended ? `${text.replace(/,$/, ".")} ${rest}` : `${text} ${rest}`;
+      sure ||= confident(next!);
+      i++;
+    }
+    // A sentence the paragraph's next quotation goes on with, given to someone else: only a piece of a line.
+    const cut = /[,;—–-]$/u.test(text) && sameParagraph(quotes[i + 1]);
+    if (!text || !sure || cut) continue;
+    const list = lines.get(q.charId!) ?? [];
     list.push(text);
-    lines.set(q.charId, list);
+    lines.set(q.charId!, list);
   }
   return lines;
 }
