@@ -73,6 +73,10 @@ export function clip(text: string, max: number): string {
 const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
 /** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
 export const TAG_REACH = 4;
+/** Verbs of a dialogue tag. */
+const SPEECH_VERBS = new Set(
+  "said says say cried replied answered asked added continued returned observed remarked exclaimed whispered resumed rejoined inquired enquired began muttered shouted called interrupted repeated retorted murmured".split(" "),
+);
 /** A dialogue tag naming its speaker by a pronoun, a description ("her uncle") or an "I" is not a name. */
 const NOT_A_NAME = /^(?:he|she|i|it|they|we|you)$|^(?:his|her|their|my|the|a|an|this|that)\s/i;
 
@@ -94,9 +98,17 @@ function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string
     const [from, to] = [tokens.start[q.quoteStart] ?? -1, tokens.end[q.quoteEnd] ?? -1];
     return from < 0 || to <= from ? "" : source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
   };
+  const wordsOf = (from: number, to: number) => Array.from({ length: Math.max(0, to - from) }, (_, k) => tokens.word[from + k]?.toLowerCase() ?? "");
+  // The speaker's mention right by the quotation, with a verb of speech between or next to it ("as she appeared" is no tag).
   const tagged = (q: QuoteRow) => {
-    const next = q.mentionStart > q.quoteEnd ? q.mentionStart - q.quoteEnd : q.quoteStart - q.mentionEnd;
-    return next > 0 && next <= TAG_REACH && paragraphOf(q.mentionStart) === paragraphOf(q.quoteStart);
+    if (paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart)) return false;
+    const after = q.mentionStart > q.quoteEnd;
+    const gap = after ? q.mentionStart - q.quoteEnd : q.quoteStart - q.mentionEnd;
+    if (gap <= 0 || gap > TAG_REACH) return false;
+    const around = after ? wordsOf(q.quoteEnd + 1, q.mentionEnd + 2) : wordsOf(q.mentionStart, q.quoteStart);
+    // "Elizabeth replied that it was" reports speech; it tags no quotation.
+    const from = after ? q.quoteEnd + 1 : q.mentionStart;
+    return around.some((w, k) => SPEECH_VERBS.has(w) && tokens.word[from + k + 1]?.toLowerCase() !== "that");
   };
   const confident = (q: QuoteRow) =>
     tagged(q) && (!NOT_A_NAME.test(q.mentionPhrase.trim()) ? /^\p{Lu}/u.test(q.mentionPhrase.trim()) : /^(?:he|she)$/i.test(q.mentionPhrase.trim()) && namedIn.has(`${q.charId}:${paragraphOf(q.quoteStart)}`));

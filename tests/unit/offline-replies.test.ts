@@ -182,7 +182,7 @@ function partsOf(reply: string): { line: string; excerpt: string } {
  * the book's `_emphasis_` marks are read through, and where the text goes on from one quotation to
  * the next, the dialogue tag between them ("…,” said she, “…") may stand between two words.
  */
-export function occurrences(text: string, book: string): { at: number; end: number }[] {
+function occurrences(text: string, book: string): { at: number; end: number }[] {
   const gap = "(?:\\s+|[”\"’]\\s*[^“”\"]{1,240}?\\s*[“\"‘]|\\s*[“\"‘])";
   // Quotation marks at the edges may be the reply's own, opening or closing a quotation it cut.
   const bare = flat(text).replace(/^["“”‘’]+|["“”‘’]+$/g, "").replace(/[.,;:]+$/, "");
@@ -193,7 +193,7 @@ export function occurrences(text: string, book: string): { at: number; end: numb
 }
 
 /** Rule 2: every sentence of `text` is in the book, word for word (a comma the reply turned into a full stop aside). */
-export function inBook(text: string, book: string): boolean {
+function inBook(text: string, book: string): boolean {
   return sentencesOf(text).every((s) => occurrences(s, book).length > 0);
 }
 
@@ -202,7 +202,7 @@ export function inBook(text: string, book: string): boolean {
  * dialogue tag that itself ends the sentence (“Friday is too soon,” said Ottilie. “Glue…”), not at
  * one the quotation goes on after (“What does Mr. Darcy mean,” said she to Charlotte, “by listening…”).
  */
-export function endsWhole(text: string, book: string): boolean {
+function endsWhole(text: string, book: string): boolean {
   return sentencesOf(text).every((s) => {
     const bare = s.replace(/[.,;:]+$/, "");
     if (/[.!?]["”’)]*$/.test(bare)) return true;
@@ -224,7 +224,7 @@ export interface BookFacts {
 }
 
 /** The book's quotations with the names of the speaker the native NLP engine attributes each to. */
-export function bookFacts(text: string): BookFacts {
+function bookFacts(text: string): BookFacts {
   const analysis = analyze(text);
   const parsed = parseBookNlp(render(analysis));
   const names = new Map(
@@ -248,20 +248,21 @@ export interface Speaker {
 const nameWords = (names: readonly string[]) => new Set(names.flatMap((n) => words(withoutTitle(n))));
 const TITLE = "(?:Mr\\.|Mrs\\.|Miss|Lady|Sir|Colonel|Captain|Dr\\.|Lord)\\s+";
 const TAG_AFTER = new RegExp(`^[\\s,!?.—]*${SPEECH_VERB}\\s+(?:${TITLE})?(he|she|(?:her|his|the)\\s+\\w+|[A-Z]\\w+)|^[\\s,!?.—]*(?:${TITLE})?([A-Z]\\w+|he|she)\\s+${SPEECH_VERB}\\b`);
+const TAG_ANYWHERE = new RegExp(`${SPEECH_VERB}\\s+(?:${TITLE})?(he|she|(?:her|his|the)\\s+\\w+|[A-Z]\\w+)|\\b(?:${TITLE})?([A-Z]\\w+|he|she)\\s+${SPEECH_VERB}\\b`);
 const TAG_BEFORE = new RegExp(`${SPEECH_VERB}\\s+(?:${TITLE})?(he|she|(?:her|his|the)\\s+\\w+|[A-Z]\\w+)[,:.]?\\s*$|(?:${TITLE})?([A-Z]\\w+|he|she)\\s+${SPEECH_VERB}[,:.]?\\s*$`);
 
 /** Whether a tag's speaker ("Mrs. Bennet", "she", "her mother") can be the asked character. */
 function tagFits(who: string | undefined, speaker: Speaker): boolean {
   if (who === undefined) return true;
-  if (who === "he" || who === "she") return who === speaker.pronoun;
+  if (/^(?:he|she)$/i.test(who)) return who.toLowerCase() === speaker.pronoun;
   if (/\s/.test(who)) return false; // "her mother", "the other": somebody described, not the speaker by name
   return nameWords(speaker.names).has(who.toLowerCase());
 }
 
 /**
  * Rule 5 for one sentence of a line: some occurrence of it lies inside a quotation that the engine
- * attributes to the speaker, with no dialogue tag right before the quotation's opening or right
- * after its closing (in the same paragraph) naming anyone else.
+ * attributes to the speaker, with no dialogue tag naming anyone else right after its closing, right
+ * before its opening, or between it and the paragraph's quotation before it.
  */
 function ownSentence(sentence: string, facts: BookFacts, speaker: Speaker): boolean {
   const wanted = nameWords(speaker.names);
@@ -269,15 +270,17 @@ function ownSentence(sentence: string, facts: BookFacts, speaker: Speaker): bool
     const q = facts.quotations.find((x) => x.open <= at && at < x.close);
     if (!q || !q.speaker.some((n) => words(withoutTitle(n)).some((w) => wanted.has(w)))) return false;
     const after = facts.text.slice(q.close + 1, q.close + 80).split(/\n\s*\n/)[0]!;
-    const before = facts.text.slice(Math.max(0, q.open - 80), q.open).split(/\n\s*\n/).at(-1)!;
+    const before = facts.text.slice(Math.max(0, q.open - 400), q.open).split(/\n\s*\n/).at(-1)!;
     const tagAfter = TAG_AFTER.exec(after);
-    const tagBefore = TAG_BEFORE.exec(before);
+    // Between two quotations of a paragraph, the tag of the first ("cried her father as she appeared.") is the second's too.
+    const sincePrevious = /(?:[”"]|’(?!\p{L}))((?:[^”"’]|’(?=\p{L}))*)$/u.exec(before);
+    const tagBefore = sincePrevious ? TAG_ANYWHERE.exec(sincePrevious[1]!) : TAG_BEFORE.exec(before);
     return tagFits(tagAfter?.[1] ?? tagAfter?.[2], speaker) && tagFits(tagBefore?.[1] ?? tagBefore?.[2], speaker);
   });
 }
 
 /** Rule 6's start: `text` begins where a sentence or a quotation begins in the book (some occurrence of its first words). */
-export function startsWhole(text: string, book: string): boolean {
+function startsWhole(text: string, book: string): boolean {
   const head = text.replace(/^[“"‘\s]+/, "");
   if (head.startsWith("…") || /^\p{Ll}/u.test(head)) return false;
   const first = (sentencesOf(head)[0] ?? head).split(/\s+/).slice(0, 6).join(" ");
@@ -468,4 +471,4 @@ describe("offline replies, judged by the stated rule", () => {
 });
 
 /** Measured 16/22, 10/22 and 18/24 (docs/decisions.md, Offline replies); below these, replies got worse. Book NLP changes may move a line or two. */
-const MIN_PASSING = { mendingRoom: 14, alice: 7, issue: 10 };
+const MIN_PASSING = { mendingRoom: 14, alice: 6, issue: 12 };
