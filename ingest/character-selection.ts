@@ -77,20 +77,24 @@ export const TAG_REACH = 4;
 const SPEECH_VERBS = new Set(
   "said says say cried replied answered asked added continued returned observed remarked exclaimed whispered resumed rejoined inquired enquired began muttered shouted called interrupted repeated retorted murmured".split(" "),
 );
-/** A dialogue tag naming its speaker by a pronoun, a description ("her uncle") or an "I" is not a name. */
-const NOT_A_NAME = /^(?:he|she|i|it|they|we|you)$|^(?:his|her|their|my|the|a|an|this|that)\s/i;
+/** A he/she tag: it names no one, and counts only where the paragraph names the speaker too. */
+const PRONOUN_TAG = /^(?:he|she)$/i;
+/** A tag's words compared with a character's names: case, a leading article and spacing aside. */
+const tagKey = (phrase: string) => nameKey(phrase).replace(/^(?:the|a|an)\s+/, "");
 
 /**
  * Each speaker's lines as the book prints them, in book order: cut from the text by the quote's
  * token offsets (tokens re-joined leave seams such as "could n’t"), and only the lines whose
- * attribution is confident: a dialogue tag right next to the quotation that names the speaker
- * ("said Elizabeth", "Mr. Darcy replied"), or a he/she tag in a paragraph that names the speaker
- * too. A speaker inferred from the turns of a conversation, a tag by description ("replied her
- * uncle") or a pronoun resolved across paragraphs is right often enough to rank characters, not to
- * put words in their mouth. The pieces of one line split by its tag (“…,” said she, “…”) are joined
- * into the line, without the tag.
+ * attribution is confident: a dialogue tag right by the quotation, with a verb of speech, that calls
+ * the speaker by one of its names ("said Elizabeth", "Mr. Darcy replied", "said the stranger" when
+ * the stranger is what the book calls him), or a he/she tag in a paragraph that names the speaker.
+ * A speaker inferred from the turns of a conversation, a tag by a description the speaker is not
+ * known by ("replied her uncle" given to Darcy) or a pronoun resolved across paragraphs is right
+ * often enough to rank characters, not to put words in their mouth. The pieces of one line split by
+ * its tag (“…,” said she, “…”) are joined into the line, without the tag. `names` holds each
+ * cluster's name and aliases.
  */
-function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string): Map<number, string[]> {
+function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string, names: ReadonlyMap<number, readonly string[]>): Map<number, string[]> {
   const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
   const namedIn = new Set<string>();
   for (const e of parsed.entities) if (e.prop === "PROP") namedIn.add(`${e.coref}:${paragraphOf(e.start)}`);
@@ -110,8 +114,13 @@ function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string
     const from = after ? q.quoteEnd + 1 : q.mentionStart;
     return around.some((w, k) => SPEECH_VERBS.has(w) && tokens.word[from + k + 1]?.toLowerCase() !== "that");
   };
-  const confident = (q: QuoteRow) =>
-    tagged(q) && (!NOT_A_NAME.test(q.mentionPhrase.trim()) ? /^\p{Lu}/u.test(q.mentionPhrase.trim()) : /^(?:he|she)$/i.test(q.mentionPhrase.trim()) && namedIn.has(`${q.charId}:${paragraphOf(q.quoteStart)}`));
+  const keys = new Map([...names].map(([id, list]) => [id, new Set(list.map(tagKey))]));
+  const confident = (q: QuoteRow) => {
+    if (!tagged(q)) return false;
+    const phrase = q.mentionPhrase.trim();
+    if (PRONOUN_TAG.test(phrase)) return namedIn.has(`${q.charId}:${paragraphOf(q.quoteStart)}`);
+    return keys.get(q.charId!)?.has(tagKey(phrase)) ?? false;
+  };
   const quotes = parsed.quotes.filter((q) => q.charId !== null && q.quoteStart >= 0).sort((a, b) => a.quoteStart - b.quoteStart);
   const lines = new Map<number, string[]>();
   for (let i = 0; i < quotes.length; i++) {
@@ -285,7 +294,8 @@ export function selectCharacters(
   // Code-point offsets index a JavaScript string only when it has no astral characters.
   const text = book.text;
   const source = text !== undefined && (tokens.offsets === "utf16" || !/[\uD800-\uDBFF]/.test(text)) ? text : undefined;
-  const lines = source === undefined ? undefined : taggedLines(parsed, tokens, source);
+  const names = new Map(list.map((c) => [c.id, [c.name, ...c.aliases]]));
+  const lines = source === undefined ? undefined : taggedLines(parsed, tokens, source, names);
   const owner = new Map<number, number>();
   chosen.forEach((m, i) => m.ids.forEach((id) => owner.set(id, i)));
   const paragraphs = chosen.map(() => new Set<number>());

@@ -136,4 +136,13 @@ describe("the lines a character is given", () => {
   test("gives a line whose tag names no one (“replied her aunt”) to nobody", () => {
     expect(select(text).flatMap((c) => c.quotes)).not.toContain("My love, you must not fret so,");
   });
+  test("keeps the lines of a character the book calls by a description (“said the stranger”)", () => {
+    const story = [
+      "The stranger came in from the rain. The stranger sat by the stove, and the stranger said nothing for an hour.",
+      "“Where am I?” asked the stranger.",
+      "“On Gull Rock,” said Mara. Mara lit the lamp.",
+      "“Every sailor has stood in a lamp room,” said the stranger.",
+    ].join("\n\n");
+    expect(select(story).find((c) => /stranger/i.test(c.name))?.quotes).toEqual(["Where am I?", "Every sailor has stood in a lamp room,"]);
+  });
 });
