@@ -19,37 +19,57 @@ export interface Span {
   end: number;
 }
 
-/** Finds a fragment of the book in it, whatever whitespace the book has between its words. */
+/**
+ * Finds a fragment of the book in it, whatever whitespace the book has between its words, and across
+ * the dialogue tag between the pieces of a line joined without it (“Friday is too soon,” said
+ * Ottilie. “Glue…” is the line "Friday is too soon. Glue…", see character-selection.ts).
+ */
 export type TextLocator = (fragment: string, from?: number) => Span | null;
 
 /** Words a search starts from; the rest of the fragment is compared at each hit. */
 const HEAD_WORDS = 6;
 const REGEX_SPECIAL = /[.*+?^${}()|[\]\\]/g;
+/** The dialogue tag between two pieces of one line: its closing mark, the tag, the opening mark. */
+const TAG_BETWEEN = /^["”’]\s+[^"“”‘]{1,200}?[“"‘]/u;
 
 export function createTextLocator(text: string): TextLocator {
+  /** Where `word` ends when it is at `pos`; a full stop the line put for the comma before a tag matches that comma. */
+  const wordEnd = (word: string, pos: number): number | null => {
+    if (text.startsWith(word, pos)) return pos + word.length;
+    const comma = word.endsWith(".") ? `${word.slice(0, -1)},` : undefined;
+    return comma !== undefined && text.startsWith(comma, pos) && /["”’]/u.test(text[pos + comma.length] ?? "") ? pos + comma.length : null;
+  };
   /** The end of the fragment's words when they are at `at`, else null. */
   const endIfAt = (at: number, words: readonly string[]): number | null => {
     let pos = at;
     for (let i = 0; i < words.length; i++) {
       if (i > 0) {
         const before = pos;
-        while (pos < text.length && isWhitespace(text.charCodeAt(pos))) pos++;
+        const tag = TAG_BETWEEN.exec(text.slice(pos, pos + 240));
+        if (tag) pos += tag[0].length;
+        else while (pos < text.length && isWhitespace(text.charCodeAt(pos))) pos++;
         if (pos === before) return null;
       }
-      if (!text.startsWith(words[i]!, pos)) return null;
-      pos += words[i]!.length;
+      const end = wordEnd(words[i]!, pos);
+      if (end === null) return null;
+      pos = end;
     }
     return pos;
   };
   return (fragment, from = 0) => {
     const words = fragment.replace(/…$/u, "").trim().split(/\s+/).filter(Boolean);
     if (words.length === 0) return null;
-    const head = new RegExp(words.slice(0, HEAD_WORDS).map((w) => w.replace(REGEX_SPECIAL, "\\$&")).join("\\s+"), "g");
-    head.lastIndex = Math.max(0, from);
-    for (let m = head.exec(text); m; m = head.exec(text)) {
+    // The head stops at the first word with punctuation after it: a tag may stand there, and a full stop for its comma.
+    const cut = words.findIndex((w) => /\p{P}$/u.test(w));
+    const head = words.slice(0, Math.min(HEAD_WORDS, cut === -1 ? HEAD_WORDS : cut + 1)).map((w, i, all) =>
+      i === all.length - 1 ? w.replace(/[.,;:!?]+$/u, "").replace(REGEX_SPECIAL, "\\$&") : w.replace(REGEX_SPECIAL, "\\$&"),
+    );
+    const pattern = new RegExp(head.filter(Boolean).join("\\s+"), "g");
+    pattern.lastIndex = Math.max(0, from);
+    for (let m = pattern.exec(text); m; m = pattern.exec(text)) {
       const end = endIfAt(m.index, words);
       if (end !== null) return { start: m.index, end };
-      head.lastIndex = m.index + 1;
+      pattern.lastIndex = m.index + 1;
     }
     return null;
   };

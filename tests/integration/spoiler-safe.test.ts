@@ -374,9 +374,9 @@ describe("checkpoints configured and failing", () => {
     const { env, story } = await ingestWith(4, (gateway) => {
       echoMaterial(gateway);
       const echo = gateway.override.persona!;
-      // Mara's personas written once the stranger has come but before he is named fail every time; her earlier ones and the whole book's do not.
+      // Mara's personas written once she has tried the stranger's name ("Silas Crane,") but before her last lines fail every time; her earlier ones and the whole book's do not.
       gateway.override.persona = (input) =>
-        input.name.includes("Mara") && !input.profile.psychology.includes("Silas") && input.profile.psychology.includes("stranger")
+        input.name.includes("Mara") && input.profile.psychology.includes("Silas Crane,") && !input.profile.psychology.includes("splice")
           ? { status: 400, message: "refused" }
           : echo(input);
     });

@@ -54,6 +54,16 @@ describe("finding the book's fragments in it", () => {
     expect(locate(fragment)).toEqual(start === null || end === null ? null : { start, end });
   });
 
+  test.each([
+    ["a line joined across its tag, whose comma the tag ended became a full stop", "Friday is too soon. Glue does not hurry.", 1, 57],
+    ["a line joined across a tag the sentence goes on after", "What does Mr. Crane mean, by bringing it here?", 61, 128],
+    ["the first piece alone, its comma said as a full stop", "Friday is too soon.", 1, 20],
+    ["words the tag stands between, which are no line", "soon, said Ottilie", null, null],
+  ] as const)("%s", (_, fragment, start, end) => {
+    const book = `"Friday is too soon," said Ottilie. "Glue does not hurry."\n\n“What does Mr. Crane mean,” said she to Jonah, “by bringing\nit here?”`;
+    expect(createTextLocator(book)(fragment)).toEqual(start === null || end === null ? null : { start, end });
+  });
+
   test("a later occurrence is found from a given offset", () => {
     expect(locate("Mara lit the lamp", 1)).toEqual({ start: 75, end: 92 });
   });
