@@ -1,21 +1,24 @@
 import { Elysia, ValidationError, type ElysiaAdapter } from "elysia";
-import { ErrorBody, type ChatRequest } from "../common/contract/schemas.ts";
+import { ErrorBody } from "../common/contract/schemas.ts";
 import { chatRoutes } from "./chat/index.ts";
 import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
-import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withChatExample, type SwaggerUiAssets } from "./docs.ts";
+import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withRequestExamples, type RequestExamples, type SwaggerUiAssets } from "./docs.ts";
 import { asHttpError, HttpError } from "./errors.ts";
 import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { LocalChatOptions } from "../common/local/sessions.ts";
+import { localFileRoute } from "./local-file.ts";
 import { playgroundRoutes } from "./playground/index.ts";
 import { createRequestGuard, type RequestGuardOptions } from "./request-guard.ts";
 
 export interface AppDeps extends ProcessingDeps, ChatDeps {
   /** Serve the chat page (api/playground), with these rules for the local sessions it opens; absent, no page. */
   playground?: LocalChatOptions;
-  /** A chat request that works here (`npm start`'s sample session), shown as the docs' example once known. */
-  chatExample?: () => ChatRequest | undefined;
+  /** Requests that work here (`npm start`'s sample session and book), shown as the docs' examples once known. */
+  requestExamples?: () => RequestExamples;
+  /** A book file served at a hidden route for the API to download itself (api/local-file.ts); absent, none. */
+  localFile?: string;
   /** Which hosts and origins may use the API (api/request-guard.ts); loopback and same-origin only when absent. */
   requestGuard?: RequestGuardOptions;
   /** The framework's adapter for the runtime (workerd's precompiles at start-up, where code generation is allowed); the runtime's default when absent. */
@@ -53,8 +56,8 @@ export function createApp(deps: AppDeps) {
     const refused = refuse(request);
     if (refused) return refused;
     const response = await app.handle(request);
-    const example = deps.chatExample?.();
-    return example && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withChatExample(response, example) : response;
+    const examples = deps.requestExamples?.();
+    return examples && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withRequestExamples(response, examples) : response;
   };
   return {
     app,
@@ -147,7 +150,8 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
     )
     .use(processingRoutes(deps))
     .use(chatRoutes(chat))
-    .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }));
+    .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }))
+    .use(deps.localFile ? localFileRoute(deps.localFile) : new Elysia({ name: "local-file" }));
   knownRoutes = () => app.routes;
   return app;
 }

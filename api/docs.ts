@@ -1,7 +1,7 @@
 import { openapi } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
 import { z } from "zod";
-import type { ChatRequest } from "../common/contract/schemas.ts";
+import type { ChatRequest, ProcessingRequest } from "../common/contract/schemas.ts";
 
 /**
  * OpenAPI document and Swagger UI. The UI's script and stylesheet are served by the API itself from
@@ -50,15 +50,25 @@ export function toOpenApiSchema(schema: z.ZodType): Record<string, unknown> {
 type MediaType = { schema?: { example?: unknown }; example?: unknown };
 type OpenApiDocument = { paths?: Record<string, Record<string, { requestBody?: { content?: Record<string, MediaType> } }>> };
 
+/** Requests that work on this service as it runs (`npm start`'s sample story), shown as the document's examples. */
+export interface RequestExamples {
+  chat?: ChatRequest;
+  processing?: ProcessingRequest;
+}
+
+const EXAMPLE_PATHS: Record<keyof RequestExamples, string> = { chat: "/character/chat", processing: "/character/processing" };
+
 /**
- * The OpenAPI document with the example of `POST /character/chat` replaced by a request that works
- * on this service (`npm start` passes the sample story's real ids), so Swagger UI's "Try it out"
- * streams a reply instead of answering 404 for made-up ids.
+ * The OpenAPI document with the request examples of `POST /character/chat` and `POST
+ * /character/processing` replaced by requests that work here, so Swagger UI's "Try it out" streams a
+ * reply and queues a book instead of answering 404 or 422 for made-up ids and addresses.
  */
-export async function withChatExample(response: Response, example: ChatRequest): Promise<Response> {
+export async function withRequestExamples(response: Response, examples: RequestExamples): Promise<Response> {
   const document = (await response.json()) as OpenApiDocument;
-  const media = document.paths?.["/character/chat"]?.post?.requestBody?.content?.["application/json"];
-  if (media) {
+  for (const [name, path] of Object.entries(EXAMPLE_PATHS) as [keyof RequestExamples, string][]) {
+    const example = examples[name];
+    const media = document.paths?.[path]?.post?.requestBody?.content?.["application/json"];
+    if (!example || !media) continue;
     media.example = example;
     if (media.schema) media.schema.example = example;
   }
