@@ -49,11 +49,17 @@ afterAll(async () => {
   await rm(dataDir, { recursive: true, force: true });
 });
 
-/** The opening of a reply: offline, the character's own words from the story. */
+/**
+ * The opening of a reply: offline, the character's own words from the story. A line the story splits
+ * with its dialogue tag ("…1891," said Ottilie, "and a library…") is said whole, its comma a full stop
+ * where the tag ended the sentence, so each piece of the opening between punctuation is looked for in
+ * the story on its own.
+ */
 function expectFromTheStory(reply: string) {
   const opening = reply.split("\n")[0]!.slice(0, 40);
   expect(opening.length).toBe(40);
-  expect(story.replace(/\s+/g, " ")).toContain(opening);
+  const text = story.replace(/\s+/g, " ");
+  for (const piece of opening.split(/[,.!?]/).map((p) => p.trim()).filter((p) => p.length > 0)) expect(text).toContain(piece);
 }
 
 describe("bun run chat while npm start runs", () => {
