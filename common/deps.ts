@@ -10,6 +10,7 @@ import { createLanguageModel } from "./llm/create.ts";
 import type { LanguageModel } from "./llm/index.ts";
 import { createLogger, toStdout, type Logger } from "./log.ts";
 import { createMetrics, type Metrics, type MetricsRole } from "./metrics/index.ts";
+import { enableKvMetricsAggregation } from "./metrics/kv-aggregation.ts";
 import { countTokens } from "./metrics/llm.ts";
 import { createHttpReranker } from "./rerank/http.ts";
 import { detectProcessingStatuses } from "./db/processing-status.ts";
@@ -71,6 +72,7 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
   await detectProcessingStatuses(db, logger);
 
   const kv = createKeyValueStore(config.kv, logger);
+  if (config.metricsAggregation) enableKvMetricsAggregation(metrics, kv, { ...config.metricsAggregation, logger });
   const llm = createLanguageModel(config.llm, {
     onUsage: (purpose, usage) => countTokens(metrics, purpose, usage.promptTokens, usage.completionTokens),
   });
@@ -103,6 +105,8 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
     textIndex,
     reranker,
     async close() {
+      // The last requests' series reach the store before it closes.
+      await metrics.aggregation?.close();
       await Promise.allSettled([kv.close(), vectorIndex.close?.(), textIndex.close?.()]);
       await db.close();
     },
