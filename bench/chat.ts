@@ -43,6 +43,8 @@ const STREAM_PREFIX = "stream:";
 /** `paced:<ms>:<n> …`: a reply of n tokens, one every ms milliseconds, as a model sends them. */
 export const pacedMessage = (intervalMs: number, tokens: number, text: string) => `paced:${intervalMs}:${tokens} ${text}`;
 const PACED = /^paced:(\d+):(\d+) /;
+/** Tokens of a profiled turn's reply when the profile paces them. */
+const PACED_PROFILE_TOKENS = 200;
 
 /** The gateway child: replies of REPLY_TOKENS tokens, or STREAM_TOKENS when the message asks for a stream. */
 function serveGateway() {
@@ -586,12 +588,14 @@ function profileTables(profile: CpuProfile, top: number, turns: number): string 
 }
 
 /**
- * `bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns N] [--save file.cpuprofile]`: the
+ * `bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns N] [--token-interval-ms MS] [--save file.cpuprofile]`: the
  * API server under Bun's sampling profiler for WARMUP + N first turns from one client; prints where its
  * main thread's time went, and keeps the profile (for Chrome's DevTools) with --save.
  */
 async function profileChat() {
   const turns = Number(option("--turns") ?? 1000);
+  const pacingOption = option("--token-interval-ms");
+  const pacing = pacingOption === undefined ? undefined : Number(pacingOption);
   const gateway = await startGatewayProcess();
   const dir = await mkdtemp(join(tmpdir(), "chat-profile-"));
   try {
@@ -600,7 +604,11 @@ async function profileChat() {
     if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
     const bun = apiRuntime("bun");
     await withChatApi(live, gateway.baseURL, WARMUP + turns, { ...bun, args: [...bun.args, "--cpu-prof", `--cpu-prof-dir=${dir}`] }, async ({ exchange }) => {
-      for (let i = 0; i < WARMUP + turns; i++) await exchange(`What happened to the Albatross in the storm? (${i})`);
+      for (let i = 0; i < WARMUP + turns; i++) {
+        const message = `What happened to the Albatross in the storm? (${i})`;
+        // With --token-interval-ms, the measured turns' replies come paced (PACED_PROFILE_TOKENS tokens).
+        await exchange(pacing !== undefined && i >= WARMUP ? pacedMessage(pacing, PACED_PROFILE_TOKENS, message) : message);
+      }
     });
     const [file] = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile"));
     if (!file) throw new Error("the API wrote no profile");
