@@ -80,18 +80,37 @@ async function startProxyProcess(gatewayURL: string): Promise<{ url: string; pid
 // ---------------------------------------------------------------------------------------------
 // Measuring
 
-/** CPU ms of process `pid` per call of `run` (`count` calls, `concurrency` at a time). */
-async function cpuPerCall(pid: number, count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number> {
+/** How long a process is watched doing nothing, for the CPU it spends anyway (timers, the engine's threads). */
+const IDLE_WATCH_MS = 3_000;
+
+/** CPU ms per second that process `pid` spends while nothing is asked of it. */
+async function idleCpuRate(pid: number): Promise<number> {
   const before = await cpuNanoseconds(pid);
+  const start = performance.now();
+  await Bun.sleep(IDLE_WATCH_MS);
+  const after = await cpuNanoseconds(pid);
+  if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
+  return (after - before) / 1e6 / ((performance.now() - start) / 1000);
+}
+
+/**
+ * CPU ms of process `pid` per call of `run` (`count` calls, `concurrency` at a time), less what the
+ * process spends idle (`idleRate`, ms per second) over the same time: a paced stream takes seconds of
+ * wall time, and at one session that idle share would otherwise be counted as the exchange's own.
+ */
+async function cpuPerCall(pid: number, idleRate: number, count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number> {
+  const before = await cpuNanoseconds(pid);
+  const start = performance.now();
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, count) }, async () => {
       while (next < count) await run(next++);
     }),
   );
+  const seconds = (performance.now() - start) / 1000;
   const after = await cpuNanoseconds(pid);
   if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
-  return (after - before) / 1e6 / count;
+  return ((after - before) / 1e6 - idleRate * seconds) / count;
 }
 
 /** Per token and at zero tokens, from the CPU per call at SHORT_REPLY and LONG_REPLY tokens. */
@@ -107,8 +126,9 @@ interface Row {
   longMs: number;
 }
 
-async function measurePaced(api: ChatApi, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void): Promise<Row[]> {
+async function measurePaced(api: ChatApi, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void): Promise<{ rows: Row[]; idleRate: number }> {
   for (let i = 0; i < PACED_WARMUP; i++) await api.exchange(`Tell me about the storm. (warm-up ${i})`);
+  const idleRate = await idleCpuRate(api.pid);
   const rows: Row[] = [];
   for (const sessions of SESSIONS) {
     const count = turns(sessions);
@@ -117,16 +137,17 @@ async function measurePaced(api: ChatApi, intervalMs: number, turns: (sessions: 
       progress(`chat, paced: ${sessions} sessions, ${tokens}-token replies`);
       const ids = Array.from({ length: count }, () => api.takeSession());
       const say = (turn: string, i: number) => pacedMessage(intervalMs, tokens, `What happened to the Albatross in the storm? (${turn} ${sessions}.${tokens}.${i})`);
-      cpu.first[length] = await cpuPerCall(api.pid, count, sessions, (i) => api.exchange(say("first", i), {}, ids[i]));
-      cpu["follow-up"][length] = await cpuPerCall(api.pid, count, sessions, (i) => api.exchange(say("follow-up", i), {}, ids[i]));
+      cpu.first[length] = await cpuPerCall(api.pid, idleRate, count, sessions, (i) => api.exchange(say("first", i), {}, ids[i]));
+      cpu["follow-up"][length] = await cpuPerCall(api.pid, idleRate, count, sessions, (i) => api.exchange(say("follow-up", i), {}, ids[i]));
     }
     for (const turn of ["first", "follow-up"] as const) rows.push({ sessions, turn, shortMs: cpu[turn].short!, longMs: cpu[turn].long! });
   }
-  return rows;
+  return { rows, idleRate };
 }
 
 async function measureFloors(proxyPid: number, proxyURL: string, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void) {
   const floors: Record<"pass" | "reframe", Record<number, { shortMs: number; longMs: number }>> = { pass: {}, reframe: {} };
+  const idleRate = await idleCpuRate(proxyPid);
   for (const path of ["pass", "reframe"] as const) {
     // Unpaced streams first, so the proxy's process is as warm as the API after its warm-up turns.
     for (let i = 0; i < FLOOR_WARMUP; i++) {
@@ -144,10 +165,13 @@ async function measureFloors(proxyPid: number, proxyURL: string, intervalMs: num
         if (!text.includes(`tok${tokens - 1} `)) throw new Error(`the ${path} stream was cut short`);
       };
       const count = turns(sessions);
-      floors[path][sessions] = { shortMs: await cpuPerCall(proxyPid, count, sessions, stream(SHORT_REPLY)), longMs: await cpuPerCall(proxyPid, count, sessions, stream(LONG_REPLY)) };
+      floors[path][sessions] = {
+        shortMs: await cpuPerCall(proxyPid, idleRate, count, sessions, stream(SHORT_REPLY)),
+        longMs: await cpuPerCall(proxyPid, idleRate, count, sessions, stream(LONG_REPLY)),
+      };
     }
   }
-  return floors;
+  return { floors, idleRate };
 }
 
 export interface PacedOptions {
@@ -165,9 +189,9 @@ export async function pacedChat(options: PacedOptions): Promise<string> {
     const stores = await options.stores(gateway);
     if (typeof stores === "string") return `(Skipped: ${stores}.)`;
     // Both floors first, on a quiet gateway; then the API.
-    const floors = await measureFloors(proxy.pid, proxy.url, options.intervalMs, options.turns, options.progress);
+    const { floors, idleRate: proxyIdle } = await measureFloors(proxy.pid, proxy.url, options.intervalMs, options.turns, options.progress);
     const sessionsNeeded = PACED_WARMUP + SESSIONS.reduce((n, s) => n + 2 * options.turns(s), 0);
-    const rows = await withChatApi(stores, gateway.baseURL, sessionsNeeded, options.runtime, (api) => measurePaced(api, options.intervalMs, options.turns, options.progress));
+    const { rows, idleRate: apiIdle } = await withChatApi(stores, gateway.baseURL, sessionsNeeded, options.runtime, (api) => measurePaced(api, options.intervalMs, options.turns, options.progress));
     const table = rows.map((row) => {
       const api = split(row.shortMs, row.longMs);
       const reframe = floors.reframe[row.sessions]!;
@@ -194,6 +218,7 @@ export async function pacedChat(options: PacedOptions): Promise<string> {
         `${PACED_WARMUP} unpaced warm-up turns first. Each row: sessions first turns (or their follow-ups, the second turn of the same sessions), ` +
         `that many at a time, with ${SHORT_REPLY}- and with ${LONG_REPLY}-token replies; the API's CPU (all threads, /proc) per exchange. ` +
         `Per streamed token = the difference ÷ ${LONG_REPLY - SHORT_REPLY}; the turn's own work = the ${SHORT_REPLY}-token exchange less its tokens. ` +
+        `Every figure is net of what the process spends idle over the same wall time (watched ${IDLE_WATCH_MS / 1000} s before: the API ${apiIdle.toFixed(2)}, the floors' process ${proxyIdle.toFixed(2)} ms of CPU per second). ` +
         `Load average ${loadavg().map((x) => x.toFixed(1)).join(", ")} at the end.`,
       "",
       markdownTable(
