@@ -94,23 +94,21 @@ async function idleCpuRate(pid: number): Promise<number> {
 }
 
 /**
- * CPU ms of process `pid` per call of `run` (`count` calls, `concurrency` at a time), less what the
- * process spends idle (`idleRate`, ms per second) over the same time: a paced stream takes seconds of
- * wall time, and at one session that idle share would otherwise be counted as the exchange's own.
+ * CPU ms of process `pid` per call of `run` (`count` calls, `concurrency` at a time), all of it: what
+ * the process spends idle over a paced stream's seconds (reported beside, see idleCpuRate) is part of
+ * it, as it is of a real stream's; subtracting it made the one-session rows noisier, not truer.
  */
-async function cpuPerCall(pid: number, idleRate: number, count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number> {
+async function cpuPerCall(pid: number, count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number> {
   const before = await cpuNanoseconds(pid);
-  const start = performance.now();
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, count) }, async () => {
       while (next < count) await run(next++);
     }),
   );
-  const seconds = (performance.now() - start) / 1000;
   const after = await cpuNanoseconds(pid);
   if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
-  return ((after - before) / 1e6 - idleRate * seconds) / count;
+  return (after - before) / 1e6 / count;
 }
 
 /** Per token and at zero tokens, from the CPU per call at SHORT_REPLY and LONG_REPLY tokens. */
@@ -137,8 +135,8 @@ async function measurePaced(api: ChatApi, intervalMs: number, turns: (sessions: 
       progress(`chat, paced: ${sessions} sessions, ${tokens}-token replies`);
       const ids = Array.from({ length: count }, () => api.takeSession());
       const say = (turn: string, i: number) => pacedMessage(intervalMs, tokens, `What happened to the Albatross in the storm? (${turn} ${sessions}.${tokens}.${i})`);
-      cpu.first[length] = await cpuPerCall(api.pid, idleRate, count, sessions, (i) => api.exchange(say("first", i), {}, ids[i]));
-      cpu["follow-up"][length] = await cpuPerCall(api.pid, idleRate, count, sessions, (i) => api.exchange(say("follow-up", i), {}, ids[i]));
+      cpu.first[length] = await cpuPerCall(api.pid, count, sessions, (i) => api.exchange(say("first", i), {}, ids[i]));
+      cpu["follow-up"][length] = await cpuPerCall(api.pid, count, sessions, (i) => api.exchange(say("follow-up", i), {}, ids[i]));
     }
     for (const turn of ["first", "follow-up"] as const) rows.push({ sessions, turn, shortMs: cpu[turn].short!, longMs: cpu[turn].long! });
   }
@@ -166,8 +164,8 @@ async function measureFloors(proxyPid: number, proxyURL: string, intervalMs: num
       };
       const count = turns(sessions);
       floors[path][sessions] = {
-        shortMs: await cpuPerCall(proxyPid, idleRate, count, sessions, stream(SHORT_REPLY)),
-        longMs: await cpuPerCall(proxyPid, idleRate, count, sessions, stream(LONG_REPLY)),
+        shortMs: await cpuPerCall(proxyPid, count, sessions, stream(SHORT_REPLY)),
+        longMs: await cpuPerCall(proxyPid, count, sessions, stream(LONG_REPLY)),
       };
     }
   }
@@ -218,7 +216,8 @@ export async function pacedChat(options: PacedOptions): Promise<string> {
         `${PACED_WARMUP} unpaced warm-up turns first. Each row: sessions first turns (or their follow-ups, the second turn of the same sessions), ` +
         `that many at a time, with ${SHORT_REPLY}- and with ${LONG_REPLY}-token replies; the API's CPU (all threads, /proc) per exchange. ` +
         `Per streamed token = the difference ÷ ${LONG_REPLY - SHORT_REPLY}; the turn's own work = the ${SHORT_REPLY}-token exchange less its tokens. ` +
-        `Every figure is net of what the process spends idle over the same wall time (watched ${IDLE_WATCH_MS / 1000} s before: the API ${apiIdle.toFixed(2)}, the floors' process ${proxyIdle.toFixed(2)} ms of CPU per second). ` +
+        `Idle, each process spends CPU anyway (watched ${IDLE_WATCH_MS / 1000} s before its rows: the API ${apiIdle.toFixed(2)}, the floors' process ${proxyIdle.toFixed(2)} ms per second); ` +
+        `a 200-token stream lasts ${((LONG_REPLY * options.intervalMs) / 1000).toFixed(1)} s, so at one session that is part of each figure, as it is of a real stream's. ` +
         `Load average ${loadavg().map((x) => x.toFixed(1)).join(", ")} at the end.`,
       "",
       markdownTable(
