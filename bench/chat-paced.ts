@@ -15,7 +15,7 @@
  */
 import { loadavg } from "node:os";
 import { apiRuntime, EMBEDDED, liveStores, pacedMessage, startGatewayProcess, withChatApi, type ApiRuntime, type ChatApi, type Stores } from "./chat.ts";
-import { cpuNanoseconds, markdownTable, option, reps, type BenchContext, type BenchSection } from "./support.ts";
+import { markdownTable, option, processCpuNanoseconds, reps, type BenchContext, type BenchSection } from "./support.ts";
 
 export const DEFAULT_TOKEN_INTERVAL_MS = 10;
 const SHORT_REPLY = 20;
@@ -85,10 +85,10 @@ const IDLE_WATCH_MS = 3_000;
 
 /** CPU ms per second that process `pid` spends while nothing is asked of it. */
 async function idleCpuRate(pid: number): Promise<number> {
-  const before = await cpuNanoseconds(pid);
+  const before = await processCpuNanoseconds(pid);
   const start = performance.now();
   await Bun.sleep(IDLE_WATCH_MS);
-  const after = await cpuNanoseconds(pid);
+  const after = await processCpuNanoseconds(pid);
   if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
   return (after - before) / 1e6 / ((performance.now() - start) / 1000);
 }
@@ -99,14 +99,14 @@ async function idleCpuRate(pid: number): Promise<number> {
  * it, as it is of a real stream's; subtracting it made the one-session rows noisier, not truer.
  */
 async function cpuPerCall(pid: number, count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number> {
-  const before = await cpuNanoseconds(pid);
+  const before = await processCpuNanoseconds(pid);
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, count) }, async () => {
       while (next < count) await run(next++);
     }),
   );
-  const after = await cpuNanoseconds(pid);
+  const after = await processCpuNanoseconds(pid);
   if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
   return (after - before) / 1e6 / count;
 }
