@@ -141,6 +141,7 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
   let timer: ReturnType<typeof setTimeout> | undefined;
   let inFlight: Promise<void> | undefined;
   let again = false;
+  let closed = false;
 
   const families = async (): Promise<Family[]> =>
     ((await metrics.registry.getMetricsAsJSON()) as unknown as Family[]).filter((f) => !PER_PROCESS_PREFIXES.some((p) => f.name.startsWith(p)));
@@ -197,7 +198,7 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
   };
 
   function armTimer() {
-    if (timer !== undefined) return;
+    if (timer !== undefined || closed) return;
     timer = setTimeout(flushInBackground, flushIntervalMs);
     (timer as { unref?: () => void }).unref?.();
   }
@@ -297,6 +298,7 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
       return exposition.metrics();
     },
     async close() {
+      closed = true;
       if (timer !== undefined) clearTimeout(timer);
       timer = undefined;
       await flush().catch(() => {});

@@ -222,6 +222,19 @@ describe("metrics aggregation through the key-value store", () => {
     await Promise.all([a.aggregation.close(), b.aggregation.close()]);
   });
 
+  test("a closed aggregation flushes once more and then never again, even with gauges above zero", async () => {
+    const { store, calls } = countingStore(createMemoryKeyValueStore());
+    const a = await isolate(store, { isolateId: "a", flushIntervalMs: 100 });
+    a.metrics.processing.queueDepth.set(2);
+    await a.request("/health");
+    await a.aggregation.close();
+    expect(calls).toEqual(["hincrbyfloat", "hset"]);
+    // A timer left running would write this change to a store that may be closed by now.
+    a.metrics.processing.queueDepth.set(5);
+    await Bun.sleep(300);
+    expect(calls).toEqual(["hincrbyfloat", "hset"]);
+  });
+
   test("/metrics answers 503 with an error body when the store fails", async () => {
     const kv = createMemoryKeyValueStore();
     const a = await isolate({ ...kv, hgetall: () => Promise.reject(new KvError("upstash HGETALL: fetch failed")) }, { isolateId: "a" });
