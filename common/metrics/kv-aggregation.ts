@@ -188,8 +188,9 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
     // Issued together, so the Upstash client sends them in one request.
     const failed = (await Promise.allSettled(writes)).find((r) => r.status === "rejected");
     if (failed) {
-      // Nothing is lost: what was not written stays a delta for the next flush.
+      // Nothing is lost: what was not written stays a delta for the next flush, due an interval from now.
       log.warn("metrics flush failed; kept for the next", { error: (failed as PromiseRejectedResult).reason });
+      armTimer();
       throw (failed as PromiseRejectedResult).reason;
     }
     // While a gauge is not zero (a request in flight, a queue seen waiting) the isolate keeps flushing
