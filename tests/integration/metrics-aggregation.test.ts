@@ -196,6 +196,19 @@ describe("metrics aggregation through the key-value store", () => {
     await a.aggregation.close();
   });
 
+  test("a flush the store refused is tried again an interval later though no request comes", async () => {
+    const kv = createMemoryKeyValueStore();
+    const { store, calls, failNextWrites } = countingStore(kv);
+    const a = await isolate(store, { isolateId: "a", flushRequests: 1, flushIntervalMs: 100 });
+    failNextWrites(1);
+    await a.request("/health");
+    for (let waited = 0; calls.filter((c) => c === "hincrbyfloat").length < 2 && waited < 10_000; waited += 20) await Bun.sleep(20);
+    await a.aggregation.settled();
+    expect(calls.filter((c) => c === "hincrbyfloat")).toHaveLength(2);
+    expect(metricValue(await a.aggregation.render(), HEALTH_OK)).toBe(1);
+    await a.aggregation.close();
+  });
+
   test("gauges are combined over live isolates, and a dead isolate's readings drop out once they expire", async () => {
     const clock = fakeClock();
     const kv = createMemoryKeyValueStore({ now: clock.now });
