@@ -65,7 +65,7 @@ interface Family {
 }
 
 /** A series as a hash field: its metric name and labels, keys sorted, so one series is always one field. */
-export function seriesField(metricName: string, labels: Record<string, string | number>): string {
+function seriesField(metricName: string, labels: Record<string, string | number>): string {
   return JSON.stringify([metricName, Object.keys(labels).sort().map((k) => [k, String(labels[k])])]);
 }
 
