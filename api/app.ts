@@ -1,23 +1,30 @@
-import { Elysia, ValidationError } from "elysia";
-import { ErrorBody, type ChatRequest } from "../common/contract/schemas.ts";
+import { Elysia, ValidationError, type ElysiaAdapter } from "elysia";
+import { ErrorBody } from "../common/contract/schemas.ts";
 import { chatRoutes } from "./chat/index.ts";
 import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
-import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withChatExample } from "./docs.ts";
+import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withRequestExamples, type RequestExamples, type SwaggerUiAssets } from "./docs.ts";
 import { asHttpError, HttpError } from "./errors.ts";
 import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { LocalChatOptions } from "../common/local/sessions.ts";
+import { localFileRoute } from "./local-file.ts";
 import { playgroundRoutes } from "./playground/index.ts";
 import { createRequestGuard, type RequestGuardOptions } from "./request-guard.ts";
 
 export interface AppDeps extends ProcessingDeps, ChatDeps {
   /** Serve the chat page (api/playground), with these rules for the local sessions it opens; absent, no page. */
   playground?: LocalChatOptions;
-  /** A chat request that works here (`npm start`'s sample session), shown as the docs' example once known. */
-  chatExample?: () => ChatRequest | undefined;
+  /** Requests that work here (`npm start`'s sample session and book), shown as the docs' examples once known. */
+  requestExamples?: () => RequestExamples;
+  /** A book file served at a hidden route for the API to download itself (api/local-file.ts); absent, none. */
+  localFile?: string;
   /** Which hosts and origins may use the API (api/request-guard.ts); loopback and same-origin only when absent. */
   requestGuard?: RequestGuardOptions;
+  /** The framework's adapter for the runtime (workerd's precompiles at start-up, where code generation is allowed); the runtime's default when absent. */
+  adapter?: ElysiaAdapter;
+  /** Swagger UI's files; read from the installed package when absent (api/docs.ts). */
+  swaggerUiAssets?: SwaggerUiAssets;
 }
 
 const PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8";
@@ -38,7 +45,7 @@ function describeValidation(error: Readonly<ValidationError>): string {
  * app's handler wrapped with the HTTP metrics. `routes` are the answers a Bun server gives with its
  * own router before `fetch` (the same answers `fetch` gives, counted alike). `settle` resolves once the
  * work requests left running after their responses (chat summary folds) has finished; a server awaits
- * it before closing the stores.
+ * it before closing the stores. `settleStarted` waits for the work started so far only (one request's).
  */
 export function createApp(deps: AppDeps) {
   const chat = createChatService(deps);
@@ -49,8 +56,8 @@ export function createApp(deps: AppDeps) {
     const refused = refuse(request);
     if (refused) return refused;
     const response = await app.handle(request);
-    const example = deps.chatExample?.();
-    return example && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withChatExample(response, example) : response;
+    const examples = deps.requestExamples?.();
+    return examples && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withRequestExamples(response, examples) : response;
   };
   return {
     app,
@@ -59,6 +66,7 @@ export function createApp(deps: AppDeps) {
       "/health": { GET: withRouteMetrics(deps.metrics, "GET", "/health", guardedHealth), HEAD: withRouteMetrics(deps.metrics, "HEAD", "/health", guardedHealth) },
     },
     settle: chat.settle,
+    settleStarted: chat.settleStarted,
   };
 }
 
@@ -78,7 +86,10 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
   let knownRoutes: () => readonly KnownRoute[] = () => [];
   // By default the router assumes a host name of at least four characters and would read the path of
   // http://api/character/chat (a cluster service named `api`) as /chat: every request would be a 404.
-  const app = new Elysia({ handler: { standardHostname: false } })
+  // Read only when present: the OpenAPI generator (api/openapi.ts) passes deps that refuse any other read.
+  const adapter = "adapter" in deps ? deps.adapter : undefined;
+  const swaggerUiAssets = "swaggerUiAssets" in deps ? deps.swaggerUiAssets : undefined;
+  const app = new Elysia({ handler: { standardHostname: false }, ...(adapter ? { adapter } : {}) })
     .onError({ as: "global" }, ({ code, error, set, request }) => {
       const known = asHttpError(error);
       if (known) {
@@ -114,7 +125,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
       set.status = 500;
       return { error: "internal error" };
     })
-    .use(docs())
+    .use(docs(swaggerUiAssets))
     // The API's front page is its documentation.
     .get("/", () => new Response(null, { status: 302, headers: { location: DOCS_PATH } }), { detail: { hide: true } })
     .get("/health", health, {
@@ -152,7 +163,8 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
     )
     .use(processingRoutes(deps))
     .use(chatRoutes(chat))
-    .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }));
+    .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }))
+    .use(deps.localFile ? localFileRoute(deps.localFile) : new Elysia({ name: "local-file" }));
   knownRoutes = () => app.routes;
   return app;
 }

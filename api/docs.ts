@@ -1,9 +1,7 @@
 import { openapi } from "@elysiajs/openapi";
 import { Elysia } from "elysia";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { z } from "zod";
-import type { ChatRequest } from "../common/contract/schemas.ts";
+import type { ChatRequest, ProcessingRequest } from "../common/contract/schemas.ts";
 
 /**
  * OpenAPI document and Swagger UI. The UI's script and stylesheet are served by the API itself from
@@ -14,11 +12,26 @@ export const DOCS_PATH = "/docs";
 export const OPENAPI_JSON_PATH = `${DOCS_PATH}/json`;
 const ASSETS_PATH = `${DOCS_PATH}/assets`;
 
-const SWAGGER_UI_DIR = dirname(fileURLToPath(import.meta.resolve("swagger-ui-dist/package.json")));
-const ASSETS: Record<string, string> = {
+const ASSETS = {
   "swagger-ui.css": "text/css; charset=utf-8",
   "swagger-ui-bundle.js": "text/javascript; charset=utf-8",
   "favicon-32x32.png": "image/png",
+} as const;
+
+export type SwaggerUiFile = keyof typeof ASSETS;
+/** The content of one of Swagger UI's files: read where the package is installed, or bundled into an edge build. */
+export type SwaggerUiAssets = (file: SwaggerUiFile) => Promise<BodyInit>;
+
+const isAsset = (file: string): file is SwaggerUiFile => Object.hasOwn(ASSETS, file);
+
+/**
+ * The files of the installed swagger-ui-dist package, read with fetch over a file: URL (Bun, and Deno
+ * with node_modules). A runtime with no files (workerd) passes the files its bundle carries instead.
+ */
+const installedAssets: SwaggerUiAssets = async (file) => {
+  const response = await fetch(new URL(file, import.meta.resolve("swagger-ui-dist/package.json")));
+  if (!response.ok || !response.body) throw new Error(`swagger-ui-dist/${file} is not readable (${response.status})`);
+  return response.body;
 };
 
 export const API_TITLE = "Book character chat API";
@@ -37,22 +50,32 @@ export function toOpenApiSchema(schema: z.ZodType): Record<string, unknown> {
 type MediaType = { schema?: { example?: unknown }; example?: unknown };
 type OpenApiDocument = { paths?: Record<string, Record<string, { requestBody?: { content?: Record<string, MediaType> } }>> };
 
+/** Requests that work on this service as it runs (`npm start`'s sample story), shown as the document's examples. */
+export interface RequestExamples {
+  chat?: ChatRequest;
+  processing?: ProcessingRequest;
+}
+
+const EXAMPLE_PATHS: Record<keyof RequestExamples, string> = { chat: "/character/chat", processing: "/character/processing" };
+
 /**
- * The OpenAPI document with the example of `POST /character/chat` replaced by a request that works
- * on this service (`npm start` passes the sample story's real ids), so Swagger UI's "Try it out"
- * streams a reply instead of answering 404 for made-up ids.
+ * The OpenAPI document with the request examples of `POST /character/chat` and `POST
+ * /character/processing` replaced by requests that work here, so Swagger UI's "Try it out" streams a
+ * reply and queues a book instead of answering 404 or 422 for made-up ids and addresses.
  */
-export async function withChatExample(response: Response, example: ChatRequest): Promise<Response> {
+export async function withRequestExamples(response: Response, examples: RequestExamples): Promise<Response> {
   const document = (await response.json()) as OpenApiDocument;
-  const media = document.paths?.["/character/chat"]?.post?.requestBody?.content?.["application/json"];
-  if (media) {
+  for (const [name, path] of Object.entries(EXAMPLE_PATHS) as [keyof RequestExamples, string][]) {
+    const example = examples[name];
+    const media = document.paths?.[path]?.post?.requestBody?.content?.["application/json"];
+    if (!example || !media) continue;
     media.example = example;
     if (media.schema) media.schema.example = example;
   }
   return Response.json(document, { status: response.status });
 }
 
-export function docs() {
+export function docs(assets: SwaggerUiAssets = installedAssets) {
   return new Elysia({ name: "docs" })
     .use(
       openapi({
@@ -80,11 +103,10 @@ export function docs() {
     )
     .get(
       `${ASSETS_PATH}/:file`,
-      ({ params, status }) => {
-        const type = ASSETS[params.file];
-        if (!type) return status(404, { error: "not found" });
-        return new Response(Bun.file(join(SWAGGER_UI_DIR, params.file)), {
-          headers: { "content-type": type, "cache-control": "public, max-age=86400" },
+      async ({ params, status }) => {
+        if (!isAsset(params.file)) return status(404, { error: "not found" });
+        return new Response(await assets(params.file), {
+          headers: { "content-type": ASSETS[params.file], "cache-control": "public, max-age=86400" },
         });
       },
       { detail: { hide: true } },

@@ -5,7 +5,7 @@ import { DOCS_PATH } from "./docs.ts";
 import { listenAddress } from "../common/local/listen-address.ts";
 
 /** Builds the app from the composition root's dependencies and serves it on config.host:config.port. */
-export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "chatExample"> = {}) {
+export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "requestExamples" | "localFile"> = {}) {
   const { config } = deps;
   const { fetch, routes, settle } = createApp({
     ...deps,

@@ -15,7 +15,7 @@ export const OPENAPI_FILE = new URL("../openapi.yaml", import.meta.url);
  * Logging and metrics are real; anything a handler would use throws, as no handler runs here. The
  * chat page is absent: it is a local convenience, not part of the documented API.
  */
-const documentationOnly = new Proxy({ logger: silentLogger, metrics: createMetrics({ defaultMetrics: false }), playground: undefined, chatExample: undefined, requestGuard: undefined, config: undefined } as AppDeps, {
+const documentationOnly = new Proxy({ logger: silentLogger, metrics: createMetrics({ defaultMetrics: false }), playground: undefined, requestExamples: undefined, localFile: undefined, requestGuard: undefined, config: undefined } as AppDeps, {
   get(target, property) {
     if (property in target) return target[property as keyof AppDeps];
     throw new Error(`dependency ${String(property)} is not available while generating the OpenAPI document`);

@@ -36,7 +36,7 @@ export interface SseResponseOptions {
   keepAliveMs?: number;
 }
 
-/** For each response sseResponse made: settles once its stream has ended, failed or been cancelled. */
+/** For each response sseResponse made: settles once its stream has ended, failed, or been cancelled and its source returned. */
 const streamEnds = new WeakMap<Response, Promise<void>>();
 
 /**
@@ -91,9 +91,15 @@ export function sseResponse(events: AsyncIterator<SseData, void>, options: SseRe
     },
     async cancel(reason) {
       cancelled = true;
-      stop();
+      clearInterval(keepAlive);
       options.onCancel?.(reason);
-      await events.return?.();
+      // The end is the source's clean-up done (the session lock released): an isolate runtime keeps
+      // the request alive until then (waitUntil), and the HTTP metrics time the stream to it.
+      try {
+        await events.return?.();
+      } finally {
+        ended.resolve();
+      }
     },
   });
   const response = new Response(body, { headers: SSE_HEADERS });

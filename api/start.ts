@@ -8,15 +8,17 @@ import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-
 import { startWorker } from "../ingest/queue-consumer.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { controlFilePath, findRunningInstance, startLocalControl } from "../common/local/control-file.ts";
-import { findLocalChat, listChatBooks, openLocalChat, type LocalChat, type LocalChatOptions } from "../common/local/sessions.ts";
+import { findLocalChat, listChatBooks, LOCAL_USER_ID, openLocalChat, type LocalChat, type LocalChatOptions } from "../common/local/sessions.ts";
 import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
 import { startApi } from "./listen.ts";
 import { PLAYGROUND_PATH } from "./playground/index.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
-import { listenAddress, type ListenAddress } from "../common/local/listen-address.ts";
+import { listenAddress, selfFileHost, type ListenAddress } from "../common/local/listen-address.ts";
 import { parseArgs } from "node:util";
 import { onStopSignals } from "../common/stop-signals.ts";
-import type { ChatRequest } from "../common/contract/schemas.ts";
+import type { ChatRequest, ProcessingRequest } from "../common/contract/schemas.ts";
+import type { RequestExamples } from "./docs.ts";
+import { localFilePath } from "./local-file.ts";
 
 /** Asked in the printed curl when the session is not with a character of the sample story. */
 const GENERIC_QUESTION = "Who are you, and what matters most to you?";
@@ -32,6 +34,11 @@ function chatRequest(chat: LocalChat, question: string): ChatRequest {
 
 function curlCommand(apiUrl: string, chat: LocalChat, question: string): string {
   return `curl -N ${apiUrl}/character/chat -H 'content-type: application/json' -d ${shellQuote(JSON.stringify(chatRequest(chat, question)))}`;
+}
+
+/** The sample story submitted again from the file the API serves itself: it is re-ingested in place. */
+function sampleSubmission(apiUrl: string): ProcessingRequest {
+  return { book_id: SAMPLE_BOOK.id, user_id: LOCAL_USER_ID, file_url: `${apiUrl}${localFilePath(SAMPLE_BOOK.path)}` };
 }
 
 const USAGE = usage("start", `[${FRONTEND_WRITES_FLAG}]`);
@@ -132,14 +139,22 @@ async function main(config: Config, options: LocalChatOptions): Promise<void> {
     process.exit(1);
   }
 
-  const deps = await buildDepsOrExit(config);
+  // On loopback the API serves the sample story's file and may download it from itself (API and
+  // worker alike), so that POST /character/processing can be tried here; on a network address nothing
+  // is served and the file_url address policy is the configured one.
+  const selfHost = selfFileHost(config.host, config.port);
+  const deps = await buildDepsOrExit(selfHost ? { ...config, fileUrlAllowedHosts: [...config.fileUrlAllowedHosts, selfHost] } : config);
   const playground = config.playground ?? true;
-  // Once the banner's session is known, Swagger UI's "Try it out" sends it.
-  let docsExample: ChatRequest | undefined;
+  // Once the banner's session and the sample book are known, Swagger UI's "Try it out" sends them.
+  let docsExamples: RequestExamples = {};
   const log = deps.logger.child({ component: "start" });
   let api: ReturnType<typeof startApi>;
   try {
-    api = startApi(deps, { ...(playground ? { playground: options } : {}), chatExample: () => docsExample });
+    api = startApi(deps, {
+      ...(playground ? { playground: options } : {}),
+      ...(selfHost ? { localFile: SAMPLE_BOOK.path } : {}),
+      requestExamples: () => docsExamples,
+    });
   } catch (err) {
     await deps.close();
     if ((err as { code?: unknown }).code !== "EADDRINUSE") throw err;
@@ -193,7 +208,10 @@ async function main(config: Config, options: LocalChatOptions): Promise<void> {
   const chat = await preparedChat(deps, seed, options);
   const question = chat?.book_id === SAMPLE_BOOK.id ? SAMPLE_BOOK.question : GENERIC_QUESTION;
   const curl = chat ? curlCommand(apiUrl, chat, question) : undefined;
-  if (chat) docsExample = chatRequest(chat, question);
+  docsExamples = {
+    ...(chat ? { chat: chatRequest(chat, question) } : {}),
+    ...(selfHost && (seed?.status === "ingested" || seed?.status === "present") ? { processing: sampleSubmission(apiUrl) } : {}),
+  };
   log.info("ready", {
     api: apiUrl,
     address: address.bound,

@@ -9,7 +9,7 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { measuredSpawn } from "./measured-spawn.ts";
-import { booksNote, formatSummary, markdownTable, mb, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { runsInBench, booksNote, formatSummary, markdownTable, mb, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const CLI = resolve(import.meta.dir, "..", "ingest", "nlp", "cli.ts");
 
@@ -92,3 +92,5 @@ export async function bookNlpSection(ctx: BenchContext): Promise<BenchSection> {
     ].join("\n"),
   };
 }
+
+if (import.meta.main) runsInBench("nlp");

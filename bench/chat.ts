@@ -28,7 +28,7 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startService } from "../tests/support/process.ts";
 import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
-import { cpuByGroup, cpuNanoseconds, formatSummary, option, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { answerHelp, cpuByGroup, cpuNanoseconds, formatSummary, option, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
@@ -623,5 +623,15 @@ async function profileChat() {
   }
 }
 
-if (import.meta.main && process.argv.includes("--gateway")) serveGateway();
-else if (import.meta.main && process.argv.includes("--profile")) await profileChat();
+const USAGE = `
+usage: bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns 1000] [--save file.cpuprofile]
+
+Profiles the API's main thread over first chat turns and prints where its time went (--save keeps the
+profile for Chrome's DevTools). The chat latency section itself runs with \`bun run bench --only chat\`.`;
+
+if (import.meta.main) {
+  answerHelp(USAGE);
+  if (process.argv.includes("--gateway")) serveGateway();
+  else if (process.argv.includes("--profile")) await profileChat();
+  else console.log(USAGE.trim());
+}

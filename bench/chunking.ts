@@ -9,7 +9,7 @@ import { encode } from "gpt-tokenizer/encoding/o200k_base";
 import { Tiktoken } from "js-tiktoken/lite";
 import o200kBase from "js-tiktoken/ranks/o200k_base";
 import { chunkTextToArray, countO200kTokens, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
-import { booksNote, formatSummary, markdownTable, mb, reps, summarise, timeRuns, type BenchContext, type BenchSection } from "./support.ts";
+import { runsInBench, booksNote, formatSummary, markdownTable, mb, reps, summarise, timeRuns, type BenchContext, type BenchSection } from "./support.ts";
 
 /**
  * LangChain fetches tiktoken ranks from tiktoken.pages.dev the first time it splits, and keeps the
@@ -76,3 +76,5 @@ export async function chunkingSection(ctx: BenchContext): Promise<BenchSection> 
     ].join("\n"),
   };
 }
+
+if (import.meta.main) runsInBench("chunking");

@@ -7,7 +7,7 @@ import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { startService, type ServiceProcess } from "../tests/support/process.ts";
-import { cpuNanoseconds, formatSummary, freshDataDir, markdownTable, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { runsInBench, cpuNanoseconds, formatSummary, freshDataDir, markdownTable, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const CONNECTIONS = 32;
 
@@ -109,3 +109,5 @@ export async function httpSection(ctx: BenchContext): Promise<BenchSection> {
     await rm(dir, { recursive: true, force: true });
   }
 }
+
+if (import.meta.main) runsInBench("http");

@@ -11,7 +11,7 @@ import { resolve } from "node:path";
 import { PIPELINE_PHASES, type PipelinePhase } from "../common/metrics/processing.ts";
 import { startScriptedGateway, type ScriptedGateway } from "../tests/fixtures/ingest/harness.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
-import { booksNote, formatSummary, freshDataDir, markdownTable, mb, reps, summarise, type BenchBook, type BenchContext, type BenchSection } from "./support.ts";
+import { runsInBench, booksNote, formatSummary, freshDataDir, markdownTable, mb, reps, summarise, type BenchBook, type BenchContext, type BenchSection } from "./support.ts";
 
 const CLI = resolve(import.meta.dir, "..", "ingest", "cli.ts");
 /** text-embedding-3-small's dimension: the size of what a real gateway sends and the index stores. */
@@ -115,7 +115,7 @@ function growthTable(results: readonly BookRuns[]): string {
   );
 }
 
-/** What spoiler-safe chat's checkpoints cost: the same books with CHARACTER_CHECKPOINTS 1 (whole book only) and 4 (the default). */
+/** What spoiler-safe chat's checkpoints cost: the same books with CHARACTER_CHECKPOINTS 1 (whole book only) and 4 (at most 4× the calls; the default is 2, see bench/checkpoint-coverage.ts). */
 async function checkpointCost(ctx: BenchContext, runs: number): Promise<string> {
   const latency = LATENCIES[1]!;
   const gateway = startScriptedGateway({ embeddingDimension: EMBEDDING_DIMENSION, chatLatencyMs: latency.chatMs, embeddingsLatencyMs: latency.embeddingsMs });
@@ -182,3 +182,5 @@ export async function ingestionSection(ctx: BenchContext): Promise<BenchSection>
   parts.push("", await checkpointCost(ctx, runs));
   return { title: "Ingestion end to end", body: parts.join("\n") };
 }
+
+if (import.meta.main) runsInBench("ingestion");

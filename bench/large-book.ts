@@ -35,13 +35,14 @@ import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts"
 import { startService } from "../tests/support/process.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
-import { freshDataDir, generatedNovel, machineHeader, markdownTable, percentile, removeDataDirTemplate, SHARED_BOOKS_DIR } from "./support.ts";
+import { answerHelp, freshDataDir, generatedNovel, machineHeader, markdownTable, percentile, removeDataDirTemplate, SHARED_BOOKS_DIR } from "./support.ts";
 
 const CLI = resolve(import.meta.dir, "..", "ingest", "cli.ts");
 const EMBEDDING_DIMENSION = 1536;
 const HEALTH_EVERY_MS = 20;
 const BATCH = 64;
 
+answerHelp("usage: bun bench/large-book.ts [--mb 50] [--only ingest|api]\n\nIngests a book of that many megabytes on embedded defaults, then measures the first chat on it and the API meanwhile.");
 const { values } = parseArgs({ args: process.argv.slice(2), options: { mb: { type: "string", default: "50" }, only: { type: "string" } } });
 const bytes = Number(values.mb) * 1e6;
 const parts = values.only ? [values.only] : ["ingest", "api"];

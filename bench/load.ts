@@ -40,7 +40,7 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startPrivateRedis, unavailableRedisServer } from "../tests/support/private-servers.ts";
 import { freePort, REPO_ROOT, startService, type ServiceProcess } from "../tests/support/process.ts";
-import { machineHeader, markdownTable, percentile } from "./support.ts";
+import { answerHelp, machineHeader, markdownTable, percentile } from "./support.ts";
 
 /**
  * Objects alive in the API after a full collection may grow this much from the end of warm-up to the
@@ -54,6 +54,13 @@ const EXTRA_CHUNKS = 300;
 /** One message in this many is sent twice at once, to see the second refused with 429. */
 const DOUBLE_SEND_EVERY = 10;
 const SAMPLE_EVERY_MS = 5_000;
+
+answerHelp(`
+usage: bun bench/load.ts [--duration 60] [--sessions 200] [--books 10] [--warmup 15] [--short]
+
+Load and soak: the API and two workers on a throwaway PostgreSQL database and a Redis of their own, SESSIONS
+readers chatting at once while BOOKS books are submitted and ingested, for DURATION seconds after WARMUP.
+--short is a quick run. Needs PostgreSQL (127.0.0.1:5432) and redis-server; see BENCHMARKS.md.`);
 
 const { values: args } = parseArgs({
   options: {

@@ -12,6 +12,7 @@
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { answerHelp } from "./support.ts";
 
 interface Usage {
   exitCode: number;
@@ -45,6 +46,7 @@ export async function measuredSpawn(argv: readonly string[], options: { env?: Re
 }
 
 if (import.meta.main) {
+  answerHelp("usage: bun bench/measured-spawn.ts <usage file> <command> [args …]\n\nRuns the command and writes its wall time, CPU time and peak RSS to the usage file; the benchmarks start it, see measuredSpawn().");
   const [usageFile, ...argv] = process.argv.slice(2);
   const start = performance.now();
   const child = Bun.spawn(argv, { stdio: ["inherit", "inherit", "inherit"] });

@@ -13,6 +13,7 @@
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join, resolve } from "node:path";
+import { answerHelp } from "./support.ts";
 
 export const EVAL_DIR = resolve(import.meta.dir, "..", "..", "shared", "eval");
 export const GOLD_DIR = join(EVAL_DIR, "pdnc-dev");
@@ -269,6 +270,7 @@ export function evaluateAll(predRoot: string, novels?: string[], goldRoot = GOLD
 export const ratio = (a: number, b: number) => (a / Math.max(1, b)).toFixed(3);
 
 if (import.meta.main) {
+  answerHelp("usage: bun bench/nlp-eval.ts <pred dir> [novel …]\n\nClasses the quote errors of BookNLP-format output in <pred dir> against the PDNC gold annotations.");
   const [predRoot, ...novels] = process.argv.slice(2);
   if (!predRoot) {
     console.log("usage: bun bench/nlp-eval.ts <pred dir> [novel …]");

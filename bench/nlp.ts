@@ -19,7 +19,7 @@ import { join, resolve } from "node:path";
 import { analyze, writeBookNlp } from "../ingest/nlp/engine.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
 import { ERROR_CLASSES, EVAL_DIR, evaluateAll, GOLD_DIR, ratio, type NovelEval } from "./nlp-eval.ts";
-import { machineHeader, markdownTable, option, SHARED_BOOKS_DIR, summarise } from "./support.ts";
+import { answerHelp, machineHeader, markdownTable, option, SHARED_BOOKS_DIR, summarise } from "./support.ts";
 
 /** Real BookNLP 1.0.7 ('big' model) output for the same novels, scored with the same scorer. */
 const BOOKNLP_DIR = join(EVAL_DIR, "booknlp-pdnc-dev");
@@ -157,6 +157,7 @@ async function books(outRoot: string, reps: number): Promise<void> {
 }
 
 async function main(): Promise<void> {
+  answerHelp("usage: bun bench/nlp.ts [--reps 5] [--out <dir>] [--accuracy-only]\n\nThe native book-NLP engine on the PDNC dev novels of ../shared/eval (accuracy with the reference scorer), then its speed; prints markdown tables.");
   if (!existsSync(GOLD_DIR)) {
     console.log(`No evaluation data at ${GOLD_DIR} (../shared/eval is absent in this clone); nothing to measure.`);
     return;

@@ -12,7 +12,7 @@ import type { IndexedChunk } from "../common/retrieval/types.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";
-import { markdownTable, percentile, reps, type BenchContext, type BenchSection } from "./support.ts";
+import { runsInBench, markdownTable, percentile, reps, type BenchContext, type BenchSection } from "./support.ts";
 
 const DIMENSION = 1536;
 const SIZES = [100, 1_000, 10_000];
@@ -129,3 +129,5 @@ export async function retrievalSection(ctx: BenchContext): Promise<BenchSection>
     ].join("\n"),
   };
 }
+
+if (import.meta.main) runsInBench("retrieval");

@@ -59,6 +59,19 @@ export interface BenchSection {
   body: string;
 }
 
+/** When the command line asks for help (--help or -h), prints the script's usage and exits: every script run on its own answers it. */
+export function answerHelp(usage: string): void {
+  if (!process.argv.includes("--help") && !process.argv.includes("-h")) return;
+  console.log(usage.trim());
+  process.exit(0);
+}
+
+/** A section of `bun run bench` started on its own: says how to run it, whatever the arguments. */
+export function runsInBench(section: string): void {
+  console.log(`usage: bun run bench --only ${section}\n\nThis file is the "${section}" section of the benchmarks (bench/run.ts runs it and writes bench/results/<date>.md).`);
+  process.exit(0);
+}
+
 /** The value after `--name` on the command line of a script run on its own. */
 export function option(name: string): string | undefined {
   const k = process.argv.indexOf(name);

@@ -318,6 +318,16 @@ export function loadConfig(env: Env = process.env): Config {
   };
 }
 
+/**
+ * The configuration of the API on an edge runtime (Deno, workerd), from the environment it is given
+ * (a Worker's `env` object; Deno's process environment by default). The same variables, with other
+ * defaults: any DATABASE_URL goes through the Neon driver (Bun's SQL client is Bun-only), the metrics are summed across isolates through the key-value store (METRICS_AGGREGATION=kv), and
+ * `defaults` lets an entry point say more (a Worker answers on the network: HOST 0.0.0.0).
+ */
+export function loadEdgeConfig(env: Env = process.env, defaults: Env = {}): Config {
+  return loadConfig({ DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv", ...defaults, ...env });
+}
+
 /** Every credential in the configuration: what the logs must never show. */
 export function secretsOf(config: Config): string[] {
   const passwordOf = (url: string) => {

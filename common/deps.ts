@@ -9,6 +9,7 @@ import type { KeyValueStore } from "./kv/index.ts";
 import { createLanguageModel } from "./llm/create.ts";
 import type { LanguageModel } from "./llm/index.ts";
 import { createLogger, toStdout, type Logger } from "./log.ts";
+import { listenAddress } from "./local/listen-address.ts";
 import { createMetrics, type Metrics, type MetricsRole } from "./metrics/index.ts";
 import { enableKvMetricsAggregation } from "./metrics/kv-aggregation.ts";
 import { countTokens } from "./metrics/llm.ts";
@@ -71,7 +72,11 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
   if (applied.length > 0) logger.info("migrations applied", { migrations: applied });
   await detectProcessingStatuses(db, logger);
 
-  const kv = createKeyValueStore(config.kv, logger);
+  // The embedded database on a loopback address is a laptop's install, where the in-process store and
+  // the offline provider are the expected defaults: noted in the log, not warned about on every command.
+  // Anywhere else (a shared database, or HOST opened to the network) they are a deployment's mistake.
+  const localDefaults = config.database.driver === "pglite" && !listenAddress(config.host, config.port).network;
+  const kv = createKeyValueStore(config.kv, logger, { inProcessExpected: localDefaults });
   if (config.metricsAggregation) enableKvMetricsAggregation(metrics, kv, { ...config.metricsAggregation, logger });
   const llm = createLanguageModel(config.llm, {
     onUsage: (purpose, usage) => countTokens(metrics, purpose, usage.promptTokens, usage.completionTokens),
@@ -92,7 +97,7 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
     text_index: textIndex.adapter,
     reranker: reranker ? "http" : "rank fusion",
   });
-  if (llm.provider === "offline") logger.warn("LLM gateway not configured: offline provider (deterministic, no model)");
+  if (llm.provider === "offline") logger[localDefaults ? "info" : "warn"]("LLM gateway not configured: offline provider (deterministic, no model)");
 
   return {
     config,

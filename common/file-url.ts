@@ -1,4 +1,3 @@
-import { lookup } from "node:dns/promises";
 import { isForbiddenAddress, isIpLiteral } from "./ip-ranges.ts";
 import { decodeBookBytes } from "./text-decoding.ts";
 
@@ -48,8 +47,14 @@ export class FileUrlError extends Error {
 
 export type ResolveHost = (hostname: string) => Promise<string[]>;
 
-const resolveWithDns: ResolveHost = async (hostname) =>
-  (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
+/**
+ * The runtime's resolver, loaded on first use: Bun's and Deno's own, workerd's from its nodejs_compat
+ * layer (DNS over HTTPS), so the module graph of an edge build carries no static import of node:dns.
+ */
+const resolveWithDns: ResolveHost = async (hostname) => {
+  const { lookup } = await import("node:dns/promises");
+  return (await lookup(hostname, { all: true, verbatim: true })).map((a) => a.address);
+};
 
 export interface FileUrlPolicy {
   /** Entries `host` or `host:port` that skip the address check (FILE_URL_ALLOWED_HOSTS). */

@@ -19,37 +19,57 @@ export interface Span {
   end: number;
 }
 
-/** Finds a fragment of the book in it, whatever whitespace the book has between its words. */
+/**
+ * Finds a fragment of the book in it, whatever whitespace the book has between its words, and across
+ * the dialogue tag between the pieces of a line joined without it (“Friday is too soon,” said
+ * Ottilie. “Glue…” is the line "Friday is too soon. Glue…", see character-selection.ts).
+ */
 export type TextLocator = (fragment: string, from?: number) => Span | null;
 
 /** Words a search starts from; the rest of the fragment is compared at each hit. */
 const HEAD_WORDS = 6;
 const REGEX_SPECIAL = /[.*+?^${}()|[\]\\]/g;
+/** The dialogue tag between two pieces of one line: its closing mark, the tag, the opening mark. */
+const TAG_BETWEEN = /^["”’]\s+[^"“”‘]{1,200}?[“"‘]/u;
 
 export function createTextLocator(text: string): TextLocator {
+  /** Where `word` ends when it is at `pos`; a full stop the line put for the comma before a tag matches that comma. */
+  const wordEnd = (word: string, pos: number): number | null => {
+    if (text.startsWith(word, pos)) return pos + word.length;
+    const comma = word.endsWith(".") ? `${word.slice(0, -1)},` : undefined;
+    return comma !== undefined && text.startsWith(comma, pos) && /["”’]/u.test(text[pos + comma.length] ?? "") ? pos + comma.length : null;
+  };
   /** The end of the fragment's words when they are at `at`, else null. */
   const endIfAt = (at: number, words: readonly string[]): number | null => {
     let pos = at;
     for (let i = 0; i < words.length; i++) {
       if (i > 0) {
         const before = pos;
-        while (pos < text.length && isWhitespace(text.charCodeAt(pos))) pos++;
+        const tag = TAG_BETWEEN.exec(text.slice(pos, pos + 240));
+        if (tag) pos += tag[0].length;
+        else while (pos < text.length && isWhitespace(text.charCodeAt(pos))) pos++;
         if (pos === before) return null;
       }
-      if (!text.startsWith(words[i]!, pos)) return null;
-      pos += words[i]!.length;
+      const end = wordEnd(words[i]!, pos);
+      if (end === null) return null;
+      pos = end;
     }
     return pos;
   };
   return (fragment, from = 0) => {
     const words = fragment.replace(/…$/u, "").trim().split(/\s+/).filter(Boolean);
     if (words.length === 0) return null;
-    const head = new RegExp(words.slice(0, HEAD_WORDS).map((w) => w.replace(REGEX_SPECIAL, "\\$&")).join("\\s+"), "g");
-    head.lastIndex = Math.max(0, from);
-    for (let m = head.exec(text); m; m = head.exec(text)) {
+    // The head stops at the first word with punctuation after it: a tag may stand there, and a full stop for its comma.
+    const cut = words.findIndex((w) => /\p{P}$/u.test(w));
+    const head = words.slice(0, Math.min(HEAD_WORDS, cut === -1 ? HEAD_WORDS : cut + 1)).map((w, i, all) =>
+      i === all.length - 1 ? w.replace(/[.,;:!?]+$/u, "").replace(REGEX_SPECIAL, "\\$&") : w.replace(REGEX_SPECIAL, "\\$&"),
+    );
+    const pattern = new RegExp(head.filter(Boolean).join("\\s+"), "g");
+    pattern.lastIndex = Math.max(0, from);
+    for (let m = pattern.exec(text); m; m = pattern.exec(text)) {
       const end = endIfAt(m.index, words);
       if (end !== null) return { start: m.index, end };
-      head.lastIndex = m.index + 1;
+      pattern.lastIndex = m.index + 1;
     }
     return null;
   };
@@ -125,4 +145,80 @@ export function knownAt(placed: PlacedCharacter, cutoff: number, text: string, c
     mentionCount: [character.name, ...character.aliases].reduce((n, form) => n + occurrencesBefore(text, form, cutoff), 0),
     cooccurring: character.cooccurring.filter((c) => met.has(c.name)),
   };
+}
+
+/**
+ * Where each character's checkpoints go (spoiler-safe chat): where their material accumulates, not at
+ * fixed fractions of the book. A character's first checkpoint comes once the book has shown
+ * `firstAmount` pieces of their material (quotes and passages), or all of it when they have fewer;
+ * each later one once it has shown double the amount of the one before; the last, if the budget
+ * allows, once it has shown all of it. So a reader meets no one mute for longer than it takes the book
+ * to show a couple of their lines, and the knowledge grows as the character does.
+ *
+ * A book gets at most `budget` checkpoints in all: the model calls grow with it, not with where the
+ * characters are. They are handed out in rounds, every character's first before anyone's second, and
+ * within a round in the order given (the caller passes the characters most important first).
+ */
+export const DEFAULT_FIRST_CHECKPOINT_MATERIAL = 2;
+/** Positions are rounded up to this step: the checkpoint's tag stays short and still follows the piece it was placed after. */
+export const CHECKPOINT_POSITION_STEP = 1e-4;
+
+export interface CheckpointPlacementOptions {
+  /** The most checkpoints the book gets, all characters together. */
+  budget: number;
+  firstAmount?: number;
+}
+
+/** The amounts of material (1-based counts) a character's checkpoints are placed after, earliest first. */
+export function materialAmounts(total: number, firstAmount: number = DEFAULT_FIRST_CHECKPOINT_MATERIAL): number[] {
+  if (total <= 0) return [];
+  const amounts: number[] = [];
+  for (let n = Math.max(1, Math.floor(firstAmount)); n < total; n *= 2) amounts.push(n);
+  amounts.push(total);
+  return amounts;
+}
+
+/**
+ * The earliest position (a multiple of the step) whose cutoff, `floor(position * textLength)`, keeps
+ * the piece ending at `end`; null when that is the end of the book (the whole-book persona is for it).
+ */
+export function positionAfter(end: number, textLength: number): number | null {
+  if (textLength <= 0) return null;
+  let steps = Math.ceil(end / textLength / CHECKPOINT_POSITION_STEP);
+  // Float rounding may leave the cutoff a character short of the piece: step on until it is not.
+  while (Math.floor(((steps * CHECKPOINT_POSITION_STEP) * textLength)) < end) steps++;
+  const position = Number((steps * CHECKPOINT_POSITION_STEP).toFixed(4));
+  return position < 1 ? position : null;
+}
+
+/**
+ * Per character (in the order given), the positions of their checkpoints, ascending. `materialEnds`
+ * holds, per character, where each located piece of their material ends (UTF-16 offsets, any order).
+ */
+export function placeCheckpoints(materialEnds: readonly (readonly number[])[], textLength: number, options: CheckpointPlacementOptions): number[][] {
+  const candidates = materialEnds.map((ends) => {
+    const sorted = [...ends].sort((a, b) => a - b);
+    const positions = materialAmounts(sorted.length, options.firstAmount).flatMap((n) => positionAfter(sorted[n - 1]!, textLength) ?? []);
+    return [...new Set(positions)];
+  });
+  const placed: number[][] = candidates.map(() => []);
+  let left = Math.max(0, Math.floor(options.budget));
+  for (let round = 0; left > 0 && candidates.some((c) => c.length > round); round++) {
+    for (let i = 0; i < candidates.length && left > 0; i++) {
+      const position = candidates[i]![round];
+      if (position === undefined) continue;
+      placed[i]!.push(position);
+      left--;
+    }
+  }
+  return placed;
+}
+
+/**
+ * Where each piece of a placed character's material ends in the book (the pieces that were found),
+ * counted from just after their first mention: a line spoken before the name is given (Mrs. Bennet's
+ * opening words) is no use to a reader who has not met her, and knownAt keeps nothing before it.
+ */
+export function materialEnds(placed: PlacedCharacter): number[] {
+  return [...placed.quoteAt, ...placed.passageAt].flatMap((at) => (at === null ? [] : [Math.max(at.end, placed.firstAppearance + 1)]));
 }

@@ -18,7 +18,7 @@ import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookLanguage } from "../common/db/frontend-rows.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
-import { usage } from "../common/local/commands.ts";
+import { npmRun, usage } from "../common/local/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
 import { deleteBook, findBooks } from "./book-removal.ts";
 import { extractWork, type HeaderFields } from "./book-text.ts";
@@ -168,7 +168,8 @@ export async function main(argv: string[]): Promise<number> {
   const author = parsed.values.author ?? header.author;
 
   const config = loadConfigOrExit();
-  if (await refuseWhileRunning(config, "submit the book to its API with POST /character/processing")) return 1;
+  // Not POST /character/processing: a local install refuses loopback and local file URLs, so that cannot work here.
+  if (await refuseWhileRunning(config, `then run this again; at the next ${npmRun("start")} the book is on the chat page and in ${npmRun("chat")}`)) return 1;
   const contentHash = await sha256OfFile(file);
   const logger = terminalLogger({
     file: join(config.dataDir, "ingest.log"),
@@ -239,13 +240,13 @@ async function headerOf(file: string): Promise<HeaderFields> {
 /** Two processes on one embedded database each work on a private copy: what one writes, the other loses. */
 async function refuseWhileRunning(config: Config, instead: string): Promise<boolean> {
   const running = config.database.driver === "pglite" ? await findRunningInstance(config.dataDir) : undefined;
-  if (running) process.stderr.write(`npm start is running on ${config.dataDir} (pid ${running.pid}); stop it first, or ${instead}\n`);
+  if (running) process.stderr.write(`npm start is running on ${config.dataDir} (pid ${running.pid}); stop it first (Ctrl-C in its terminal), ${instead}\n`);
   return running !== undefined;
 }
 
 async function deleteCommand(idOrTitle: string, frontendWrites: boolean): Promise<number> {
   const config = loadConfigOrExit();
-  if (await refuseWhileRunning(config, "delete the book through the frontend")) return 1;
+  if (await refuseWhileRunning(config, "then run this again")) return 1;
   const logger = terminalLogger({ file: join(config.dataDir, "ingest.log"), level: config.logLevel, secrets: secretsOf(config), print: (line) => process.stderr.write(`${line}\n`) });
   const deps = await buildDepsOrExit(config, { logger });
   try {

@@ -7,7 +7,10 @@ import { getBook } from "../common/db/books.ts";
 import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
-import { checkpointPositions } from "../common/prompt/reading-position.ts";
+import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
+import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
+import { guardCharacters } from "../common/prompt/spoiler-guard.ts";
+import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { removeIndexesAndBackups } from "./book-removal.ts";
 import { BookDeletedError, BookRejectedError } from "./errors.ts";
 import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
@@ -90,7 +93,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       const { text, textPath } = await readBookText(run, downloaded, workDir);
       const book = inLanguageOfText(run, registered, text);
       await stillThere(run);
-      const checkpoints = checkpointPositions(options.characterCheckpoints ?? deps.config.characterCheckpoints);
+      const checkpointSetting = options.characterCheckpoints ?? deps.config.characterCheckpoints;
       // The index needs only the text: it is chunked and embedded while the characters are found and
       // written (on a small machine, once they are found), and reaches the indexes only once they are
       // saved (see ingest/indexing.ts).
@@ -105,7 +108,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
           deps.metrics.processing.charactersExtracted.inc(extracted.length);
           const found = admitNames(branch, extracted);
           await stillThere(branch);
-          const items = await timed("extract", () => extractProfiles(branch, book, text, found, checkpoints));
+          const items = await timed("extract", () => extractProfiles(branch, book, text, found, checkpointBudget(checkpointSetting, found.length)));
           await stillThere(branch);
           const saved = await timed("prompt", () => writePersonas(branch, book, text, found, items));
           deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, saved.characters.length);
@@ -124,7 +127,9 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       const index = await writeIndex(deps, job.bookId, prepared, indexOptions(run));
       // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
       record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
+      const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
+      await saveGuard(run, text, characters);
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
@@ -144,6 +149,15 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       await rm(workDir, { recursive: true, force: true });
     }
   });
+}
+
+/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts). */
+async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[]): Promise<void> {
+  const started = performance.now();
+  const shingles = buildShingleIndex(text);
+  const guarded = guardCharacters(text, characters.map((c) => c.character));
+  await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: shingles.encode() });
+  run.log.info("spoiler guard written", { shingles: shingles.size, bytes: shingles.bytes, seconds: Math.round(performance.now() - started) / 1000 });
 }
 
 async function verifyBook(run: Run): Promise<Book> {

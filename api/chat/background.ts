@@ -1,3 +1,4 @@
+import { sleep } from "../../common/sleep.ts";
 import type { Logger } from "../../common/log.ts";
 
 /** How long, and how often, a lock release or a cache drop the store failed is tried again. */
@@ -8,8 +9,12 @@ const STORE_RETRY_MAX_MS = 2_000;
 /** Hands over work that outlives a reply (summary folds, cache writes, retried releases). */
 export type Track = (task: Promise<unknown>) => void;
 
-/** The work left running after replies, for a server to wait for (`settle`) before closing the stores. */
-export function createBackground(): { track: Track; settle: () => Promise<void> } {
+/**
+ * The work left running after replies, for a server to wait for (`settle`) before closing the stores.
+ * `settleStarted` waits only for the work tracked so far: what one request left behind, on an isolate
+ * where other requests keep adding work and `settle` might not resolve while traffic lasts.
+ */
+export function createBackground(): { track: Track; settle: () => Promise<void>; settleStarted: () => Promise<void> } {
   const tasks = new Set<Promise<unknown>>();
   const track: Track = (task) => {
     tasks.add(task);
@@ -18,14 +23,17 @@ export function createBackground(): { track: Track; settle: () => Promise<void> 
   async function settle() {
     while (tasks.size > 0) await Promise.allSettled([...tasks]);
   }
-  return { track, settle };
+  async function settleStarted() {
+    await Promise.allSettled([...tasks]);
+  }
+  return { track, settle, settleStarted };
 }
 
 /** Tries a write the store failed again, with back-off, until it succeeds or STORE_RETRY_WINDOW_MS has passed. */
 export async function retryUntilStoreAnswers(log: Logger, key: string, write: () => Promise<unknown>) {
   const deadline = performance.now() + STORE_RETRY_WINDOW_MS;
   for (let wait = STORE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, STORE_RETRY_MAX_MS)) {
-    await Bun.sleep(wait);
+    await sleep(wait);
     try {
       await write();
       log.info("key-value write done after the store came back", { key });

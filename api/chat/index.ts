@@ -53,6 +53,10 @@ stream ends:
   \`CHAT_FIRST_TOKEN_TIMEOUT_MS\` (60 s) of the message, or the reply could not be saved (tried ${SAVE_ATTEMPTS} times
   over about 2 s; the tokens already sent are the whole reply, and the message can be sent again).
 
+For a reader with a position, a reply that is about to name a character the reader has not met, or to quote 8
+words the book has only after the position, is stopped there and ends with the token \`… but that is a story for
+the pages you have yet to read.\` (then \`done\` as usual, its \`full_response\` what was sent).
+
 After an error event nothing of the exchange is saved. \`done\` is sent once the user message and the reply have
 been saved (the session's \`message_count\` grows by one and its \`preview\` is the start of the reply, ending in "…").
 A client that disconnects cancels the model's generation and nothing is saved.

@@ -1,6 +1,7 @@
 import { DatabaseError, type Database } from "../../common/db/index.ts";
 import { appendExchange, type ExchangeIds, type SavedExchange } from "../../common/db/sessions.ts";
 import type { Logger } from "../../common/log.ts";
+import { sleep } from "../../common/sleep.ts";
 
 /**
  * A reply the reader has received is saved in up to SAVE_ATTEMPTS attempts, waiting
@@ -48,7 +49,7 @@ export function createExchangeSaver(deps: ExchangeSaverDeps) {
       } catch (error) {
         if (attempt >= SAVE_ATTEMPTS || !mayPassOnRetry(error) || signal.aborted) throw error;
         deps.log.warn("saving the exchange failed; trying again", { session_id: sessionId, attempt, error });
-        await Bun.sleep(wait);
+        await sleep(wait);
       }
     }
   };

@@ -23,7 +23,9 @@ import { createRewriter } from "./rewrite.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./session-cache.ts";
 import { createSessionLocks } from "./session-lock.ts";
+import { createSpoilerGuards } from "./spoiler-guard.ts";
 import { createSummaryFold } from "./summary.ts";
+import { closingAfter, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
 
 /**
  * One chat turn, from the request body to the events of the reply. Knows nothing of HTTP: `open`
@@ -89,11 +91,13 @@ export interface ChatService {
   reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void>;
   /** Resolves once the work started after replies (summary folds, rewrite cache writes) has finished. */
   settle(): Promise<void>;
+  /** Resolves once the work started so far has finished, whatever starts later. */
+  settleStarted(): Promise<void>;
 }
 
 export function createChatService(deps: ChatDeps): ChatService {
   const log = deps.logger.child({ component: "chat" });
-  const { track, settle } = createBackground();
+  const { track, settle, settleStarted } = createBackground();
 
   const budget = promptBudget(deps.config?.chatContextTokens, deps.config?.chatReplyTokens);
   const counter = createTokenCounter();
@@ -124,6 +128,7 @@ export function createChatService(deps: ChatDeps): ChatService {
         logger: log,
       }),
       ...createKnowledge({ db: deps.db, cache, log }),
+      ...createSpoilerGuards({ db: deps.db, log }),
       rewrite: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,
@@ -160,7 +165,7 @@ export function createChatService(deps: ChatDeps): ChatService {
 
   async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
     const { request, character, book } = turn;
-    const { retriever, readerFor, knowledgeFor, rewrite, saveExchange, sessionCache, locks, foldSummary } = use();
+    const { retriever, readerFor, knowledgeFor, guardFor, rewrite, saveExchange, sessionCache, locks, foldSummary } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
     let stopKeepAlive: (() => void) | undefined;
@@ -183,7 +188,10 @@ export function createChatService(deps: ChatDeps): ChatService {
       if (!session) throw new Error("the session was deleted before the reply");
       const knowledge = await knowledgeFor(character, book, (await reader).position);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
-      const queries = await rewrite(character, request.user_message, session, knowledge, signal);
+      const [queries, guard] = await Promise.all([
+        rewrite(character, request.user_message, session, knowledge, signal),
+        guardFor(book.id, character.id, knowledge.position),
+      ]);
       // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
       const retrieved: RetrievalResult =
         knowledge.maxChunkIndex === -1
@@ -206,6 +214,8 @@ export function createChatService(deps: ChatDeps): ChatService {
       }, limitsFor(session.id));
 
       let full = "";
+      /** Set when the spoiler guard ended the reply. */
+      let stopped: SpoilerKind | undefined;
       // The reader waits for the first token at most this long from the moment the message arrived.
       const firstTokenBudget = (deps.config?.chatFirstTokenTimeoutMs ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS) - (performance.now() - turn.receivedAt);
       const completion = new AbortController();
@@ -217,17 +227,42 @@ export function createChatService(deps: ChatDeps): ChatService {
           purpose: "chat",
           signal: completion.signal,
         });
+        let started = false;
         for await (const delta of deltas) {
-          if (full === "") {
+          if (!started) {
+            started = true;
             clearTimeout(firstTokenTimer);
             deps.metrics.chat.timeToFirstToken.observe((performance.now() - turn.receivedAt) / 1000);
           }
-          full += delta;
-          yield { token: delta };
+          const step = guard ? guard.push(delta) : { forward: delta };
+          if (step.forward) {
+            full += step.forward;
+            yield { token: step.forward };
+          }
+          if (step.stop) {
+            stopped = step.stop;
+            break;
+          }
+        }
+        const last = guard && !stopped ? guard.end() : undefined;
+        if (last?.forward) {
+          full += last.forward;
+          yield { token: last.forward };
+        }
+        stopped ??= last?.stop;
+        if (stopped) {
+          // The model is not read further; the reply ends in the character's voice, and only what was
+          // sent and the closing are saved. The log says where, never the words held back.
+          completion.abort(new Error("stopped by the spoiler guard"));
+          const closing = closingAfter(full);
+          full += closing;
+          yield { token: closing };
+          deps.metrics.chat.spoilerStops.inc({ kind: stopped });
+          log.warn("reply stopped by the spoiler guard", { session_id: session.id, book_id: book.id, character_id: character.id, kind: stopped, reading_position: knowledge.position, sent_chars: full.length - closing.length });
         }
       } catch (error) {
         if (signal.aborted) return;
-        const late = full === "" && completion.signal.aborted;
+        const late = full === "" && completion.signal.aborted && !stopped;
         log.warn(late ? "no first token in time; the reader gets the 502 event" : "chat completion failed", { session_id: session.id, error });
         outcome = "502";
         yield { error: MODEL_FAILED, code: 502 };
@@ -294,5 +329,5 @@ export function createChatService(deps: ChatDeps): ChatService {
     }
   }
 
-  return { open, reply, settle };
+  return { open, reply, settle, settleStarted };
 }

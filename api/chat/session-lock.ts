@@ -3,6 +3,7 @@ import type { KeyValueStore } from "../../common/kv/index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/session/lock.ts";
 import type { Logger } from "../../common/log.ts";
 import type { Metrics } from "../../common/metrics/index.ts";
+import { sleep } from "../../common/sleep.ts";
 import { retryUntilStoreAnswers, type Track } from "./background.ts";
 import { SUMMARY_TIMEOUT_MS } from "./summary.ts";
 
@@ -108,7 +109,7 @@ export function createSessionLocks(deps: SessionLocksDeps) {
         log.warn("summary fold still running, replying without waiting for it", { session_id: sessionId });
         return cache.loadSession(sessionId, cached);
       }
-      await Bun.sleep(FOLD_POLL_MS);
+      await sleep(FOLD_POLL_MS);
       signal.throwIfAborted();
     }
   }

@@ -4,12 +4,13 @@ import type { Database } from "../../common/db/index.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text/index.ts";
 import { parseJsonBody } from "../json-body.ts";
-import { listChatBooks, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../../common/local/sessions.ts";
+import { getRecentMessages, getSession } from "../../common/db/sessions.ts";
+import { listChatBooks, LOCAL_USER_ID, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../../common/local/sessions.ts";
 
 /**
  * The chat page of a local install (`npm start`; in production only with PLAYGROUND=on): pick a book
  * and a character, chat through the public `POST /character/chat`, see the passages a reply used.
- * Its helper routes (books, the local reader's session, passage text) are local conveniences like
+ * Its helper routes (books, the local reader's session and its earlier messages, passage text) are local conveniences like
  * `bun run chat`, not part of the service's API: they are left out of the OpenAPI document, and a
  * session is created only where local-sessions.ts allows it (the embedded database, or the
  * frontend-writes flag).
@@ -26,6 +27,13 @@ const PassagesQuery = z.object({
     .regex(/^\d{1,9}(,\d{1,9})*$/)
     .transform((v) => [...new Set(v.split(",").map(Number))].slice(0, MAX_CHUNKS_PER_GET)),
 });
+
+const MessagesQuery = z.object({ session_id: z.string().uuid() });
+/**
+ * Earlier messages the page shows when a session opens: the last 50 (25 exchanges), enough to pick the
+ * conversation up again, and a bound on what one reload reads from a long session.
+ */
+export const DEFAULT_HISTORY_MESSAGES = 50;
 
 const hidden = { detail: { hide: true } } as const;
 
@@ -84,6 +92,20 @@ export function playgroundRoutes(db: Database, textIndex: TextIndex, options: Lo
         }
       },
       { ...hidden, parse: [parseJsonBody, "json"] },
+    )
+    .get(
+      `${PLAYGROUND_PATH}/messages`,
+      async ({ query }) => {
+        const parsed = MessagesQuery.safeParse(query);
+        if (!parsed.success) return refusal(400, "query must be ?session_id=<uuid>");
+        // The local reader's sessions only: with PLAYGROUND=on on a shared database, another reader's
+        // conversation is not this page's to show.
+        const session = await getSession(db, parsed.data.session_id);
+        if (session?.userId !== LOCAL_USER_ID) return refusal(404, "no such local session");
+        const messages = await getRecentMessages(db, session.id, DEFAULT_HISTORY_MESSAGES);
+        return { message_count: session.messageCount, messages: messages.map((m) => ({ role: m.role, content: m.content })) };
+      },
+      hidden,
     )
     .get(
       `${PLAYGROUND_PATH}/passages`,

@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from "node:async_hooks";
 import { Client, type ClientConfig, Pool, type PoolClient, types } from "@neondatabase/serverless";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Database, Queryable, Row } from "./index.ts";
@@ -19,6 +20,27 @@ export interface NeonDatabaseOptions extends PoolOptions {
   wsProxy?: string;
   /** Where errors of idle pooled connections go (e.g. the server restarted). */
   logger?: Logger;
+  /**
+   * `shared` (the default): one pool for the process. `per-request`, for workerd, where a WebSocket
+   * may only be used by the request that opened it: queries made inside a scope (`openScope`) share
+   * that scope's connections, closed when it ends; a query outside any scope gets a connection of
+   * its own for that query alone.
+   */
+  connections?: NeonConnections;
+}
+
+export type NeonConnections = "shared" | "per-request";
+
+/** One request's share of the database: what `run` starts queries on the scope's connections. */
+export interface DatabaseScope {
+  run<T>(fn: () => T): T;
+  /** Closes the scope's connections; a query the scope's work makes afterwards gets one of its own. */
+  end(): Promise<void>;
+}
+
+export interface NeonDatabase extends Database {
+  /** A scope for one request (with `connections: "per-request"`; with a shared pool, `run` just runs). */
+  openScope(): DatabaseScope;
 }
 
 type NeonQueryable = Pick<PoolClient, "query">;
@@ -62,45 +84,88 @@ function proxiedPool(wsProxy: string): typeof Pool {
   };
 }
 
+/** The connections of one request's scope, opened on its first query. */
+interface Scope {
+  pool?: Pool;
+  ended: boolean;
+}
+
 /** Postgres through Neon's serverless driver: node-postgres over a WebSocket. */
-export function createNeonDatabase(options: NeonDatabaseOptions): Database {
+export function createNeonDatabase(options: NeonDatabaseOptions): NeonDatabase {
   const PoolClass = options.wsProxy ? proxiedPool(options.wsProxy) : Pool;
   const settings = poolSettings(options);
-  const pool = new PoolClass({
-    connectionString: options.url,
-    max: settings.max,
-    connectionTimeoutMillis: settings.connectTimeoutSeconds * 1000,
-    idleTimeoutMillis: settings.idleTimeoutSeconds * 1000,
-    types: {
-      getTypeParser: (id: number, format?: "text" | "binary") => TYPE_PARSERS[id] ?? types.getTypeParser(id, format),
-    },
-  });
   // Without a listener, an idle connection dropped by the server would crash the process.
   const logger = options.logger ?? silentLogger;
-  pool.on("error", (err: unknown) => logger.warn("idle database connection failed", { err }));
+  const newPool = (max = settings.max) => {
+    const pool = new PoolClass({
+      connectionString: options.url,
+      max,
+      connectionTimeoutMillis: settings.connectTimeoutSeconds * 1000,
+      idleTimeoutMillis: settings.idleTimeoutSeconds * 1000,
+      types: {
+        getTypeParser: (id: number, format?: "text" | "binary") => TYPE_PARSERS[id] ?? types.getTypeParser(id, format),
+      },
+    });
+    pool.on("error", (err: unknown) => logger.warn("idle database connection failed", { err }));
+    return pool;
+  };
+  const endPool = (pool: Pool) => pool.end().catch((err: unknown) => logger.warn("closing database connections failed", { err }));
+
+  const shared = options.connections === "per-request" ? undefined : newPool();
+  const scopes = new AsyncLocalStorage<Scope>();
+  /** Runs fn on the pool the caller may use: the process's, its request scope's, or one of its own. */
+  async function withPool<T>(fn: (pool: Pool) => Promise<T>): Promise<T> {
+    if (shared) return fn(shared);
+    const scope = scopes.getStore();
+    if (scope && !scope.ended) return fn((scope.pool ??= newPool()));
+    const own = newPool(1);
+    try {
+      return await fn(own);
+    } finally {
+      await endPool(own);
+    }
+  }
 
   return {
     driver: "neon",
-    ...queryable(pool),
+    query: (text, params) => withPool((pool) => queryable(pool).query(text, params)),
+    exec: (sql) => withPool((pool) => queryable(pool).exec(sql)),
     transaction: (fn) =>
-      runTransaction(async (body) => {
-        const client = await pool.connect();
-        let healthy = true;
-        try {
-          await client.query("BEGIN");
-          const result = await body(queryable(client));
-          await client.query("COMMIT");
-          return result;
-        } catch (err) {
-          await client.query("ROLLBACK").catch(() => {
-            healthy = false;
-          });
-          throw err;
-        } finally {
-          // A connection that could not roll back is in an unknown state: destroy it.
-          client.release(!healthy);
-        }
-      }, fn),
-    close: () => driverCall(() => pool.end()),
+      withPool((pool) =>
+        runTransaction(async (body) => {
+          const client = await pool.connect();
+          let healthy = true;
+          try {
+            await client.query("BEGIN");
+            const result = await body(queryable(client));
+            await client.query("COMMIT");
+            return result;
+          } catch (err) {
+            await client.query("ROLLBACK").catch(() => {
+              healthy = false;
+            });
+            throw err;
+          } finally {
+            // A connection that could not roll back is in an unknown state: destroy it.
+            client.release(!healthy);
+          }
+        }, fn),
+      ),
+    openScope() {
+      if (shared) return { run: (fn) => fn(), end: async () => {} };
+      const scope: Scope = { ended: false };
+      return {
+        run: (fn) => scopes.run(scope, fn),
+        async end() {
+          scope.ended = true;
+          const pool = scope.pool;
+          scope.pool = undefined;
+          if (pool) await endPool(pool);
+        },
+      };
+    },
+    close: async () => {
+      if (shared) await driverCall(() => shared.end());
+    },
   };
 }

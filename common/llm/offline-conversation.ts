@@ -22,7 +22,7 @@ import {
 import { fnv1a } from "../hash.ts";
 import type { ChatMessage } from "./index.ts";
 import { closestFirst, passageExcerpt } from "./offline-excerpt.ts";
-import { contentTerms, contentWords, firstWords, rankBySimilarity, salientWords, sentences, wordCount } from "./offline-text.ts";
+import { contentTerms, contentWords, firstWords, rankBySimilarity, salientWords, sentences, withoutMarkup, wordCount } from "./offline-text.ts";
 
 /** Heading of the persona section listing the character's real lines, one quoted line each. */
 export const OFFLINE_QUOTES_HEADING = "Things I have said:";
@@ -127,16 +127,10 @@ function readChatMaterial(system: string): ChatMaterial {
     passagesStart === -1 ? "" : system.slice(passagesStart, summaryStart > passagesStart ? summaryStart : undefined);
   const fence = new RegExp(`${PASSAGE_OPEN}\\n([\\s\\S]*?)\\n${PASSAGE_CLOSE}`, "g");
   return {
-    quotes: personaQuotes(persona),
-    passages: Array.from(passagesText.matchAll(fence), (m) => m[1]!.trim()).filter(Boolean),
+    quotes: personaQuotes(persona).map(withoutMarkup),
+    passages: Array.from(passagesText.matchAll(fence), (m) => withoutMarkup(m[1]!).trim()).filter(Boolean),
   };
 }
-
-/**
- * Scores of lines that start mid-sentence are multiplied by this: such a line is said only when it
- * is more than twice as close to the message as every whole one.
- */
-const MID_SENTENCE_WEIGHT = 0.5;
 
 /**
  * A line that starts mid-sentence: the quote was cut at a dialogue tag ("and a library that…"),
@@ -147,46 +141,43 @@ export function startsMidSentence(line: string): boolean {
 }
 
 /**
- * The lines to say, from those not said in the replies still in view (`earlier`): the lines sharing
- * the most with the message (up to MAX_REPLY_QUOTES), lines that start mid-sentence weighed down by
- * MID_SENTENCE_WEIGHT. When none shares a word with the message, the one closest to `context` (the
- * passage retrieval found for the message and its rewritten queries, which carry the conversation's
- * recent words); failing that too, one picked by a hash of the message, from the whole lines when
- * there are any, so unrelated messages do not all get the same line.
+ * A line the character can say as it stands: it starts where a sentence starts and ends at a
+ * sentence end (or the comma before the dialogue tag that ended it), not clipped ("…") or broken off ("—").
+ */
+const whole = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/.test(line);
+
+/**
+ * The lines to say, from the whole ones not said in the replies still in view (`earlier`): the lines
+ * sharing the most with the message (up to MAX_REPLY_QUOTES). When none shares a word with the
+ * message, the one closest to `context` (the passage retrieval found for the message and its
+ * rewritten queries, which carry the conversation's recent words); failing that too, one picked by a
+ * hash of the message, so unrelated messages do not all get the same line. A fragment is never
+ * said: a piece of a line reads as something the character did not say.
  */
 function chooseQuotes(message: string, context: string, quotes: readonly string[], earlier: readonly string[]): string[] {
-  const fresh = quotes.filter((q) => !earlier.some((reply) => reply.includes(sayLine(q))));
+  const fresh = quotes.filter((q) => whole(q) && !earlier.some((reply) => reply.includes(sayLine(q))));
   if (fresh.length === 0) return [];
-  const weight = (quote: string) => (startsMidSentence(quote) ? MID_SENTENCE_WEIGHT : 1);
-  const rank = (query: string) =>
-    rankBySimilarity(query, fresh)
-      .map((r) => ({ index: r.index, score: r.score * weight(fresh[r.index]!) }))
-      .sort((a, b) => b.score - a.score || a.index - b.index);
-  const ranked = rank(message);
+  const ranked = rankBySimilarity(message, fresh);
   if (ranked.length > 0) return ranked.slice(0, MAX_REPLY_QUOTES).map((r) => fresh[r.index]!);
-  const near = context ? rank(context) : [];
+  const near = context ? rankBySimilarity(context, fresh) : [];
   if (near.length > 0) return [fresh[near[0]!.index]!];
-  const whole = fresh.filter((q) => !startsMidSentence(q));
-  const pool = whole.length > 0 ? whole : fresh;
-  return [pool[fnv1a(message) % pool.length]!];
+  return [fresh[fnv1a(message) % fresh.length]!];
 }
 
 /**
- * A line as the character says it. A quote cut at a dialogue tag shows the cut at its edges: a line
- * that starts with a lower-case letter gets a leading ellipsis (one that starts with punctuation,
- * "—and so", already shows it), and the comma that led into the tag ("Someone's coming in," said
- * Jonah) becomes the full stop it stands for, so two lines said in a row do not run together.
+ * A line as the character says it: the comma that led into its dialogue tag ("Friday is too soon,"
+ * said Ottilie.) becomes the full stop the tag stood for, so two lines said in a row do not run together.
  */
 export function sayLine(line: string): string {
-  const opened = /^\p{Ll}/u.test(line) ? `…${line}` : line;
-  return opened.replace(/,$/, ".");
+  return line.replace(/,$/, ".");
 }
 
 /**
  * The character answers with its own lines closest to the reader's message, then cites the
  * passage closest to it (retrieval's order when none shares a word) from where it adds something
- * the lines did not say; the excerpt is set off as a block quote, so the book's own quotation marks
- * are not nested inside the reply's. When every passage only repeats the lines, the lines stand alone.
+ * the lines did not say; the excerpt stands in a paragraph of its own after its heading, in plain
+ * text (no "> " marker a reader would see literally), so the book's own quotation marks are not
+ * nested inside the reply's. When every passage only repeats the lines, the lines stand alone.
  */
 export function composeChatReply(messages: readonly ChatMessage[]): string {
   const system = messages.find((m) => m.role === "system")?.content ?? "";
@@ -200,7 +191,7 @@ export function composeChatReply(messages: readonly ChatMessage[]): string {
   const excerpt = closestFirst(message, passages)
     .map((i) => passageExcerpt(message, passages[i]!, said))
     .find((e) => e !== undefined);
-  if (excerpt !== undefined) parts.push(`${said.length > 0 ? "As the book tells it" : "The book tells it this way"}:\n> ${excerpt}`);
+  if (excerpt !== undefined) parts.push(`${said.length > 0 ? "As the book tells it" : "The book tells it this way"}:\n${excerpt}`);
   return parts.length > 0 ? parts.join("\n\n") : OFFLINE_NO_MATERIAL_REPLY;
 }
 

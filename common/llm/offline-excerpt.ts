@@ -153,14 +153,17 @@ function excerptAt(all: readonly PassageSentence[], start: number, said: readonl
  * The excerpt of the passage that best adds to the reply, or undefined when every sentence repeats
  * the lines it says. It starts at the passage sentence closest to the message (else the first);
  * when that sentence repeats the reply's lines, at the first one after it that does not (what the
- * book tells next), else at the next closest.
+ * book tells next), else at the next closest; one that cannot end at a sentence end is skipped.
  */
 export function passageExcerpt(message: string, passage: string, said: readonly string[]): string | undefined {
   const all = passageSentences(passage);
   const fresh = all.map((s) => !repeatsLines(s, said));
   for (const candidate of closestFirst(message, all.map((s) => s.text))) {
     const start = fresh.indexOf(true, candidate);
-    if (start !== -1) return excerptAt(all, start, said);
+    if (start === -1) continue;
+    const excerpt = excerptAt(all, start, said);
+    // A heading ("THE END") or a sentence the passage stops inside (": “") is no excerpt: try the next closest.
+    if (WHOLE_SENTENCE.test(excerpt) && !/…["”’»)\]]*$/u.test(excerpt)) return excerpt;
   }
   return undefined;
 }

@@ -177,6 +177,23 @@ export function salientWords(text: string, limit: number, exclude?: ReadonlySet<
     .map((w) => w.surface);
 }
 
+/** Single line breaks (and the indent after them) as spaces; blank lines kept. */
+export function unwrapLines(text: string): string {
+  return text.replace(/([^\n])[ \t]*\n(?![ \t]*\n)[ \t]*/g, "$1 ");
+}
+
+/**
+ * The text as a reader sees it, without Gutenberg's plain-text markup: `_emphasis_` and `=bold=`
+ * markers dropped (the words kept) and [Illustration: …] notes removed.
+ */
+export function withoutMarkup(text: string): string {
+  return text
+    .replace(/\[Illustration(?::[^\]]*)?\]/g, "")
+    .replace(/(^|[^\p{L}\p{N}_])_(?=\S)([^_\n]*?\S)_(?![\p{L}\p{N}_])/gu, "$1$2")
+    .replace(/(^|[^\p{L}\p{N}=])=(?=\S)([^=\n]*?\S)=(?![\p{L}\p{N}=])/gu, "$1$2")
+    .replace(/[ \t]{2,}/g, " ");
+}
+
 const sentenceSegmenter = new Intl.Segmenter("und", { granularity: "sentence" });
 
 /** A sentence "ending" in a title or an initial ("Mr.", "J.") does not end there. */
@@ -190,7 +207,9 @@ const ABBREVIATION_END = /(?:^|\s)(?:Mr|Mrs|Ms|Dr|St|Mme|Mlle|Messrs|[A-Z])\.$/;
 export function sentences(text: string): string[] {
   const result: string[] = [];
   let pending = "";
-  for (const { segment } of sentenceSegmenter.segment(text)) {
+  // Unicode ends a sentence at every line break: a book's hard-wrapped lines ("more sedate than⏎
+  // Elizabeth had expected.") are joined first, so only blank lines still separate.
+  for (const { segment } of sentenceSegmenter.segment(unwrapLines(text))) {
     const sentence = segment.replace(/\s+/g, " ").trim();
     if (!sentence) continue;
     if (!pending && result.length > 0 && /^\p{Ll}/u.test(sentence)) {

@@ -23,3 +23,13 @@ export function listenAddress(hostname: string, port: number): ListenAddress {
   const loopback = hostname === "localhost" || hostname === "::1" || hostname.startsWith("127.");
   return { bound: `${hostPart(hostname)}:${port}`, url: `http://${hostPart(local)}:${port}`, network: !loopback };
 }
+
+/**
+ * The FILE_URL_ALLOWED_HOSTS entry (`host:port`, the port always written) under which a server
+ * listening on loopback may download files it serves itself; none on a network address, where no
+ * address policy is loosened.
+ */
+export function selfFileHost(hostname: string, port: number): string | undefined {
+  const { network, url } = listenAddress(hostname, port);
+  return network ? undefined : `${new URL(url).hostname}:${port}`;
+}

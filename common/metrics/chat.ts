@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Histogram, type Registry } from "./prom.ts";
 
 /** The chat metrics of SPEC's catalogue, on the API, and ours beside them. */
 
@@ -13,6 +13,8 @@ export interface ChatMetrics {
   lockUnavailable: Counter;
   /** Prompt parts cut (or messages and passages left out) to fit the context budget (common/prompt/budget.ts). */
   promptTrims: Counter<"purpose" | "part">;
+  /** Replies stopped by the spoiler guard (common/prompt/spoiler-guard.ts), by what it found: a late name or passage. */
+  spoilerStops: Counter<"kind">;
 }
 
 export function createChatMetrics(api: Registry[]): ChatMetrics {
@@ -38,6 +40,12 @@ export function createChatMetrics(api: Registry[]): ChatMetrics {
       name: "chat_prompt_trims_total",
       help: "Prompt parts cut, or history messages and passages left out, to fit the context budget, by request purpose (chat, rewrite, summary) and part (persona, preferences, passages, summary, history, user_message).",
       labelNames: ["purpose", "part"],
+      registers: api,
+    }),
+    spoilerStops: new Counter({
+      name: "chat_spoiler_stops_total",
+      help: "Chat replies stopped by the spoiler guard before a name (kind=name) or an 8-word passage (kind=passage) the reader has not reached.",
+      labelNames: ["kind"],
       registers: api,
     }),
   };

@@ -1,4 +1,4 @@
-import { Counter, Gauge, type Registry } from "prom-client";
+import { Counter, Gauge, type Registry } from "./prom.ts";
 import { SeriesHistogram } from "./series-histogram.ts";
 
 /** The HTTP metrics of SPEC's catalogue, on the API. */

@@ -1,4 +1,4 @@
-import { Counter, Histogram, type Registry } from "prom-client";
+import { Counter, Histogram, type Registry } from "./prom.ts";
 import { HTTP_BUCKETS } from "./http.ts";
 
 /** The indexing metrics of SPEC's catalogue, on the worker. */

@@ -1,7 +1,7 @@
-import { Registry } from "prom-client";
+import { Registry } from "./prom.ts";
 import type { KeyValueStore } from "../kv/index.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import type { Metrics, MetricsAggregation } from "./index.ts";
+import type { Metrics, MetricsAggregation } from "./catalogue.ts";
 
 /**
  * The metric catalogue on an isolate runtime (Deno Deploy, Cloudflare Workers), where requests land on
@@ -128,7 +128,9 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
   const prefix = options.keyPrefix ?? DEFAULT_METRICS_KEY_PREFIX;
   const totalsKey = `${prefix}:totals`;
   const gaugesKey = `${prefix}:gauges`;
-  const isolateId = options.isolateId ?? crypto.randomUUID();
+  // Drawn on first use: workerd refuses random values in a Worker's global scope, where the app is built.
+  let drawnId: string | undefined;
+  const isolateId = () => (drawnId ??= options.isolateId ?? crypto.randomUUID());
   const now = options.now ?? Date.now;
   const log = (options.logger ?? silentLogger).child({ component: "metrics" });
 
@@ -179,7 +181,7 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
     if (gaugesDue) {
       const entry: IsolateGauges = { expiresAt: at + gaugeTtlMs, values: gauges };
       writes.push(
-        kv.hset(gaugesKey, { [isolateId]: JSON.stringify(entry) }).then(() => {
+        kv.hset(gaugesKey, { [isolateId()]: JSON.stringify(entry) }).then(() => {
           writtenGauges = gaugesJson;
           gaugesExpireAt = entry.expiresAt;
         }),

@@ -1,4 +1,4 @@
-import { Counter, type Registry } from "prom-client";
+import { Counter, type Registry } from "./prom.ts";
 import type { LlmPurpose } from "../llm/index.ts";
 
 /** LLM token use, on both processes. */

@@ -1,4 +1,4 @@
-import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import { Counter, Gauge, Histogram, type Registry } from "./prom.ts";
 
 /** The job, queue and pipeline metrics of SPEC's catalogue (the worker's, and the API's queue pushes), and ours beside them. */
 

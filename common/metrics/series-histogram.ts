@@ -1,4 +1,4 @@
-import type { Registry } from "prom-client";
+import type { Registry } from "./prom.ts";
 
 /** One label set of a SeriesHistogram: observing costs a bucket search and three additions. */
 export interface HistogramSeries {

@@ -10,8 +10,12 @@
  * Pure: no I/O.
  */
 
-/** Profiles and personas are written at the end of each quarter of the book unless configured otherwise. */
-export const DEFAULT_CHARACTER_CHECKPOINTS = 4;
+/**
+ * CHARACTER_CHECKPOINTS = n lets a book's character passes cost up to n times the whole book's: up to
+ * (n - 1) checkpoints per character on average, placed where each character's material accumulates
+ * (ingest/checkpoints.ts). 2 keeps a book within twice the model calls of the whole book alone.
+ */
+export const DEFAULT_CHARACTER_CHECKPOINTS = 2;
 
 /** The reader's position from the library row; null (the whole book) when it cannot be told. */
 export function positionFromPages(currentPage: number | null | undefined, pageCount: number | null | undefined): number | null {
@@ -51,10 +55,20 @@ export function lastChunkWithin(chunkEnds: readonly number[], position: number):
   return found;
 }
 
-/** The checkpoints before the end of the book: 4 → [0.25, 0.5, 0.75]; 1 → [] (the whole book only). */
-export function checkpointPositions(count: number): number[] {
-  const n = Math.max(1, Math.floor(count));
-  return Array.from({ length: n - 1 }, (_, i) => (i + 1) / n);
+/** How many checkpoints a book of `characters` characters gets in all: 1 → none (the whole book only). */
+export function checkpointBudget(setting: number, characters: number): number {
+  return Math.max(0, Math.floor(setting) - 1) * Math.max(0, characters);
+}
+
+/**
+ * What a book records as its attempted checkpoints: the positions placed, or, with checkpoints on and
+ * none placed (no character has material that can be located), [1], a checkpoint no reader part-way
+ * reaches, so that a turn never takes the empty list for "the whole book".
+ */
+export function attemptedCheckpoints(enabled: boolean, placed: readonly number[]): number[] {
+  if (!enabled) return [];
+  const positions = [...new Set(placed)].sort((a, b) => a - b);
+  return positions.length > 0 ? positions : [1];
 }
 
 export interface Checkpoint {
@@ -67,8 +81,8 @@ export interface Checkpoint {
  * - `whole-book`: the characters row (the book has no checkpoints, as before this feature);
  * - `checkpoint`: the latest checkpoint at or before the position;
  * - `name-only`: none fits without looking past the position, so the persona is built from the name
- *   alone: the passes for the earlier checkpoints failed, or the character is first seen after the
- *   latest one. Never a later checkpoint, not even for a character the reader has yet to meet: it is
+ *   alone: the reader has not reached the character's first checkpoint (placed where the book has
+ *   shown a couple of their lines), or the passes for the earlier ones failed. Never a later checkpoint, not even for a character the reader has yet to meet: it is
  *   written from what comes after the position, all of it a spoiler (the passages, cut at the
  *   position, still show what the reader has read of them).
  * `checkpoints` are the ones written for the character (failed ones are absent), `attempted` the

@@ -36,10 +36,11 @@ export interface AttributionInput {
 const CONVERSATION_GAP_TOKENS = 0;
 // The longest paragraph of narration read as an action beat between two turns.
 const BEAT_TOKENS = 12;
+const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
 
 export function attributeSpeakers(input: AttributionInput): Attribution {
   const { tok, quotes, inQuote, names, chars, narrator } = input;
-  const { lower } = tok;
+  const { lower, text } = tok;
   const n = quotes.length;
   const speaker = new Int32Array(n).fill(-1);
   const mentionStart = new Int32Array(n).fill(-1);
@@ -151,6 +152,41 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     }
   };
 
+  // The last person of gender g in the salience window: whom a he/she in narration goes on about.
+  const lastOfGender = (g: Gender): number => {
+    for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
+      const c = recent[k]!;
+      if (genderOf(c) === g && isPerson(c)) return c;
+    }
+    return -1;
+  };
+  // Narration between turns: the people it names, and whoever its subject he/she goes on about, so
+  // a chapter that names its lead once and then says "he" keeps them salient.
+  const rememberNarration = (lo: number, hi: number) => {
+    for (let i = lo; i <= hi; i++) {
+      if (inQuote[i]) continue;
+      const k = nameAt[i]!;
+      if (k >= 0) remember(names[k]!.char);
+      else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
+      else {
+        const g = pronounGender(lower[i]!);
+        if (g === "m" || g === "f") remember(lastOfGender(g));
+      }
+    }
+  };
+
+  // "… she seized the opportunity of saying," / ¶ "Is your sister at Pemberley still?": a paragraph
+  // of narration that ends on a comma or colon introduces the quote that opens the next one. The start
+  // of its last sentence, or -1.
+  const leadIn = (para: number): number => {
+    if (para === 0) return -1;
+    const lo = tok.paragraphStarts[para - 1]!;
+    let hi = tok.paragraphStarts[para]! - 1;
+    while (hi > lo && LEAD_IN_DASHES.has(text[hi]!)) hi--;
+    if (hi <= lo || inQuote[hi] || (text[hi] !== "," && text[hi] !== ":")) return -1;
+    return Math.max(lo, tok.sentenceStarts[tok.sentence[hi]!]!);
+  };
+
   let nextPara = 0;
   let prevUnitSpeaker = -1;
   let prevUnitPara = -2;
@@ -169,11 +205,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     // Narration paragraphs between units feed salience.
     const paraStart = tok.paragraphStarts[u.para]!;
     const paraEnd = tok.paragraphStarts[u.para + 1]! - 1;
-    if (nextPara < u.para) {
-      const tmp: number[] = [];
-      mentionsIn(tok.paragraphStarts[nextPara]!, paraStart - 1, tmp);
-      for (const c of tmp) remember(c);
-    }
+    if (nextPara < u.para) rememberNarration(tok.paragraphStarts[nextPara]!, paraStart - 1);
     nextPara = u.para + 1;
     // A new paragraph of dialogue is a new speaker; after a narration paragraph anyone may go on.
     const avoid = u.para - prevUnitPara === 1 ? prevUnitSpeaker : -1;
@@ -200,7 +232,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
       mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects);
-      const tag = tagOf(qk, cursor, nextStart);
+      const from = idx === 0 && q.start === paraStart ? leadIn(u.para) : -1;
+      const tag = from >= 0 ? tagOf(qk, from, nextStart) : tagOf(qk, cursor, nextStart);
+      if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
         const c = resolveTag(tag, avoid, paraSubjects, replier);

@@ -23,6 +23,9 @@ const CONTINUING = new Set(["added", "continued", "resumed", "pursued"]);
 const SKIPPABLE = new Set([",", "!", "?", "\u2014", "--", "-", ";", ":", "_", "."]);
 const ADVERBS = new Set(["then", "again", "now", "at", "once", "still", "presently", "suddenly", "simply", "only", "quietly", "softly", "gravely", "calmly", "coldly", "eagerly", "warmly", "sharply", "slowly"]);
 const MAX_TAG_DISTANCE = 14;
+// Nouns for what someone said, in "was his answer", "was Elizabeth's reply".
+const REPLY_NOUNS = new Set(["answer", "reply", "response", "rejoinder", "retort", "remark", "exclamation", "observation", "comment", "question", "cry"]);
+const POSSESSIVE = new Set(["'s", "\u2019s"]);
 
 function isAdverb(w: string): boolean {
   return ADVERBS.has(w) || (w.length > 4 && w.endsWith("ly"));
@@ -103,10 +106,33 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return undefined;
   };
 
+  // "…," was Edmund's answer / was her only reply: whose reply, read from the possessive before it.
+  const possessiveReply = (j: number, hi: number): Tag | undefined => {
+    let owner: Tag | undefined;
+    let k = j;
+    const g = lower[j] === "his" ? "m" : lower[j] === "her" ? "f" : undefined;
+    if (g) owner = { kind: "pronoun", gender: g, at: j };
+    else {
+      const m = nameAt[j]! >= 0 ? names[nameAt[j]!]! : undefined;
+      if (!m || !POSSESSIVE.has(lower[m.end + 1] ?? "")) return undefined;
+      owner = { kind: "char", char: m.char, start: m.start, end: m.end };
+      k = m.end + 1;
+    }
+    for (let w = k + 1; w <= Math.min(hi, k + 3); w++) {
+      if (REPLY_NOUNS.has(lower[w]!)) return owner;
+      if (!/^\p{L}+$/u.test(text[w]!)) break;
+    }
+    return undefined;
+  };
+
   /** Dialogue tag in the narration right after a quote ("…," said Jane / "…," she replied). */
   const tagAfter = (lo: number, hi: number): Tag | undefined => {
     let i = lo;
     while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
+    if (lower[i] === "was") {
+      const owned = possessiveReply(i + 1, hi);
+      if (owned) return owned;
+    }
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
       if (SPEECH_VERBS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));

@@ -123,6 +123,8 @@ export const SPEECH_VERBS = words(`
   whimpered stuttered blurted confessed announced recommended objected reasoned argued argues
   explained replied resumed rejoined broke interposed interposes corrected remonstrated answered
   began begun spoke speaks spoken called sneezed grunted chuckled giggled screeched
+  contradicted subjoined uttered acknowledged commanded affirmed proclaimed chorused boomed quavered
+  sputtered implored howled adding replying exclaiming answering observing remarking
 `);
 
 export const MALE_PRONOUNS = words("he him his himself");

@@ -4,7 +4,7 @@ import { saveCharacterKnowledge, type CharacterCheckpoint } from "../../common/d
 import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters } from "../../common/db/characters.ts";
 import { type Book, type Character } from "../../common/contract/rows.ts";
 import { writeBackups } from "../backups.ts";
-import { createTextLocator, firstMention, knownAt, placeCharacter } from "../checkpoints.ts";
+import { createTextLocator, firstMention, knownAt, materialEnds, placeCharacter, placeCheckpoints } from "../checkpoints.ts";
 import type { FoundCharacter } from "../character-selection.ts";
 import { characterStyle, describe } from "../character-style.ts";
 import { PassUnavailableError } from "../errors.ts";
@@ -33,19 +33,24 @@ interface Profiled extends PassItem {
   profile: Awaited<ReturnType<typeof extractProfile>>;
 }
 
-/** The whole-book items, then each character as known at each checkpoint where the book has something of them before it. */
-function passItems(text: string, found: readonly FoundCharacter[], checkpoints: readonly number[]): PassItem[] {
+/**
+ * The whole-book items, then each character as known at each of their own checkpoints, placed where
+ * their material accumulates within the book's budget (ingest/checkpoints.ts), most important
+ * characters first within each round.
+ */
+function passItems(text: string, found: readonly FoundCharacter[], budget: number): PassItem[] {
   const items: PassItem[] = found.map((character) => ({ character }));
-  if (checkpoints.length === 0) return items;
+  if (budget <= 0) return items;
   const locate = createTextLocator(text);
   const cast = found.map((c) => placeCharacter(c, locate, text.length));
-  for (const at of checkpoints) {
-    const cutoff = Math.floor(at * text.length);
-    for (const placed of cast) {
-      const character = knownAt(placed, cutoff, text, cast);
+  const ranked = [...cast].sort((a, b) => b.character.importance - a.character.importance);
+  const positions = placeCheckpoints(ranked.map(materialEnds), text.length, { budget });
+  ranked.forEach((placed, i) => {
+    for (const at of positions[i]!) {
+      const character = knownAt(placed, Math.floor(at * text.length), text, cast);
       if (character) items.push({ character, at });
     }
-  }
+  });
   return items;
 }
 
@@ -83,8 +88,9 @@ async function characterPass<T extends PassItem, R>(run: Run, phase: "extract" |
   return results;
 }
 
-export async function extractProfiles(run: Run, book: Book, text: string, found: readonly FoundCharacter[], checkpoints: readonly number[]): Promise<Profiled[]> {
-  const items = passItems(text, found, checkpoints);
+/** `checkpointBudget`: the most checkpoints the book gets, all characters together (0: the whole book only). */
+export async function extractProfiles(run: Run, book: Book, text: string, found: readonly FoundCharacter[], checkpointBudget: number): Promise<Profiled[]> {
+  const items = passItems(text, found, checkpointBudget);
   const profiles = await characterPass(run, "extract", items, (item) => extractProfile(run.deps.llm, bookInfo(book), item.character, run.signal));
   return items.flatMap((item, i) => (profiles[i] === undefined ? [] : [{ ...item, profile: profiles[i] }]));
 }

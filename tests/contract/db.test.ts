@@ -780,6 +780,66 @@ if (postgres.reachable) {
       () => bridge!.stop(),
     );
   });
+
+  // workerd: no connection outlives its request; a query outside any request's scope has one of its own.
+  let perRequestBridge: WsTcpBridge | undefined;
+  databaseContract("Postgres via the Neon driver with connections per request", () => {
+    perRequestBridge = startWsTcpBridge();
+    const wsProxy = perRequestBridge.address;
+    return serverTarget(
+      "neon",
+      postgres.url,
+      async (url) => createNeonDatabase({ url, wsProxy, connections: "per-request" }),
+      () => perRequestBridge!.stop(),
+    );
+  });
+
+  describe("the Neon driver with connections per request", () => {
+    let testDb: TestDatabase;
+    let scopeBridge: WsTcpBridge;
+    beforeAll(async () => {
+      testDb = await createTestDatabase(postgres.url);
+      scopeBridge = startWsTcpBridge();
+    }, SETUP_TIMEOUT_MS);
+    afterAll(async () => {
+      await scopeBridge.stop();
+      await testDb.drop();
+    });
+
+    const backend = async (db: Database) => (await db.query<{ pid: number }>("SELECT pg_backend_pid() AS pid"))[0]!.pid;
+    const backendAlive = async (db: Database, pid: number) =>
+      (await db.query<{ n: number }>("SELECT count(*) AS n FROM pg_stat_activity WHERE pid = $1", [pid]))[0]!.n > 0;
+
+    test("a request's queries share its connection, which closes when the request's scope ends", async () => {
+      const db = createNeonDatabase({ url: testDb.url, wsProxy: scopeBridge.address, connections: "per-request" });
+      const observer = createPostgresDatabase({ url: testDb.url });
+      try {
+        const scope = db.openScope();
+        const [first, second] = await scope.run(async () => [await backend(db), await backend(db)]);
+        expect(second).toBe(first!);
+        await scope.end();
+        // After the end, the scope's late work (a fold, a retried write) still reaches the database, on a connection of its own.
+        expect(await scope.run(() => backend(db))).not.toBe(first!);
+        for (let i = 0; await backendAlive(observer, first!); i++) {
+          if (i > 100) throw new Error(`the scope's connection (backend ${first}) is still open`);
+          await Bun.sleep(50);
+        }
+      } finally {
+        await observer.close();
+        await db.close();
+      }
+    });
+
+    test("queries outside any scope each get a connection of their own, closed after it", async () => {
+      const db = createNeonDatabase({ url: testDb.url, wsProxy: scopeBridge.address, connections: "per-request" });
+      try {
+        const first = await backend(db);
+        expect(await backend(db)).not.toBe(first);
+      } finally {
+        await db.close();
+      }
+    });
+  });
 } else {
   describe.skip("Postgres via Bun SQL", () => test.skip(postgres.reason, () => {}));
   describe.skip("Postgres via the Neon driver over a WebSocket bridge", () => test.skip(postgres.reason, () => {}));

@@ -4,8 +4,7 @@
 # and npm packages. Extra arguments go to `deno test` (e.g. --filter "chunkText").
 #
 # How Deno finds things, and why it needs no network:
-# - The binary comes from the `deno` npm package (node_modules/.bin/deno), installed by this script
-#   the first time (below); nothing else is downloaded when it runs, and the update check is switched off.
+# - The binary comes from the `deno` npm package (node_modules/.bin/deno, a devDependency); nothing else is downloaded when it runs, and the update check is switched off.
 # - deno.json beside this script sets "nodeModulesDir": "manual": bare imports such as "zod" resolve
 #   through the project's node_modules, as Node and Bun resolve them, so Deno runs the exact
 #   versions package-lock.json pins and fetches nothing. ("none" also works here, but it makes Deno
@@ -29,9 +28,9 @@ suites=(
   tests/unit/nlp-files.test.ts
 )
 
-# Deno (92 MB) is only for this suite, so it is not a devDependency: the default install stays small.
-# The version is pinned here and fetched once with npm, without touching package.json or the lock file.
-DENO_VERSION=2.9.5
+# Deno is a devDependency (the API runs on it too: api/edge/deno.ts), pinned in package.json; an
+# install without dev dependencies gets it here, once, without touching package.json or the lock file.
+DENO_VERSION=$(node -p 'require("./package.json").devDependencies.deno')
 deno=node_modules/.bin/deno
 if [ ! -x "$deno" ] || [ "$("$deno" --version | head -n 1 | cut -d' ' -f2)" != "$DENO_VERSION" ]; then
   echo "installing deno@$DENO_VERSION for this suite (npm install --no-save)"

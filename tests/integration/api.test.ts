@@ -111,7 +111,7 @@ describe("the documented error examples are what each status really answers", ()
 
   test("with a working chat request known (npm start's sample session), the document's chat example is that request", async () => {
     const example = { user_id: "10ca1000-0000-4000-8000-000000000001", character_id: "3665865f-3a0c-4522-8994-5c1893031c71", book_id: "5a3b1e00-0000-4000-8000-000000000001", session_id: "a59d5ad5-41ec-4a0d-8ce4-82ea3d4e8690", user_message: "What did you find hidden in the diary?" };
-    const app = await buildTestApp({ chatExample: () => example });
+    const app = await buildTestApp({ requestExamples: () => ({ chat: example }) });
     const doc = (await (await app.request("/docs/json")).json()) as { paths: Record<string, Record<string, { requestBody: { content: Record<string, { example?: unknown; schema: { example?: unknown } }> } }>> };
     const media = doc.paths["/character/chat"]!.post!.requestBody.content["application/json"]!;
     expect(media.example).toEqual(example);

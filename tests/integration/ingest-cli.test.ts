@@ -184,3 +184,25 @@ describe("real book files on the command line", () => {
     expect(unknown.stderr).toEndWith('no book has the id or title "No Such Book"\n');
   });
 });
+
+test("on a laptop's defaults the in-process store and the offline provider are noted in the log file only; with HOST opened to the network they are warnings in the terminal", async () => {
+  const local = await mkdtemp(join(tmpdir(), "ingest-cli-notes-"));
+  const network = await mkdtemp(join(tmpdir(), "ingest-cli-notes-"));
+  try {
+    const quiet = await ingest([join(FIXTURES, ENGLISH_BOOK), "--max-characters", "1"], { DATA_DIR: local });
+    expect(quiet.exitCode).toBe(0);
+    expect(quiet.stderr).not.toContain("key-value store");
+    expect(quiet.stderr).not.toContain("offline provider");
+    const log = await Bun.file(join(local, "ingest.log")).text();
+    expect(log).toContain("key-value store: in-process");
+    expect(log).toContain("offline provider");
+
+    const loud = await ingest([join(FIXTURES, ENGLISH_BOOK), "--max-characters", "1"], { DATA_DIR: network, HOST: "0.0.0.0" });
+    expect(loud.exitCode).toBe(0);
+    expect(loud.stderr).toContain("warning: key-value store: in-process");
+    expect(loud.stderr).toContain("warning: LLM gateway not configured: offline provider");
+  } finally {
+    await rm(local, { recursive: true, force: true });
+    await rm(network, { recursive: true, force: true });
+  }
+});

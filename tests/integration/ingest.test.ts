@@ -115,7 +115,8 @@ describe("ingesting an English book", () => {
     // What the passes sent: profile in JSON mode at 0.3 with the NLP step's findings, persona at 0.7.
     const requests = gateway.chatRequests().map((r) => r.body as { temperature?: number; response_format?: { type: string } });
     const extraction = gateway.extractions().find((e) => e.character.name === "Clara")!;
-    expect(extraction.character.quotes).toContain("The ledger remembered.");
+    // A line split by its tag ("You were right, Aunt Agnes," said Clara. "The ledger remembered.") is one line, without the tag.
+    expect(extraction.character.quotes).toContain("You were right, Aunt Agnes. The ledger remembered.");
     expect(extraction.cooccurring.map((c) => c.name)).toEqual(expect.arrayContaining(["Tobias Finch"]));
     expect(extraction.passages.length).toBeGreaterThan(0);
     expect(requests.filter((r) => r.response_format?.type === "json_object").every((r) => r.temperature === 0.3)).toBe(true);

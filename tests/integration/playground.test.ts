@@ -1,6 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { DEFAULT_HISTORY_MESSAGES } from "../../api/playground/index.ts";
+import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
+import { appendExchange } from "../../common/db/sessions.ts";
+import { saveCharacters } from "../../common/db/characters.ts";
+import { LOCAL_USER_ID } from "../../common/local/sessions.ts";
 import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
 import type { TextIndex } from "../../common/text/index.ts";
 import { buildTestApp } from "../support/app.ts";
@@ -107,5 +112,32 @@ describe("the chat page's address", () => {
       expect({ target, status: answer.status }).not.toEqual({ target, status: 404 });
       expect(target).toStartWith(`/${path.split("/")[0]}`);
     }
+  });
+});
+
+describe("the chat page's earlier messages", () => {
+  test("the local reader's session answers its last 50 messages in order; another reader's session is a 404 and a malformed id a 400", async () => {
+    const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
+    const book = await insertBook(t.deps.db, { title: "Harbour Tales", processingStatus: "completed" });
+    const {
+      characters: [character],
+    } = await saveCharacters(t.deps.db, book.id, [{ name: "Maren", systemPrompt: "I am Maren." }]);
+    const mine = await createSession(t.deps.db, { userId: LOCAL_USER_ID, characterId: character!.id });
+    const theirs = await createSession(t.deps.db, { userId: crypto.randomUUID(), characterId: character!.id });
+    for (let i = 0; i < 30; i++) await appendExchange(t.deps.db, mine.id, `Question ${i}?`, `Answer ${i}.`, "");
+    await appendExchange(t.deps.db, theirs.id, "A private question?", "A private answer.", "");
+
+    const res = await t.request(`/playground/messages?session_id=${mine.id}`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { message_count: number; messages: { role: string; content: string }[] };
+    expect(body.message_count).toBe(30);
+    expect(body.messages).toHaveLength(DEFAULT_HISTORY_MESSAGES);
+    expect(body.messages.slice(0, 2)).toEqual([{ role: "user", content: "Question 5?" }, { role: "assistant", content: "Answer 5." }]);
+    expect(body.messages.at(-1)).toEqual({ role: "assistant", content: "Answer 29." });
+
+    const other = await t.request(`/playground/messages?session_id=${theirs.id}`);
+    expect([other.status, await other.json()]).toEqual([404, { error: "no such local session" }]);
+    const bad = await t.request("/playground/messages?session_id=not-a-uuid");
+    expect([bad.status, await bad.json()]).toEqual([400, { error: "query must be ?session_id=<uuid>" }]);
   });
 });

@@ -10,6 +10,8 @@ import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
+import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/prompt/reading-position.ts";
+import { SPOILER_CLOSING } from "../../common/prompt/spoiler-guard.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
@@ -31,7 +33,7 @@ import {
 /**
  * Spoiler-safe chat end to end: an original story with a late reveal (the rescued stranger, named
  * Silas Crane past the middle, is the heroine's drowned brother Jonah, who set the fire himself) is
- * ingested with four checkpoints through a gateway that echoes every quote and passage it is given
+ * ingested with the default checkpoints (placed per character where their lines accumulate) through a gateway that echoes every quote and passage it is given
  * into the profile and persona, so anything a pass saw ends up where chat can send it. Then a reader
  * at 40 % chats, and everything that leaves for the gateway and the reranker is searched for the
  * story's later sentences.
@@ -122,7 +124,7 @@ async function chatOver(env: IngestEnv, db: Database, kv: KeyValueStore) {
     gateway.stop();
     reranker.stop();
   });
-  return { gateway, reranker, app, logLines };
+  return { gateway, reranker, app, logLines, metrics };
 }
 
 async function turn(
@@ -179,20 +181,22 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
   beforeAll(async () => {
     ({ db, kv } = await open().then((stores) => (defer(() => stores.close()), stores)));
     ({ env } = await setup({ db, kv, configure: echoMaterial }));
-    story = await ingestStory(env, db, 4);
+    story = await ingestStory(env, db, DEFAULT_CHARACTER_CHECKPOINTS);
   });
 
-  test("ingestion writes each character as of each quarter from only what comes before it", async () => {
+  test("ingestion writes each character as of each of their checkpoints from only what comes before it, within the budget", async () => {
     expect(story.result.checkpoints.failed).toBe(0);
     expect(story.result.checkpoints.written).toBeGreaterThanOrEqual(3);
+    expect(story.result.checkpoints.written).toBeLessThanOrEqual((DEFAULT_CHARACTER_CHECKPOINTS - 1) * story.characters.length);
     const positions = await getBookReadingPositions(db, story.bookId);
-    expect(positions?.checkpoints).toEqual([0.25, 0.5, 0.75]);
     expect(positions?.chunkEnds.length).toBe(story.result.index.chunks);
     expect(positions?.chunkEnds.at(-1)).toBeCloseTo(1, 3);
 
     let checked = 0;
+    const placed = new Set<number>();
     for (const character of story.characters) {
       const knowledge = await getCharacterKnowledge(db, character.id);
+      for (const checkpoint of knowledge.checkpoints) placed.add(checkpoint.position);
       for (const checkpoint of knowledge.checkpoints) {
         expect({ character: character.name, at: checkpoint.position, leaks: leaksAfter(checkpoint.position, checkpoint) }).toEqual({
           character: character.name,
@@ -203,20 +207,41 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
       }
     }
     expect(checked).toBe(story.result.checkpoints.written);
+    expect(positions?.checkpoints).toEqual([...placed].sort((a, b) => a - b));
     // The echo does carry the book: the whole-book persona holds material from after 40 %.
     expect(leaksAfter(0.4, story.byName("Mara").systemPrompt).length).toBeGreaterThan(0);
   });
 
-  test("Mara appears from the start with a checkpoint at each quarter; Silas Crane first past the middle", async () => {
+  test("Mara, met at once, has her first checkpoint within the first tenth, where her lines begin; Silas Crane, met past the middle, none before", async () => {
     const mara = await getCharacterKnowledge(db, story.byName("Mara").id);
     expect(mara.firstAppearance).toBeLessThan(0.01);
-    expect(mara.checkpoints.map((c) => c.position)).toEqual([0.25, 0.5, 0.75]);
+    expect(mara.checkpoints[0]?.position).toBeLessThan(0.1);
     const silas = await getCharacterKnowledge(db, story.byName("Silas").id);
     expect(silas.firstAppearance).toBeGreaterThan(0.5);
-    expect(silas.checkpoints.every((c) => c.position >= 0.75)).toBe(true);
+    expect(silas.checkpoints.every((c) => c.position > silas.firstAppearance!)).toBe(true);
+  });
+
+  test("a character met at 10 % speaks from their early material at 15 %, with no later sentence sent", async () => {
+    const mara = await getCharacterKnowledge(db, story.byName("Mara").id);
+    expect(mara.firstAppearance).toBeLessThan(0.1);
+    const early = mara.checkpoints.filter((c) => c.position <= 0.15).at(-1);
+    expect(early).toBeDefined();
+    // The echo puts the lines the pass saw into the persona: Mara speaks with her own words from before 15 %.
+    const lines = strings(early!.profileJson.voice).join(" ").split(" | ").filter((line) => line.split(" ").length >= 3);
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(storyText.replace(/\s+/g, " ").indexOf(line.replace(/…$/u, "")) / storyText.length).toBeLessThan(0.15);
+
+    const chat = await chatOver(env, db, kv);
+    const { done, system, upstream } = await turn(chat, db, story, story.byName("Mara"), "Who are you, and what do you keep on the rock?", { reading_position: 0.15 });
+    expect(done).toMatchObject({ done: true });
+    expect(system).toStartWith(early!.systemPrompt);
+    expect(system).not.toStartWith("You are Mara");
+    expect(leaksAfter(0.15, upstream)).toEqual([]);
+    expect(chat.logLines.find((line) => line.includes(" chat turn "))).toContain(` reading_position=0.15 knowledge=at${early!.position} outcome=ok `);
   });
 
   test("a reader at 40 % gets nothing from after it: not in the rewrite, the embeddings, the rerank or the reply's prompt", async () => {
+    const maraAt40 = (await getCharacterKnowledge(db, story.byName("Mara").id)).checkpoints.filter((c) => c.position <= 0.4).at(-1)!;
     const chat = await chatOver(env, db, kv);
     const questions = ["Who set the fire in the boathouse, and did Jonah really drown in the gale?", "Who is the stranger you pulled from the sea?"];
     for (const name of ["Mara", "Silas"]) {
@@ -230,8 +255,75 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
     // The operator sees how far each reader was and which knowledge of the character spoke.
     const turns = chat.logLines.filter((line) => line.includes(" chat turn "));
     expect(turns).toHaveLength(4);
-    expect(turns[0]).toContain(" reading_position=0.4 knowledge=at0.25 outcome=ok ");
+    expect(turns[0]).toContain(` reading_position=0.4 knowledge=at${maraAt40.position} outcome=ok `);
     expect(turns[3]).toContain(" reading_position=0.4 knowledge=name outcome=ok ");
+  });
+
+  /** A turn at 40 % with Mara whose model streams `reply` word by word, whatever it was asked. */
+  async function scriptedReply(chat: Awaited<ReturnType<typeof chatOver>>, reply: string, position = 0.4) {
+    chat.gateway.reset();
+    chat.reranker.reset();
+    scriptGateway(chat.gateway, { chat: { chunks: reply.match(/\S+\s*/g)! } });
+    const userId = crypto.randomUUID();
+    const mara = story.byName("Mara");
+    const session = await createSession(db, { userId, characterId: mara.id });
+    const res = await chat.app.postJson("/character/chat", {
+      user_id: userId,
+      character_id: mara.id,
+      book_id: story.bookId,
+      session_id: session.id,
+      user_message: "Tell me everything about the stranger.",
+      reading_position: position,
+    });
+    const { events } = await readSse(res);
+    await chat.app.settle();
+    const tokens = events.flatMap((e) => ("token" in e ? [e.token] : []));
+    const done = events.at(-1);
+    const [saved] = await db.query<{ content: string }>("SELECT content FROM messages WHERE session_id = $1 AND role = 'assistant'", [session.id]);
+    return { received: tokens.join(""), done: done && "done" in done ? done.full_response : undefined, saved: saved?.content };
+  }
+
+  const stops = async (chat: Awaited<ReturnType<typeof chatOver>>) =>
+    Object.fromEntries((await chat.metrics.chat.spoilerStops.get()).values.map((v) => [v.labels.kind, v.value]));
+
+  test("a model that names the stranger to a reader at 40 % is stopped before the name, and the reply ends in character", async () => {
+    const chat = await chatOver(env, db, kv);
+    const { received, done, saved } = await scriptedReply(chat, "The man I pulled from the sea is Silas Crane, and he is more than he seems.");
+    expect(received).toBe(`The man I pulled from the sea is ${SPOILER_CLOSING}`);
+    expect(done).toBe(received);
+    expect(saved).toBe(received);
+    expect(await stops(chat)).toEqual({ name: 1 });
+    const logged = chat.logLines.filter((line) => line.includes("reply stopped by the spoiler guard"));
+    expect(logged).toHaveLength(1);
+    expect(logged[0]).toContain(" kind=name reading_position=0.4 ");
+    expect(logged[0]).not.toContain("Silas");
+  });
+
+  test("a model that quotes a sentence from after 40 % is stopped on its eighth word: the sentence never reaches the reader", async () => {
+    const late = "He mended the cracked shutter on the gallery, rebuilt the slipway with stones from the beach, and carried the oil up the stairs.";
+    expect(storyText.indexOf(late.slice(0, -1)) / storyText.length).toBeGreaterThan(0.5);
+    const chat = await chatOver(env, db, kv);
+    const { received, done, saved } = await scriptedReply(chat, `I remember it well. ${late}`);
+    expect(received).toBe(`I remember it well. He mended the cracked shutter on the ${SPOILER_CLOSING}`);
+    expect(plain(received)).not.toContain("rebuilt the slipway");
+    expect(done).toBe(received);
+    expect(saved).toBe(received);
+    expect(await stops(chat)).toEqual({ passage: 1 });
+    // At the end of the book the same reply is the reader's to have, unchanged.
+    const whole = await scriptedReply(chat, `I remember it well. ${late}`, 1);
+    expect(whole.done).toBe(`I remember it well. ${late}`);
+  });
+
+  test("a model that quotes early text and names the characters met so far is never stopped", async () => {
+    const early = "She trimmed the wick, polished the great lens until it threw her own face back at her, and lit the flame at the exact minute the almanac gave for sunset.";
+    expect(storyText.indexOf(early) / storyText.length).toBeLessThan(0.1);
+    const chat = await chatOver(env, db, kv);
+    const reply = `I am Mara, and every evening I climbed the ninety-one steps. ${early} That is all I will say of it.`;
+    const { received, done, saved } = await scriptedReply(chat, reply);
+    expect(received).toBe(reply);
+    expect(done).toBe(reply);
+    expect(saved).toBe(reply);
+    expect(await stops(chat)).toEqual({});
   });
 
   test("at 100 % the reveal is reachable", async () => {
@@ -282,22 +374,22 @@ describe("checkpoints configured and failing", () => {
     const { env, story } = await ingestWith(4, (gateway) => {
       echoMaterial(gateway);
       const echo = gateway.override.persona!;
-      // Mara's persona as of the half fails every time; her quarter's and the whole book's do not.
+      // Mara's personas written once she has tried the stranger's name ("Silas Crane,") but before her last lines fail every time; her earlier ones and the whole book's do not.
       gateway.override.persona = (input) =>
-        input.name.includes("Mara") && !input.profile.psychology.includes("Silas") && input.profile.psychology.includes("stranger")
+        input.name.includes("Mara") && input.profile.psychology.includes("Silas Crane,") && !input.profile.psychology.includes("splice")
           ? { status: 400, message: "refused" }
           : echo(input);
     });
     const mara = await getCharacterKnowledge(db, story.byName("Mara").id);
     expect(story.result.checkpoints.failed).toBeGreaterThan(0);
-    expect(mara.checkpoints.map((c) => c.position)).not.toContain(0.5);
-    expect(mara.checkpoints.map((c) => c.position)).toContain(0.25);
+    const earlier = mara.checkpoints.filter((c) => c.position <= 0.6).at(-1)!;
+    expect(earlier.position).toBeLessThan(storyText.indexOf("stranger") / storyText.length);
     expect(story.byName("Mara").systemPrompt).toStartWith("I am Mara");
     const rows = await db.query<{ processing_status: string }>("SELECT processing_status FROM books WHERE id = $1", [story.bookId]);
     expect(rows[0]?.processing_status).toBe("completed");
 
     const chat = await chatOver(env, db, env.deps.kv);
     const { system } = await turn(chat, db, story, story.byName("Mara"), "How are the nets?", { reading_position: 0.6 });
-    expect(system).toStartWith(mara.checkpoints.find((c) => c.position === 0.25)!.systemPrompt);
+    expect(system).toStartWith(earlier.systemPrompt);
   });
 });

@@ -9,11 +9,12 @@ import type { Database } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { FRONTEND_WRITES_FLAG, insertBook } from "../../common/db/frontend-rows.ts";
-import type { ChatDoneEvent, ChatEvent } from "../../common/contract/schemas.ts";
+import type { ChatDoneEvent, ChatEvent, ProcessingAccepted, ProcessingRequest } from "../../common/contract/schemas.ts";
+import { LOCAL_FILES_PATH, localFilePath } from "../../api/local-file.ts";
 import { SAMPLE_BOOK } from "../../ingest/sample-book.ts";
 import { parseSseEvents } from "../support/chat.ts";
 import { logLines, runPrintedCurl, startDemo, START_ENTRY } from "../support/npm-start.ts";
-import { freePort, runEntry } from "../support/process.ts";
+import { freePort, runEntry, startService } from "../support/process.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
 
 // Each step starts a real process; the first start runs initdb for the embedded Postgres.
@@ -50,6 +51,29 @@ async function withEmbeddedDatabase<T>(use: (db: Database) => Promise<T>): Promi
   } finally {
     await db.close();
   }
+}
+
+type OpenApiPaths = { paths: Record<string, { post?: { requestBody: { content: Record<string, { example?: unknown; schema: { example?: unknown } }> } } }> };
+
+async function processingExample(apiUrl: string): Promise<{ paths: string[]; example: ProcessingRequest }> {
+  const doc = (await (await fetch(`${apiUrl}/docs/json`)).json()) as OpenApiPaths;
+  const media = doc.paths["/character/processing"]!.post!.requestBody.content["application/json"]!;
+  // What Swagger UI fills in: the media type's example, else the schema's.
+  return { paths: Object.keys(doc.paths), example: (media.example ?? media.schema.example) as ProcessingRequest };
+}
+
+function submit(apiUrl: string, request: ProcessingRequest): Promise<Response> {
+  return fetch(`${apiUrl}/character/processing`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(request) });
+}
+
+/** Waits (up to a generous deadline, not a timing assertion) for a JSON log line that matches. */
+async function logLine(service: Parameters<typeof logLines>[0], matches: (line: ReturnType<typeof logLines>[number]) => boolean) {
+  for (let i = 0; i < 1_200; i++) {
+    const found = logLines(service).find(matches);
+    if (found) return found;
+    await Bun.sleep(50);
+  }
+  throw new Error(`no such log line:\n${service.logs()}`);
 }
 
 describe("npm start with nothing configured", () => {
@@ -110,6 +134,9 @@ describe("npm start with nothing configured", () => {
       const ingest = await runEntry("ingest/cli.ts", { DATA_DIR: dataDir }, undefined, ["ingest/sample/the-mending-room.txt"]);
       expect(ingest.exitCode).toBe(1);
       expect(ingest.stderr).toContain(`npm start is running on ${dataDir}`);
+      // What it suggests works on this install: not POST /character/processing, which refuses local files.
+      expect(ingest.stderr).not.toContain("/character/processing");
+      expect(ingest.stderr).toContain("stop it first (Ctrl-C in its terminal), then run this again; at the next npm start the book is on the chat page");
 
       expectStreamedReply(parseSseEvents(await runPrintedCurl(ready.curl!)));
     } finally {
@@ -122,6 +149,92 @@ describe("npm start with nothing configured", () => {
       expect(await db.query("SELECT role FROM messages ORDER BY created_at")).toHaveLength(4);
     });
   });
+
+  test("Swagger UI's processing example, posted as is, answers 202 and the worker re-ingests the sample in place: same book, same characters, the session still answers", async () => {
+    if (!first) throw new Error("the first start failed");
+    const { service, ready } = await startDemo(dataDir);
+    let jobId: string;
+    try {
+      const { paths, example } = await processingExample(ready.api);
+      expect(example).toEqual({ book_id: SAMPLE_BOOK.id, user_id: LOCAL_USER_ID, file_url: `${ready.api}${localFilePath(SAMPLE_BOOK.path)}` });
+      // The file's route is a local convenience, not part of the documented API.
+      expect(paths.filter((p) => p.startsWith(LOCAL_FILES_PATH))).toEqual([]);
+      expect(await (await fetch(example.file_url)).text()).toBe(await Bun.file(SAMPLE_BOOK.path).text());
+
+      const res = await submit(ready.api, example);
+      const accepted = (await res.json()) as ProcessingAccepted;
+      expect({ status: res.status, book: accepted.data.book_id }).toEqual({ status: 202, book: SAMPLE_BOOK.id });
+      jobId = accepted.job_id;
+      const ingested = await logLine(service, (l) => (l.msg === "book ingested" || l.msg === "job failed" || l.msg === "job dead-lettered") && l.job_id === jobId);
+      expect(ingested).toMatchObject({ msg: "book ingested", book_id: SAMPLE_BOOK.id, characters: SAMPLE_SPEAKERS.length });
+
+      expect(ready.chat).toMatchObject({ session_id: first.sessionId, character_id: first.characterId });
+      expectStreamedReply(parseSseEvents(await runPrintedCurl(ready.curl!)));
+    } finally {
+      expect(await service.stop("SIGINT")).toBe(0);
+    }
+    await withEmbeddedDatabase(async (db) => {
+      expect(await db.query("SELECT id FROM books")).toEqual([{ id: SAMPLE_BOOK.id }]);
+      expect(await db.query("SELECT completed_job_id FROM book_ingestions WHERE book_id = $1", [SAMPLE_BOOK.id])).toEqual([{ completed_job_id: jobId }]);
+      const characters = await db.query<{ id: string; name: string }>("SELECT id, name FROM characters WHERE book_id = $1", [SAMPLE_BOOK.id]);
+      expect(characters.map((c) => c.name).sort()).toEqual([...SAMPLE_SPEAKERS].sort());
+      expect(characters.map((c) => c.id)).toContain(first!.characterId);
+      const [session] = await db.query<{ message_count: number }>("SELECT message_count FROM chat_sessions WHERE id = $1", [first!.sessionId]);
+      expect(session!.message_count).toBe(3);
+    });
+  });
+});
+
+/** A loopback address of the API itself, the one `npm start` on loopback serves the sample from. */
+function selfFileUrl(apiUrl: string): string {
+  return `${apiUrl}${localFilePath(SAMPLE_BOOK.path)}`;
+}
+
+test("npm start with HOST=0.0.0.0 serves no book file, refuses a loopback file_url and keeps the made-up processing example", async () => {
+  const open = await mkdtemp(join(tmpdir(), "npm-start-network-"));
+  try {
+    const { service, ready } = await startDemo(open, { HOST: "0.0.0.0" });
+    try {
+      expect(ready.chat).toMatchObject({ book_id: SAMPLE_BOOK.id });
+      const { example } = await processingExample(ready.api);
+      expect(new URL(example.file_url).hostname).toBe("books.example.com");
+      expect((await fetch(selfFileUrl(ready.api))).status).toBe(404);
+      const res = await submit(ready.api, { book_id: SAMPLE_BOOK.id, user_id: LOCAL_USER_ID, file_url: selfFileUrl(ready.api) });
+      expect({ status: res.status, body: await res.json() }).toEqual({ status: 422, body: { error: "file_url host is not a public address" } });
+    } finally {
+      expect(await service.stop("SIGINT")).toBe(0);
+    }
+  } finally {
+    await rm(open, { recursive: true, force: true });
+  }
+});
+
+test("npm run api (a deployment) serves no book file and refuses a loopback file_url, even for a book it has", async () => {
+  const deployed = await mkdtemp(join(tmpdir(), "npm-run-api-"));
+  try {
+    const book = await (async () => {
+      const db = await createPgliteDatabase({ dataDir: join(deployed, "pg") });
+      try {
+        await migrate(db);
+        return await insertBook(db, { title: SAMPLE_BOOK.title });
+      } finally {
+        await db.close();
+      }
+    })();
+    const api = await startService("api/server.ts", { DATA_DIR: deployed, LOG_LEVEL: "warn" });
+    try {
+      const { paths, example } = await processingExample(api.url);
+      expect(paths.filter((p) => p.startsWith(LOCAL_FILES_PATH))).toEqual([]);
+      expect(new URL(example.file_url).hostname).toBe("books.example.com");
+      expect((await fetch(selfFileUrl(api.url))).status).toBe(404);
+      const res = await submit(api.url, { book_id: book.id, user_id: LOCAL_USER_ID, file_url: selfFileUrl(api.url) });
+      expect({ status: res.status, body: await res.json() }).toEqual({ status: 422, body: { error: "file_url host is not a public address" } });
+    } finally {
+      expect(await api.stop()).toBe(0);
+    }
+  } finally {
+    await rm(deployed, { recursive: true, force: true });
+  }
 });
 
 test("after a restart the banner lists the reader's own books beside the sample", async () => {

@@ -115,3 +115,34 @@ describe("a collection of stories", () => {
     expect(names).toContain("Marsh");
   });
 });
+
+describe("the lines a character is given", () => {
+  const text = [
+    "Mrs. Quill came into the shop. Mrs. Quill was cross, and Mrs. Quill was wet. Tilda Brann looked up from the clock.",
+    "“What does Mrs. Quill mean,” said Tilda to the boy, “by bringing a wet clock to a dry shop?”",
+    "“It has stopped again,” said Mrs. Quill. “It stops at four. Every day at four.”",
+    "“Then it wants oil,” Tilda said. “Leave it with me.”",
+    "Tilda turned the key. “My love, you must not fret so,” replied her aunt from the door.",
+    "Tilda smiled at Mrs. Quill and at her aunt. Tilda was patient. Tilda Brann wound the clock.",
+  ].join("\n\n");
+  const lines = (name: string) => select(text).find((c) => c.name.includes(name))?.quotes ?? [];
+
+  test("joins the pieces of a line split by its dialogue tag, without the tag", () => {
+    expect(lines("Tilda")).toContain("What does Mrs. Quill mean, by bringing a wet clock to a dry shop?");
+    expect(lines("Quill")).toContain("It has stopped again. It stops at four. Every day at four.");
+    expect(lines("Tilda").join(" ")).not.toMatch(/\bsaid\b/);
+  });
+
+  test("gives a line whose tag names no one (“replied her aunt”) to nobody", () => {
+    expect(select(text).flatMap((c) => c.quotes)).not.toContain("My love, you must not fret so,");
+  });
+  test("keeps the lines of a character the book calls by a description (“said the stranger”)", () => {
+    const story = [
+      "The stranger came in from the rain. The stranger sat by the stove, and the stranger said nothing for an hour.",
+      "“Where am I?” asked the stranger.",
+      "“On Gull Rock,” said Mara. Mara lit the lamp.",
+      "“Every sailor has stood in a lamp room,” said the stranger.",
+    ].join("\n\n");
+    expect(select(story).find((c) => /stranger/i.test(c.name))?.quotes).toEqual(["Where am I?", "Every sailor has stood in a lamp room,"]);
+  });
+});

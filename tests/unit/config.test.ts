@@ -52,8 +52,8 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ PLAYGROUND: "yes" })).toThrow("invalid PLAYGROUND: expected on or off");
   });
 
-  test("CHARACTER_CHECKPOINTS is 4 (the quarters) unless set; 1 is the whole book only", () => {
-    expect(loadConfig({}).characterCheckpoints).toBe(4);
+  test("CHARACTER_CHECKPOINTS is 2 (at most twice the whole book's model calls) unless set; 1 is the whole book only", () => {
+    expect(loadConfig({}).characterCheckpoints).toBe(2);
     expect(loadConfig({ CHARACTER_CHECKPOINTS: "1" }).characterCheckpoints).toBe(1);
     expect(loadConfig({ CHARACTER_CHECKPOINTS: "10" }).characterCheckpoints).toBe(10);
   });

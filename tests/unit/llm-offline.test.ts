@@ -8,7 +8,7 @@ import type { ChatMessage, LanguageModel, LlmPurpose, TokenUsage } from "../../c
 import { createOfflineLanguageModel, splitDeltas } from "../../common/llm/offline.ts";
 import { OFFLINE_NO_MATERIAL_REPLY, OFFLINE_QUOTES_HEADING, personaQuotes, sayLine, startsMidSentence } from "../../common/llm/offline-conversation.ts";
 import { REPLY_PASSAGE_WORDS } from "../../common/llm/offline-excerpt.ts";
-import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity } from "../../common/llm/offline-text.ts";
+import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity, withoutMarkup } from "../../common/llm/offline-text.ts";
 import { createLogger } from "../../common/log.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { buildRewriteMessages, parseRewrite } from "../../common/prompt/rewrite.ts";
@@ -171,20 +171,20 @@ describe("offline chat replies", () => {
   ])("answers %j with the character's closest line and the closest passage", async (message, quote, passage) => {
     const reply = await createOfflineLanguageModel().complete(chat(message), { purpose: "chat" });
     expect(reply.startsWith(quote)).toBe(true);
-    expect(reply).toContain("As the book tells it:\n> ");
+    expect(reply).toContain("As the book tells it:\n");
     expect(reply).toContain(passage);
   });
 
   test("cites the passage sentence closest to the message rather than the passage's start", async () => {
     const reply = await createOfflineLanguageModel().complete(chat("Did the lamp catch on the third match?"), { purpose: "chat" });
-    expect(reply).toContain("\n> Maren climbed the hundred and twelve steps with the oil can, and the lamp caught on the third match.");
+    expect(reply).toContain("\nMaren climbed the hundred and twelve steps with the oil can, and the lamp caught on the third match.");
     expect(reply).not.toContain("The fog came off the water at dusk.");
   });
 
   test("keeps a long passage excerpt within its word limit", async () => {
     const long = Array.from({ length: 40 }, (_, i) => `The keeper counted wave number ${i} against the rocks.`).join(" ");
     const reply = await createOfflineLanguageModel().complete(chat("waves against the rocks", [long], "I am Maren."), { purpose: "chat" });
-    const excerpt = /\n> (.*)$/s.exec(reply)![1]!;
+    const excerpt = /(?:As the book tells it|The book tells it this way):\n(.*)$/s.exec(reply)![1]!;
     expect(excerpt.split(/\s+/).length).toBeLessThanOrEqual(REPLY_PASSAGE_WORDS);
   });
 
@@ -255,7 +255,7 @@ describe("offline chat replies", () => {
     const reply = await createOfflineLanguageModel().complete(chat("What did Mr. Quill write in red ink?", PASSAGES, "I am Maren."), {
       purpose: "chat",
     });
-    expect(reply).toBe("The book tells it this way:\n> Mr. Quill kept a ledger of every ship that passed the point, and wrote the wrecks in red ink.");
+    expect(reply).toBe("The book tells it this way:\nMr. Quill kept a ledger of every ship that passed the point, and wrote the wrecks in red ink.");
   });
 
   test("answers from the character's lines alone when no passage was found", async () => {
@@ -272,10 +272,10 @@ describe("offline chat replies", () => {
   });
 
   test("finds quoted lines in a persona a model wrote, which has no lines section", async () => {
-    const persona = 'I am Maren. I once told my brother "you smell of tar and bad decisions" and meant it.';
-    expect(personaQuotes(persona)).toEqual(["you smell of tar and bad decisions"]);
+    const persona = 'I am Maren. I once told my brother "You smell of tar and bad decisions." and meant it.';
+    expect(personaQuotes(persona)).toEqual(["You smell of tar and bad decisions."]);
     const reply = await createOfflineLanguageModel().complete(chat("What about your brother's decisions?", [], persona), { purpose: "chat" });
-    expect(reply).toBe("…you smell of tar and bad decisions");
+    expect(reply).toBe("You smell of tar and bad decisions.");
   });
 
   test("does not take passage markers typed into the conversation summary for passages of the book", async () => {
@@ -320,7 +320,7 @@ describe("offline chat excerpts that add to the reply", () => {
       PIM_LINES,
       [CLOCK],
       "It always stops at four, and nobody knows why. The clock stopped at four.\n\nAs the book tells it:\n" +
-        `> Tilda opened the case and blew the dust from the wheels. "Something in it remembers four o'clock," she said. The pendulum hung still.`,
+        `Tilda opened the case and blew the dust from the wheels. "Something in it remembers four o'clock," she said. The pendulum hung still.`,
     ],
     [
       "skips a line said in the middle of the passage together with its dialogue tag",
@@ -328,14 +328,14 @@ describe("offline chat excerpts that add to the reply", () => {
       PIM_LINES,
       [WIND],
       "Can I wind it? Please?\n\nAs the book tells it:\n" +
-        `> "Not until the mainspring has been looked at," said Tilda. She unhooked the pendulum and laid it in a drawer.`,
+        `"Not until the mainspring has been looked at," said Tilda. She unhooked the pendulum and laid it in a drawer.`,
     ],
     [
       "cites the next passage when the closest one only repeats the line",
       "And nobody knows why?",
       PIM_LINES,
       [ONLY_THE_LINE, SHOP],
-      `It always stops at four, and nobody knows why.\n\nAs the book tells it:\n> ${SHOP}`,
+      `It always stops at four, and nobody knows why.\n\nAs the book tells it:\n${SHOP}`,
     ],
     [
       "leaves the excerpt out when every passage only repeats the line",
@@ -349,33 +349,59 @@ describe("offline chat excerpts that add to the reply", () => {
       "Did it ever lose a minute?",
       [],
       [`wound it every Sunday for forty years. Never once did it lose a minute." Tilda turned the card over in her fingers.`],
-      `The book tells it this way:\n> "Never once did it lose a minute." Tilda turned the card over in her fingers.`,
+      `The book tells it this way:\n"Never once did it lose a minute." Tilda turned the card over in her fingers.`,
     ],
     [
       "reopens a curly-quoted speech the passage was cut in the middle of",
       "Did it ever lose a minute?",
       [],
       ["wound it every Sunday for forty years. Never once did it lose a minute.” Tilda turned the card over in her fingers."],
-      "The book tells it this way:\n> “Never once did it lose a minute.” Tilda turned the card over in her fingers.",
+      "The book tells it this way:\n“Never once did it lose a minute.” Tilda turned the card over in her fingers.",
     ],
     [
-      "closes a speech the passage stops in the middle of, with an ellipsis where it was cut",
+      "never cites a speech the passage stops in the middle of, even the closest: a whole sentence of the passage instead",
       "Who was J. Rook of Harwick?",
       [],
       [`Tilda read the label aloud. "Made in Harwick by J. Rook, who wound it every Sunday and swore`],
-      `The book tells it this way:\n> "Made in Harwick by J. Rook, who wound it every Sunday and swore…"`,
+      "The book tells it this way:\nTilda read the label aloud.",
     ],
     [
       "ends before a speech it cannot finish when a whole sentence comes before it",
       "What did Tilda read aloud?",
       [],
       [`Tilda read the label aloud. "Made in Harwick by J. Rook, who wound it every Sunday and swore`],
-      "The book tells it this way:\n> Tilda read the label aloud.",
+      "The book tells it this way:\nTilda read the label aloud.",
     ],
   ])("%s", async (_, message, lines, passages, expected) => {
     const reply = await replyTo(message, lines, passages);
     expect(reply).toBe(expected);
     expect(reply).not.toMatch(NESTED_MARKS);
+  });
+});
+
+describe("offline text as a reader sees it", () => {
+  test.each<[string, string]>([
+    ["_You_ are dancing with the only handsome girl in the room.", "You are dancing with the only handsome girl in the room."],
+    ["I could easily forgive _his_ pride, if he had not mortified _mine_.", "I could easily forgive his pride, if he had not mortified mine."],
+    ["A =bold= word and a snake_case name stay: snake_case.", "A bold word and a snake_case name stay: snake_case."],
+    ["Before. [Illustration: a ball at Netherfield] After.", "Before. After."],
+  ])("shows %j as %j", (text, shown) => {
+    expect(withoutMarkup(text)).toBe(shown);
+  });
+
+  test("reads a hard-wrapped paragraph as whole sentences, not one per line", () => {
+    const wrapped = "Jane looked a little paler than usual, but more sedate than\n      Elizabeth had expected. On the gentlemen’s appearing,\n      her colour increased.\n\nCHAPTER LIV";
+    expect(sentences(wrapped)).toEqual([
+      "Jane looked a little paler than usual, but more sedate than Elizabeth had expected.",
+      "On the gentlemen’s appearing, her colour increased.",
+      "CHAPTER LIV",
+    ]);
+  });
+
+  test("cites a passage without Gutenberg's emphasis marks and without a block-quote marker", async () => {
+    const passage = "Tilda wound the clock. “_Never_ oil a clock you have not opened,” she said.";
+    const reply = await replyTo("Should I oil the clock?", [], [passage]);
+    expect(reply).toBe("The book tells it this way:\n“Never oil a clock you have not opened,” she said.");
   });
 });
 
@@ -401,10 +427,8 @@ describe("offline chat lines cut at dialogue tags", () => {
   });
 
   test.each<[string, string]>([
-    ["and a library that flooded in April", "…and a library that flooded in April"],
-    ["—or so she said", "—or so she said"],
     ["Someone's at the door,", "Someone's at the door."],
-    ["and a key, and a clock,", "…and a key, and a clock."],
+    ["A key, and a clock,", "A key, and a clock."],
     ["Monday.", "Monday."],
   ])("says %j as %j", (line, said) => {
     expect(sayLine(line)).toBe(said);
@@ -412,16 +436,22 @@ describe("offline chat lines cut at dialogue tags", () => {
 
   test.each<[string, readonly string[], string, string]>([
     [
-      "prefers a whole line to a comparable one cut at a dialogue tag",
+      "says a whole line, never a comparable one cut at a dialogue tag",
       ["and the key has been lost since the winter", "The key was lost in the winter, Miss Brann."],
       "Where is the key?",
-      "The key was lost in the winter, Miss Brann. …and the key has been lost since the winter",
+      "The key was lost in the winter, Miss Brann.",
     ],
     [
-      "says a cut line, with a leading ellipsis, when it is by far the closest",
+      "never says a cut line, however close: a piece of a line reads as something the character did not say",
       ["and a key that nobody has seen since the winter flood", "Good morning, Miss Brann."],
       "Has anybody seen the key since the flood?",
-      "…and a key that nobody has seen since the winter flood",
+      "Good morning, Miss Brann.",
+    ],
+    [
+      "never says a line broken off or clipped",
+      ["The key that nobody has seen since the flood—", "The key that nobody has seen since the flood was…", "Good morning, Miss Brann."],
+      "Has anybody seen the key since the flood?",
+      "Good morning, Miss Brann.",
     ],
     [
       "ends a line cut before its dialogue tag with a full stop, so two lines do not run together",
@@ -535,9 +565,10 @@ describe("offline provider plumbing", () => {
       logger: createLogger({ level: "info", format: "json", write: (line) => lines.push(line) }),
     });
     await deps.close();
-    const warnings = lines.map((l) => JSON.parse(l) as { level: string; msg: string }).filter((l) => l.level === "warn");
+    // On a laptop's defaults (embedded database, loopback HOST) the note is INFO: expected there, not a warning.
+    const notes = lines.map((l) => JSON.parse(l) as { level: string; msg: string }).filter((l) => l.level === "info");
     expect(deps.llm.provider).toBe("offline");
-    expect(warnings.map((w) => w.msg)).toContain("LLM gateway not configured: offline provider (deterministic, no model)");
+    expect(notes.map((w) => w.msg)).toContain("LLM gateway not configured: offline provider (deterministic, no model)");
   }, 60_000);
 });
 

@@ -335,6 +335,10 @@ describe("speaker attribution", () => {
     ["a pronoun tag for the woman", '"The gate is locked," she said.', "Clara Whitcombe"],
     ["a pronoun tag for the man", '"The gate is locked," he answered.', "Tobias Fenwick"],
     ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
+    ["a less common speech verb", 'Clara looked at the gate. "It is open," contradicted Tobias.', "Tobias Fenwick"],
+    ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
+    ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
+    ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
@@ -518,6 +522,23 @@ describe("speaker attribution", () => {
     ].join("\n\n");
     const r = read(text);
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
+  });
+
+  test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
+    const text =
+      intro +
+      [
+        "Mrs. Pell looked up from her sewing at Clara. Walter Ashdown stood at the window, and Mrs. Pell watched him. Presently he said, without turning,",
+        '"The mill is burning."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown"));
+  });
+
+  test("narration that names its lead once and goes on with 'he' keeps him the most likely speaker over a woman named since", () => {
+    const text = intro + ["Tobias walked down to the river. Clara had stayed behind at the house. He sat on the bank, and he watched the water.", '"The river is high tonight."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
   });
 
   test("a description used in many tags becomes a character", () => {

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
-import { checkpointPositions, knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+import { attemptedCheckpoints, checkpointBudget, knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
 
 describe("pages to a position", () => {
   test.each([
@@ -55,13 +55,23 @@ describe("pages → position → last chunk", () => {
 
 describe("checkpoints", () => {
   test.each([
-    [4, [0.25, 0.5, 0.75]],
-    [2, [0.5]],
-    [1, []],
-    [0, []],
-    [5, [0.2, 0.4, 0.6, 0.8]],
-  ] as const)("%p checkpoints are written at %p before the end", (count, expected) => {
-    expect(checkpointPositions(count)).toEqual([...expected]);
+    ["the default, 2: one per character on average", 2, 12, 12],
+    ["4: three per character on average", 4, 12, 36],
+    ["1: the whole book only", 1, 12, 0],
+    ["0 is taken as 1", 0, 12, 0],
+    ["a book with no characters", 4, 0, 0],
+  ] as const)("the checkpoint budget, %s", (_, setting, characters, expected) => {
+    expect(checkpointBudget(setting, characters)).toBe(expected);
+  });
+
+  test.each([
+    ["checkpoints off: none, so turns use the whole book", false, [], []],
+    ["the positions placed, each once, in order", true, [0.5, 0.0123, 0.5, 0.3], [0.0123, 0.3, 0.5]],
+    ["checkpoints on but none placed: [1], never the empty list that means the whole book", true, [], [1]],
+  ] as const)("the book's attempted checkpoints: %s", (_, enabled, placed, expected) => {
+    const attempted = attemptedCheckpoints(enabled, placed);
+    expect(attempted).toEqual([...expected]);
+    if (enabled) expect(knowledgeAt(0.99, attempted, []).kind).toBe("name-only");
   });
 
   const attempted = [0.25, 0.5, 0.75];

@@ -1,0 +1,114 @@
+import { z } from "zod";
+import type { Database } from "../../common/db/index.ts";
+import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
+import type { Logger } from "../../common/log.ts";
+import { decodeShingleIndex, type ShingleIndex } from "../../common/prompt/book-shingles.ts";
+import { createSpoilerGuard, GuardCharacter, lateNames, type SpoilerGuard } from "../../common/prompt/spoiler-guard.ts";
+
+/**
+ * The spoiler guard of a turn (common/prompt/spoiler-guard.ts), from the book's row in
+ * book_spoiler_guards, kept in memory per book: the shingle index is read on the hot path for every
+ * word of every reply, so it is loaded once (about 10 bytes per word of the book: 1.2 MB for Pride and
+ * Prejudice) and kept, least recently used out first, within a byte bound. An entry is read again
+ * after its time to live, so a book ingested again is guarded by its new row within that time.
+ */
+
+/** Memory for the books' guards in one API process. */
+export const DEFAULT_SPOILER_GUARD_CACHE_BYTES = 64 * 1024 * 1024;
+export const DEFAULT_SPOILER_GUARD_TTL_MS = 10 * 60_000;
+
+interface BookGuard {
+  characters: GuardCharacter[];
+  shingles: ShingleIndex;
+}
+
+interface Entry {
+  guard: Promise<BookGuard | null>;
+  loadedAt: number;
+  bytes: number;
+}
+
+export interface SpoilerGuardsOptions {
+  db: Database;
+  log: Logger;
+  maxBytes?: number;
+  ttlMs?: number;
+  now?: () => number;
+}
+
+export function createSpoilerGuards(options: SpoilerGuardsOptions) {
+  const { db, log } = options;
+  const maxBytes = options.maxBytes ?? DEFAULT_SPOILER_GUARD_CACHE_BYTES;
+  const ttlMs = options.ttlMs ?? DEFAULT_SPOILER_GUARD_TTL_MS;
+  const now = options.now ?? Date.now;
+  const entries = new Map<string, Entry>();
+  /** Books already reported as having no guard data: said once per process, not on every turn. */
+  const reported = new Set<string>();
+
+  function evict() {
+    let total = [...entries.values()].reduce((n, e) => n + e.bytes, 0);
+    for (const [bookId, entry] of entries) {
+      if (total <= maxBytes || entries.size === 1) break;
+      entries.delete(bookId);
+      total -= entry.bytes;
+    }
+  }
+
+  async function load(bookId: string, entry: Entry): Promise<BookGuard | null> {
+    const row = await getSpoilerGuard(db, bookId);
+    if (!row) {
+      if (!reported.has(bookId)) {
+        reported.add(bookId);
+        log.warn("book has no spoiler-guard data; its replies are not checked for late names or passages until it is ingested again", { book_id: bookId });
+      }
+      return null;
+    }
+    const characters = z.array(GuardCharacter).safeParse(row.characters);
+    let shingles: ShingleIndex;
+    try {
+      if (!characters.success) throw characters.error;
+      shingles = decodeShingleIndex(row.shingles);
+    } catch (error) {
+      log.error("book's spoiler-guard data cannot be read; its replies are not checked", { book_id: bookId, error });
+      return null;
+    }
+    entry.bytes = shingles.bytes;
+    evict();
+    return { characters: characters.data, shingles };
+  }
+
+  async function bookGuard(bookId: string): Promise<BookGuard | null> {
+    const cached = entries.get(bookId);
+    if (cached && now() - cached.loadedAt < ttlMs) {
+      entries.delete(bookId);
+      entries.set(bookId, cached);
+      return cached.guard;
+    }
+    const entry: Entry = { guard: Promise.resolve(null), loadedAt: now(), bytes: 0 };
+    entry.guard = load(bookId, entry);
+    entries.set(bookId, entry);
+    // A failed read is not kept: the next turn tries again.
+    entry.guard.catch(() => entries.get(bookId) === entry && entries.delete(bookId));
+    return entry.guard;
+  }
+
+  /**
+   * The guard for a turn of a reader at `position` talking to `characterId`; null for the whole book
+   * (nothing is late), or when the book has no guard data or it cannot be read (the reply goes out
+   * unchecked, as before the guard: its passages are still cut at the position).
+   */
+  async function guardFor(bookId: string, characterId: string, position: number | null): Promise<SpoilerGuard | null> {
+    if (position === null) return null;
+    let book: BookGuard | null;
+    try {
+      book = await bookGuard(bookId);
+    } catch (error) {
+      log.warn("spoiler-guard data unavailable; the reply is not checked for late names or passages", { book_id: bookId, error });
+      return null;
+    }
+    if (!book) return null;
+    return createSpoilerGuard({ position, lateNames: lateNames(book.characters, position, characterId), shingles: book.shingles });
+  }
+
+  return { guardFor };
+}

@@ -1,0 +1,65 @@
+import type { ElysiaAdapter } from "elysia";
+import type { Config } from "../../common/config.ts";
+import { buildEdgeDeps, type EdgeBuildOptions } from "../../common/edge-deps.ts";
+import { downloadBook } from "../../common/file-url.ts";
+import { enableKvMetricsAggregation } from "../../common/metrics/kv-aggregation.ts";
+import { createApp } from "../app.ts";
+import type { SwaggerUiAssets } from "../docs.ts";
+import { sseStreamEnd } from "../sse.ts";
+
+export interface EdgeApiOptions extends EdgeBuildOptions {
+  adapter?: ElysiaAdapter;
+  swaggerUiAssets?: SwaggerUiAssets;
+}
+
+/** Keeps work alive after the response has gone (a Worker's `ctx.waitUntil`). */
+export type WaitUntil = (work: Promise<unknown>) => void;
+
+export interface EdgeApi {
+  /**
+   * Answers one request. The work its response leaves behind (the stream's end or the client's
+   * leaving with the lock let go, then the summary folds and store writes it started) goes to
+   * `waitUntil`, after which the request's database connections are closed.
+   */
+  fetch(request: Request, waitUntil: WaitUntil): Promise<Response>;
+}
+
+/**
+ * The whole API on an edge runtime: the same app as on Bun (api/app.ts) over the edge's composition
+ * root (common/edge-deps.ts), without the chat page. Built without I/O and compiled at once, so a
+ * Worker can build it in global scope, the one place workerd lets the framework generate its code.
+ */
+export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): EdgeApi {
+  const deps = buildEdgeDeps(config, options);
+  // A scrape reaches one isolate of many: the series are summed through the key-value store (on by default on the edge).
+  if (config.metricsAggregation) enableKvMetricsAggregation(deps.metrics, deps.kv, { ...config.metricsAggregation, logger: deps.logger });
+  const { app, fetch, settleStarted } = createApp({
+    ...deps,
+    ...(options.adapter ? { adapter: options.adapter } : {}),
+    ...(options.swaggerUiAssets ? { swaggerUiAssets: options.swaggerUiAssets } : {}),
+    requestGuard: { allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins },
+    probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
+  });
+  app.compile();
+  deps.logger.info("components", {
+    database: deps.db.driver,
+    kv: deps.kv.driver,
+    llm: deps.llm.provider,
+    vector_index: deps.vectorIndex.adapter,
+    text_index: deps.textIndex.adapter,
+    reranker: deps.reranker ? "http" : "rank fusion",
+  });
+  return {
+    async fetch(request, waitUntil) {
+      const scope = deps.db.openScope();
+      const response = await scope.run(() => fetch(request));
+      const afterResponse = scope.run(async () => {
+        await sseStreamEnd(response);
+        await settleStarted();
+        await deps.metrics.aggregation?.settled();
+      });
+      waitUntil(afterResponse.finally(() => scope.end()));
+      return response;
+    },
+  };
+}

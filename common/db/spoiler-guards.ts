@@ -1,0 +1,28 @@
+import type { Queryable } from "./index.ts";
+import { isUuid } from "./row-lookup.ts";
+
+/**
+ * The backend's table for the spoiler guard on chat replies (migration 0005): one row per book, its
+ * characters' first appearances and names (JSON) and its shingle index (base64), both opaque here
+ * (common/prompt/spoiler-guard.ts and book-shingles.ts read them).
+ */
+
+export type SpoilerGuardRow = {
+  characters: unknown;
+  shingles: string;
+};
+
+export async function saveSpoilerGuard(db: Queryable, bookId: string, row: { characters: readonly unknown[]; shingles: string }): Promise<void> {
+  await db.query(
+    `INSERT INTO book_spoiler_guards (book_id, characters, shingles) VALUES ($1, $2::jsonb, $3)
+     ON CONFLICT (book_id) DO UPDATE SET characters = EXCLUDED.characters, shingles = EXCLUDED.shingles, updated_at = now()`,
+    [bookId, row.characters, row.shingles],
+  );
+}
+
+/** null when the book has no row (ingested before the guard, or not at all). */
+export async function getSpoilerGuard(db: Queryable, bookId: string): Promise<SpoilerGuardRow | null> {
+  if (!isUuid(bookId)) return null;
+  const [row] = await db.query<SpoilerGuardRow>("SELECT characters, shingles FROM book_spoiler_guards WHERE book_id = $1", [bookId]);
+  return row ?? null;
+}

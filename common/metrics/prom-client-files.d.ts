@@ -1,0 +1,21 @@
+// The per-file modules of prom-client (see prom.ts): each exports one class of the package's index.
+declare module "prom-client/lib/counter.js" {
+  import { Counter } from "prom-client";
+  export default Counter;
+}
+declare module "prom-client/lib/gauge.js" {
+  import { Gauge } from "prom-client";
+  export default Gauge;
+}
+declare module "prom-client/lib/histogram.js" {
+  import { Histogram } from "prom-client";
+  export default Histogram;
+}
+declare module "prom-client/lib/registry.js" {
+  import { Registry } from "prom-client";
+  export default Registry;
+}
+declare module "prom-client/lib/defaultMetrics.js" {
+  import { collectDefaultMetrics } from "prom-client";
+  export default collectDefaultMetrics;
+}

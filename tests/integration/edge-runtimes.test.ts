@@ -1,0 +1,262 @@
+// The API on Deno and on workerd, end to end on the production drivers: Postgres through the Neon
+// driver (over the WebSocket-to-TCP bridge), Redis through the Upstash REST bridge, the fake LLM
+// gateway, and the Bun ingest worker taking the jobs the edge API queues.
+import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { getBook } from "../../common/db/books.ts";
+import { saveCharacters } from "../../common/db/characters.ts";
+import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
+import type { Database } from "../../common/db/index.ts";
+import { createPostgresDatabase } from "../../common/db/postgres.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
+import { parseSseEvents } from "../support/chat.ts";
+import { EDGE_RUNTIMES, edgeRuntimeMissing, startEdgeRuntime, type EdgeService } from "../support/edge-runtime.ts";
+import { startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
+import { startFakeLlmGateway, type FakeLlmGateway } from "../support/fake-llm-gateway.ts";
+import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
+import { startService, REPO_ROOT, type ServiceProcess } from "../support/process.ts";
+import { probeRedis, testRedisUrl } from "../support/redis.ts";
+import { startUpstashBridge, type UpstashBridge } from "../support/upstash-bridge.ts";
+import { startWsTcpBridge, type WsTcpBridge } from "../support/ws-tcp-bridge.ts";
+
+setDefaultTimeout(180_000);
+
+const BOOK = readFileSync(join(REPO_ROOT, "tests", "fixtures", "ingest", "the-keepers-ledger.txt"));
+/** A Redis database of its own, so the fixed `processing_queue` key is not shared with other suites. */
+const REDIS_DB = 11;
+const SLOW_REPLY = { chunks: ["The ", "lamp ", "is ", "lit."], tokenDelayMs: 400 };
+/**
+ * A reply outlasting the session lock's 30 s expiry: its fourth token comes 32 s in, its last 40 s in
+ * (gaps under the fake gateway's 10 s idle cut-off, as a model streaming steadily).
+ */
+const LONG_REPLY = { chunks: ["The ", "tide ", "turned ", "at ", "dusk."], tokenDelayMs: 8_000 };
+const TOKENS_PAST_LOCK_EXPIRY = 4;
+
+const postgres = await probePostgres();
+const redis = await probeRedis();
+const unreachable = !postgres.reachable ? `PostgreSQL unreachable (${postgres.reason})` : !redis.reachable ? `Redis unreachable (${redis.reason})` : undefined;
+if (unreachable) console.log(`skipping the edge runtime suites: ${unreachable}`);
+
+interface World {
+  testDb: TestDatabase;
+  db: Database;
+  /** The Redis the Upstash bridge serves, read directly. */
+  kv: KeyValueStore;
+  neon: WsTcpBridge;
+  upstash: UpstashBridge;
+  /** The edge API's model. */
+  gateway: FakeLlmGateway;
+  /** The worker's model, answering the profile and persona passes as the pipeline expects. */
+  ingestGateway: ScriptedGateway;
+  /** Qdrant and Typesense as a fresh deployment has them: no collection yet (the servers cannot be installed here). */
+  indexes: ReturnType<typeof Bun.serve>;
+  files: ReturnType<typeof Bun.serve>;
+  worker: ServiceProcess;
+  env: Record<string, string>;
+}
+let world: World | undefined;
+
+beforeAll(async () => {
+  if (unreachable || !postgres.reachable) return;
+  const testDb = await createTestDatabase(postgres.url);
+  const redisUrl = `${testRedisUrl.replace(/\/\d*$/, "")}/${REDIS_DB}`;
+  const neon = startWsTcpBridge();
+  const upstash = await startUpstashBridge({ redisUrl });
+  const gateway = startFakeLlmGateway();
+  const ingestGateway = startScriptedGateway();
+  const indexes = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => Response.json({ status: { error: "Not found: Collection doesn't exist!" }, message: "Not Found" }, { status: 404 }) });
+  const files = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(BOOK, { headers: { "content-type": "text/plain; charset=utf-8" } }) });
+  const filesHost = `127.0.0.1:${files.port}`;
+  // The worker is a Bun container: Postgres and Redis over TCP, its embedded indexes. It applies the migrations.
+  const worker = await startService(
+    "ingest/worker.ts",
+    { DATABASE_URL: testDb.url, REDIS_URL: redisUrl, LLM_GATEWAY_URL: ingestGateway.baseURL, FILE_URL_ALLOWED_HOSTS: filesHost, HOST: "127.0.0.1" },
+    90_000,
+    "METRICS_PORT",
+  );
+  const db = createPostgresDatabase({ url: testDb.url });
+  const kv = createRedisKeyValueStore({ url: redisUrl });
+  const env = {
+    DATABASE_URL: testDb.url,
+    NEON_WS_PROXY: neon.address,
+    UPSTASH_REDIS_REST_URL: upstash.url,
+    UPSTASH_REDIS_REST_TOKEN: upstash.token,
+    LLM_GATEWAY_URL: gateway.baseURL,
+    QDRANT_URL: `http://127.0.0.1:${indexes.port}`,
+    TYPESENSE_URL: `http://127.0.0.1:${indexes.port}`,
+    TYPESENSE_API_KEY: "edge-test",
+    FILE_URL_ALLOWED_HOSTS: filesHost,
+  };
+  world = { testDb, db, kv, neon, upstash, gateway, ingestGateway, indexes, files, worker, env };
+});
+
+afterAll(async () => {
+  if (!world) return;
+  await world.worker.stop();
+  await world.db.close();
+  await world.kv.close();
+  await Promise.allSettled([world.neon.stop(), world.upstash.stop(), world.gateway.stop(), world.ingestGateway.stop(), world.indexes.stop(true), world.files.stop(true)]);
+  await world.testDb.drop();
+});
+
+async function chatSession(db: Database) {
+  const book = await insertBook(db, { title: "The Keeper's Ledger", processingStatus: "completed" });
+  const { characters } = await saveCharacters(db, book.id, [{ name: "Elinor Vance", description: "The keeper's daughter.", systemPrompt: "I am Elinor Vance.", importance: 10 }]);
+  const userId = crypto.randomUUID();
+  const session = await createSession(db, { userId, characterId: characters[0]!.id });
+  return { session_id: session.id, user_id: userId, character_id: characters[0]!.id, book_id: book.id };
+}
+
+const post = (api: EdgeService, path: string, body: unknown) =>
+  fetch(`${api.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`);
+    await Bun.sleep(200);
+  }
+}
+
+for (const runtime of EDGE_RUNTIMES) {
+  const missing = edgeRuntimeMissing(runtime);
+  if (missing) console.log(`skipping the API on ${runtime}: ${missing}`);
+  describe.skipIf(Boolean(unreachable || missing))(`the API on ${runtime}`, () => {
+    let api: EdgeService;
+    beforeAll(async () => {
+      api = await startEdgeRuntime(runtime, world!.env);
+    });
+    afterAll(async () => {
+      await api?.stop();
+    });
+
+    test("answers /health and serves the API's metrics", async () => {
+      const health = await fetch(`${api.url}/health`);
+      expect([health.status, await health.text()]).toEqual([200, "ok"]);
+      const metrics = await (await fetch(`${api.url}/metrics`)).text();
+      expect(metrics).toContain("# TYPE http_requests_total counter");
+      expect(metrics).toMatch(/^http_requests_total\{[^}]*endpoint="\/health"[^}]*\} [1-9]/m);
+      // The isolate has no process to describe: no process metrics.
+      expect(metrics).not.toContain("process_cpu_seconds_total");
+    });
+
+    test("serves the OpenAPI document and Swagger UI's files from its own bundle, and no chat page", async () => {
+      const document = (await (await fetch(`${api.url}/docs/json`)).json()) as { paths: Record<string, unknown> };
+      expect(Object.keys(document.paths)).toContain("/character/chat");
+      const script = await fetch(`${api.url}/docs/assets/swagger-ui-bundle.js`);
+      expect([script.status, script.headers.get("content-type")]).toEqual([200, "text/javascript; charset=utf-8"]);
+      expect((await script.text()).length).toBeGreaterThan(1_000_000);
+      expect((await fetch(`${api.url}/playground`)).status).toBe(404);
+    });
+
+    test("queues a submitted book for the Bun worker, which ingests it", async () => {
+      const book = await insertBook(world!.db, { title: `Ledger on ${runtime}` });
+      const res = await post(api, "/character/processing", { book_id: book.id, file_url: `http://127.0.0.1:${world!.files.port}/ledger.txt`, user_id: crypto.randomUUID() });
+      expect(res.status).toBe(202);
+      expect(((await res.json()) as { status: string }).status).toBe("accepted");
+      const status = await waitFor("the worker to finish the book", async () => {
+        const row = await getBook(world!.db, book.id);
+        return row?.processingStatus === "completed" || row?.processingStatus === "failed" ? row.processingStatus : undefined;
+      });
+      const [ingestion] = await world!.db.query<{ last_error: string | null }>("SELECT last_error FROM book_ingestions WHERE book_id = $1", [book.id]);
+      expect({ status, error: ingestion?.last_error ?? null }, world!.worker.logs().slice(-4000)).toEqual({ status: "completed", error: null });
+    });
+
+    test("streams a reply, refuses a second message meanwhile with 429, and saves the exchange", async () => {
+      const chat = await chatSession(world!.db);
+      world!.gateway.onChat((request) => (request.stream ? SLOW_REPLY : { content: JSON.stringify({ narrative_query: "lamp", keyword_query: "lamp" }) }));
+      const first = await post(api, "/character/chat", { ...chat, user_message: "Is the lamp lit?" });
+      expect(first.headers.get("content-type")).toStartWith("text/event-stream");
+      const reader = first.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      // Read until the first token: the turn holds the session's lock from here to its save.
+      while (!text.includes('"token"')) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      const second = await post(api, "/character/chat", { ...chat, user_message: "And the ledger?" });
+      expect(parseSseEvents(await second.text())).toEqual([{ error: "another reply is in progress for this session", code: 429 }]);
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value);
+      }
+      const events = parseSseEvents(text);
+      expect(events.filter((e) => "token" in e).map((e) => (e as { token: string }).token).join("")).toBe("The lamp is lit.");
+      expect(events.at(-1)).toMatchObject({ done: true, full_response: "The lamp is lit." });
+      const saved = await world!.db.query<{ role: string; content: string }>("SELECT role, content FROM messages WHERE session_id = $1 ORDER BY created_at, role DESC", [chat.session_id]);
+      expect(saved.map((m) => [m.role, m.content])).toEqual([
+        ["user", "Is the lamp lit?"],
+        ["assistant", "The lamp is lit."],
+      ]);
+      world!.gateway.reset();
+    });
+
+    test("a client that hangs up mid-reply cancels the model's request, frees the session and saves nothing", async () => {
+      const chat = await chatSession(world!.db);
+      const lockKey = `chat:lock:${chat.session_id}`;
+      world!.gateway.onChat((request) => (request.stream ? { chunks: Array.from({ length: 200 }, (_, i) => `word${i} `), tokenDelayMs: 50 } : { content: JSON.stringify({ narrative_query: "lamp", keyword_query: "lamp" }) }));
+      const hangUp = new AbortController();
+      const res = await fetch(`${api.url}/character/chat`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ ...chat, user_message: "Tell me everything." }),
+        signal: hangUp.signal,
+      });
+      const reader = res.body!.getReader();
+      let text = "";
+      while (!text.includes('"token"')) text += new TextDecoder().decode((await reader.read()).value);
+      expect(await world!.kv.get(lockKey)).not.toBeNull();
+      hangUp.abort();
+
+      await world!.gateway.waitForAbort();
+      expect(world!.gateway.chatRequests().find((r) => (r.body as { stream?: boolean }).stream)?.aborted).toBe(true);
+      await waitFor("the session's lock to be released", async () => ((await world!.kv.get(lockKey)) === null ? true : undefined), 30_000);
+      expect(await world!.db.query("SELECT role FROM messages WHERE session_id = $1", [chat.session_id])).toEqual([]);
+      const [session] = await world!.db.query<{ message_count: number }>("SELECT message_count FROM chat_sessions WHERE id = $1", [chat.session_id]);
+      expect(session?.message_count).toBe(0);
+      world!.gateway.reset();
+    });
+
+    test("a reply streaming past the lock's 30 s expiry keeps the session locked to its end, then saves it", async () => {
+      const chat = await chatSession(world!.db);
+      world!.gateway.onChat((request) => (request.stream ? LONG_REPLY : { content: JSON.stringify({ narrative_query: "tide", keyword_query: "tide" }) }));
+      const first = await post(api, "/character/chat", { ...chat, user_message: "When did the tide turn?" });
+      const reader = first.body!.getReader();
+      const decoder = new TextDecoder();
+      let text = "";
+      // Four tokens in, the lock as first taken has expired: only its renewals keep the session busy.
+      while (parseSseEvents(text.slice(0, text.lastIndexOf("\n\n") + 2)).filter((e) => "token" in e).length < TOKENS_PAST_LOCK_EXPIRY) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value, { stream: true });
+      }
+      const second = await post(api, "/character/chat", { ...chat, user_message: "And then?" });
+      expect(parseSseEvents(await second.text())).toEqual([{ error: "another reply is in progress for this session", code: 429 }]);
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        text += decoder.decode(value);
+      }
+      expect(parseSseEvents(text).at(-1)).toMatchObject({ done: true, full_response: "The tide turned at dusk." });
+      const saved = await waitFor("the exchange to be saved", async () => {
+        const rows = await world!.db.query<{ role: string }>("SELECT role FROM messages WHERE session_id = $1", [chat.session_id]);
+        return rows.length === 2 ? rows : undefined;
+      });
+      expect(saved.map((m) => m.role).sort()).toEqual(["assistant", "user"]);
+      world!.gateway.reset();
+    });
+
+    test("answers 404 for a session that does not exist", async () => {
+      const chat = await chatSession(world!.db);
+      const res = await post(api, "/character/chat", { ...chat, session_id: crypto.randomUUID(), user_message: "Hello?" });
+      expect([res.status, await res.json()]).toEqual([404, { error: "session not found" }]);
+    });
+  });
+}

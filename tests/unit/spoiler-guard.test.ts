@@ -1,0 +1,144 @@
+import { describe, expect, test } from "bun:test";
+import { buildShingleIndex, decodeShingleIndex, shingleKey, WORD_PATTERN } from "../../common/prompt/book-shingles.ts";
+import { closingAfter, createSpoilerGuard, guardCharacters, lateNames, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
+
+const EARLY = "Mara Quill kept the lamp on Gull Rock through the long winter, trimming the wick each evening at dusk.";
+const MIDDLE = "The boats came back one by one, and the harbour slept. ".repeat(6);
+const LATE = "The stranger said at last that he was Jonah, her brother, who had set the fire in the boathouse himself.";
+/** EARLY ends well before 40 %, LATE starts well after it. */
+const BOOK = `${EARLY} ${MIDDLE}${LATE} Silas Crane left on the morning tide.`;
+const shingles = buildShingleIndex(BOOK);
+
+const splitters: [string, (s: string) => string[]][] = [
+  ["whole", (s) => [s]],
+  ["by word", (s) => s.match(/\S+\s*/g) ?? []],
+  ["by character", (s) => [...s]],
+  ["by three", (s) => s.match(/[\s\S]{1,3}/g) ?? []],
+];
+
+function run(reply: string, pieces: (s: string) => string[], names: string[], position = 0.4) {
+  const guard = createSpoilerGuard({ position, lateNames: names, shingles });
+  let sent = "";
+  let received = "";
+  let stop: SpoilerKind | undefined;
+  let mostHeldWords = 0;
+  for (const piece of pieces(reply)) {
+    received += piece;
+    const step = guard.push(piece);
+    sent += step.forward;
+    if (step.stop) {
+      stop = step.stop;
+      break;
+    }
+    mostHeldWords = Math.max(mostHeldWords, received.slice(sent.length).match(WORD_PATTERN)?.length ?? 0);
+  }
+  if (!stop) {
+    const last = guard.end();
+    sent += last.forward;
+    stop = last.stop;
+  }
+  return { sent, stop, mostHeldWords };
+}
+
+const NAMES = ["Silas Crane", "Crane", "Silas"];
+
+describe("the spoiler guard on a streamed reply", () => {
+  /**
+   * `sent`: what the reader gets. A passage is recognised on its eighth word: streamed word by word,
+   * its first seven words have gone out by then (`sent`); when more arrives at once, less does
+   * (`sentAtLeast`: the text before the passage).
+   */
+  const cases: { name: string; reply: string; stop: SpoilerKind | undefined; sent: string; sentAtLeast?: string; names?: string[] }[] = [
+    { name: "an early quotation passes whole", reply: `As I always say: ${EARLY}`, stop: undefined, sent: `As I always say: ${EARLY}` },
+    { name: "a reply of the reader's own words passes whole", reply: "I trim the lamp, and I wait for the boats.", stop: undefined, sent: "I trim the lamp, and I wait for the boats." },
+    { name: "a late two-word name stops before its first word", reply: "The man you mean is Silas Crane, of course.", stop: "name", sent: "The man you mean is " },
+    { name: "a late surname alone stops before it", reply: "Ask Crane about it.", stop: "name", sent: "Ask " },
+    { name: "a word that begins a late name but goes elsewhere passes", reply: "Silas is not a name I know.", stop: undefined, sent: "Silas is not a name I know.", names: ["Silas Crane"] },
+    { name: "a name word in lower case (another word) passes", reply: "A crane stood in the shallows.", stop: undefined, sent: "A crane stood in the shallows." },
+    { name: "a late passage stops on its eighth word", reply: `Listen: ${LATE}`, stop: "passage", sent: "Listen: The stranger said at last that he ", sentAtLeast: "Listen: " },
+    { name: "a late passage in other case and punctuation still stops", reply: "the STRANGER said, at last, that he was JONAH — her brother!", stop: "passage", sent: "the STRANGER said, at last, that he ", sentAtLeast: "" },
+    { name: "seven late words pass", reply: "The stranger said at last that he.", stop: undefined, sent: "The stranger said at last that he." },
+    { name: "a name at the very end is checked when the reply ends", reply: "It was Crane", stop: "name", sent: "It was " },
+  ];
+  for (const [how, pieces] of splitters) {
+    test.each(cases)(`${how}: $name`, ({ reply, stop, sent, sentAtLeast, names }) => {
+      const result = run(reply, pieces, names ?? NAMES);
+      expect(result.stop).toBe(stop);
+      if (sentAtLeast === undefined || how === "by word" || how === "by character") expect(result.sent).toBe(sent);
+      else expect(sent.startsWith(result.sent) && result.sent.startsWith(sentAtLeast)).toBe(true);
+    });
+  }
+
+  test("no more than the word being written and one word of a two-word name is ever held back", () => {
+    for (const [, pieces] of splitters) {
+      expect(run("Silas Marner was a weaver, and Silas Crane a sailor.", pieces, NAMES).mostHeldWords).toBeLessThanOrEqual(2);
+      expect(run(`${EARLY} ${EARLY}`, pieces, NAMES).mostHeldWords).toBeLessThanOrEqual(1);
+    }
+  });
+
+  test("at the end of the book nothing is late", () => {
+    expect(run(`Listen: ${LATE}`, (s) => [s], [], 1).stop).toBeUndefined();
+  });
+
+  test("after a stop nothing more is forwarded", () => {
+    const guard = createSpoilerGuard({ position: 0.4, lateNames: ["Crane"], shingles });
+    expect(guard.push("Crane ")).toEqual({ forward: "", stop: "name" });
+    expect(guard.push("and more")).toEqual({ forward: "" });
+    expect(guard.end()).toEqual({ forward: "" });
+  });
+});
+
+describe("the book's shingle index", () => {
+  test("knows where each 8-word run first ends, and survives its stored form", () => {
+    const decoded = decodeShingleIndex(shingles.encode());
+    const key = shingleKey("the stranger said at last that he was".split(" "));
+    expect(decoded.size).toBe(shingles.size);
+    expect(decoded.firstEnd(key)).toBeGreaterThan(0.4);
+    expect(decoded.firstEnd(shingleKey("mara quill kept the lamp on gull rock".split(" ")))!).toBeLessThan(0.1);
+    expect(decoded.firstEnd(shingleKey("mara quill kept the lamp on gull island".split(" ")))).toBeNull();
+  });
+
+  test("a run that occurs early and late counts as early", () => {
+    const index = buildShingleIndex(`${EARLY} ${MIDDLE} ${EARLY}`);
+    expect(index.firstEnd(shingleKey("through the long winter trimming the wick each".split(" ")))!).toBeLessThan(0.2);
+  });
+
+  test("a stored index of another size is refused", () => {
+    expect(() => decodeShingleIndex(shingles.encode().slice(0, -8))).toThrow();
+  });
+});
+
+describe("the characters' names as the guard knows them", () => {
+  const characters = guardCharacters(BOOK, [
+    { id: "mara", name: "Mara Quill", aliases: ["Mara"] },
+    { id: "silas", name: "Silas Crane", aliases: ["Mr. Crane"] },
+    { id: "jonah", name: "Jonah", aliases: [] },
+    { id: "ghost", name: "Nobody Here", aliases: [] },
+  ]);
+
+  test.each([
+    ["a reader at 40 % has not met Silas Crane or Jonah", 0.4, "mara", ["Silas Crane", "Silas", "Crane", "Jonah"]],
+    ["the character spoken to is never a late name", 0.4, "silas", ["Jonah"]],
+    ["at the end of the book no one is late", 1, "mara", []],
+  ])("%s", (_, position, speaker, expected) => {
+    expect(lateNames(characters, position as number, speaker as string).sort()).toEqual((expected as string[]).sort());
+  });
+
+  test("a character whose names the book never shows counts as met from the start", () => {
+    expect(characters.find((c) => c.character_id === "ghost")).toEqual({ character_id: "ghost", first: 0, terms: [] });
+  });
+
+  test("a name word the reader has met elsewhere is not late", () => {
+    const book = `Old Tom Crane mended nets. ${MIDDLE} Silas Crane came ashore.`;
+    const [silas] = guardCharacters(book, [{ id: "silas", name: "Silas Crane", aliases: [] }]);
+    expect(lateNames([silas!], 0.5, "mara").sort()).toEqual(["Silas", "Silas Crane"]);
+  });
+});
+
+test.each([
+  ["", "That is a story for the pages you have yet to read."],
+  ["The man you mean is ", "… but that is a story for the pages you have yet to read."],
+  ["Listen", " … but that is a story for the pages you have yet to read."],
+])("the closing after %p", (sent, closing) => {
+  expect(closingAfter(sent)).toBe(closing);
+});
