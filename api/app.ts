@@ -138,13 +138,26 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
     })
     .get(
       "/metrics",
-      async () => new Response(await deps.metrics.registry.metrics(), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } }),
+      async () => {
+        const { aggregation, registry } = deps.metrics;
+        if (!aggregation) return new Response(await registry.metrics(), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
+        try {
+          return new Response(await aggregation.render(), { headers: { "content-type": PROMETHEUS_CONTENT_TYPE } });
+        } catch (err) {
+          // The sums live in the key-value store: without it there is nothing meaningful to show.
+          log.error("metrics store unavailable", { error: err });
+          return Response.json({ error: "metrics store unavailable" } satisfies ErrorBody, { status: 503 });
+        }
+      },
       {
         detail: {
           tags: ["Operations"],
           summary: "Prometheus metrics",
-          description: "Prometheus text exposition of the HTTP, processing, indexing, chat and LLM token metrics.",
-          responses: { 200: { description: "Metrics in the Prometheus text format.", content: { "text/plain": { schema: { type: "string" } } } } },
+          description: "Prometheus text exposition of the HTTP, processing, indexing, chat and LLM token metrics. With METRICS_AGGREGATION=kv, the sums over every process (isolate) from the key-value store; 503 when that store fails.",
+          responses: {
+            200: { description: "Metrics in the Prometheus text format.", content: { "text/plain": { schema: { type: "string" } } } },
+            503: { description: "METRICS_AGGREGATION=kv and the key-value store failed.", content: { "application/json": { schema: { type: "object", properties: { error: { type: "string" } }, required: ["error"] } } } },
+          },
         },
       },
     )

@@ -123,6 +123,7 @@ export function withRouteMetrics(metrics: Metrics, method: string, endpoint: str
     const response = respond(request);
     finishedFor(s, method, endpoint, response.status).pending++;
     s.duration.observe((performance.now() - start) / 1000);
+    metrics.aggregation?.requestFinished();
     return response;
   };
 }
@@ -144,6 +145,7 @@ export function withHttpMetrics(app: RouteTable, handle: Handler, metrics: Metri
       s.inFlight--;
       finishedFor(s, method, endpoint, status).pending++;
       s.duration.observe((performance.now() - start) / 1000);
+      metrics.aggregation?.requestFinished();
     };
 
     let response: Response;

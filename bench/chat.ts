@@ -38,15 +38,25 @@ const EXTRA_CHUNKS = 500;
  * Turns before any is measured. The JIT keeps compiling the hot path for the first hundred or so
  * turns (its threads' CPU is the process's); these are measured on their own, as the warm-up.
  */
-const WARMUP = 200;
+export const WARMUP = 200;
 const STREAM_PREFIX = "stream:";
+/** `paced:<ms>:<n> …`: a reply of n tokens, one every ms milliseconds, as a model sends them. */
+export const pacedMessage = (intervalMs: number, tokens: number, text: string) => `paced:${intervalMs}:${tokens} ${text}`;
+const PACED = /^paced:(\d+):(\d+) /;
+/** Tokens of a profiled turn's reply when the profile paces them. */
+const PACED_PROFILE_TOKENS = 200;
 
 /** The gateway child: replies of REPLY_TOKENS tokens, or STREAM_TOKENS when the message asks for a stream. */
 function serveGateway() {
   const gateway = startFakeLlmGateway();
   const tokens = (n: number) => Array.from({ length: n }, (_, i) => `tok${i} `);
   scriptGateway(gateway, {
-    chat: (request) => ({ chunks: tokens(lastUserContent(request).startsWith(STREAM_PREFIX) ? STREAM_TOKENS : REPLY_TOKENS) }),
+    chat: (request) => {
+      const message = lastUserContent(request);
+      const paced = PACED.exec(message);
+      if (paced) return { chunks: tokens(Number(paced[2])), tokenDelayMs: Number(paced[1]) };
+      return { chunks: tokens(message.startsWith(STREAM_PREFIX) ? STREAM_TOKENS : REPLY_TOKENS) };
+    },
   });
   // Nothing is recorded for long: a bench sends thousands of requests.
   setInterval(() => gateway.clearRequests(), 1000);
@@ -91,14 +101,14 @@ function serveIndexes(): string {
   return `http://127.0.0.1:${server.port}`;
 }
 
-interface GatewayProcess {
+export interface GatewayProcess {
   baseURL: string;
   /** The Qdrant and Typesense stand-ins (serveIndexes). */
   indexesURL: string;
   stop(): void;
 }
 
-async function startGatewayProcess(): Promise<GatewayProcess> {
+export async function startGatewayProcess(): Promise<GatewayProcess> {
   const child = Bun.spawn([process.execPath, import.meta.path, "--gateway"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
   const reader = child.stdout.getReader();
   const decoder = new TextDecoder();
@@ -110,7 +120,7 @@ async function startGatewayProcess(): Promise<GatewayProcess> {
 }
 
 /** Where the API keeps its data: the embedded database in DATA_DIR, or Postgres and Redis. */
-interface Stores {
+export interface Stores {
   label: string;
   /** The API's environment besides DATA_DIR, LLM_GATEWAY_URL and LOG_LEVEL. */
   env: Record<string, string>;
@@ -120,7 +130,7 @@ interface Stores {
   cleanup(world: ChatWorld | undefined, sessions: readonly string[]): Promise<void>;
 }
 
-const EMBEDDED: Stores = {
+export const EMBEDDED: Stores = {
   label: "embedded stores (PGlite in a worker thread, in-process key-value store)",
   env: {},
   async open(dataDir) {
@@ -133,7 +143,7 @@ const EMBEDDED: Stores = {
  * A throwaway database on the machine's Postgres and its Redis; with `indexesURL`, Qdrant and
  * Typesense clients talking to the stand-ins there (the production shape) instead of the embedded indexes.
  */
-async function liveStores(indexesURL?: string): Promise<Stores | string> {
+export async function liveStores(indexesURL?: string): Promise<Stores | string> {
   const [postgres, redis] = await Promise.all([probePostgres(), probeRedis()]);
   if (!postgres.reachable) return postgres.reason;
   if (!redis.reachable) return redis.reason;
@@ -210,17 +220,46 @@ interface StoreResults {
   cpuPerThousandTokens: number | undefined;
 }
 
-interface ChatApi {
+export interface ChatApi {
   pid: number;
-  /** One first turn in a fresh session: milliseconds to the first token event and to the end of the stream; throws unless the reply finished. */
-  exchange(message: string, extra?: Record<string, unknown>): Promise<Exchange>;
+  /**
+   * One turn: in a fresh session unless `sessionId` names one (a follow-up turn); milliseconds to the
+   * first token event and to the end of the stream; throws unless the reply finished.
+   */
+  exchange(message: string, extra?: Record<string, unknown>, sessionId?: string): Promise<Exchange>;
+  /** A fresh session of the pool, for a first turn and the follow-ups after it. */
+  takeSession(): string;
+}
+
+/** What runs the API server: a runtime's executable, its flags and the entry file it serves. */
+export interface ApiRuntime {
+  name: string;
+  command: string;
+  args: readonly string[];
+  entry: string;
+}
+
+/**
+ * The runtimes the bench can run the API under (`--runtime <name>`). Each is started with PORT,
+ * DATA_DIR and the stores' variables in its environment and must answer `GET /health` once ready.
+ * The Deno and workerd entries belong here once they exist, e.g.
+ * `deno: { name: "deno", command: "node_modules/.bin/deno", args: ["serve", "-A", "--port", …], entry: "<the Deno entry>" }`.
+ */
+export const API_RUNTIMES: Record<string, ApiRuntime> = {
+  bun: { name: "bun", command: process.execPath, args: [], entry: "api/server.ts" },
+};
+
+export function apiRuntime(name = "bun"): ApiRuntime {
+  const runtime = API_RUNTIMES[name];
+  if (!runtime) throw new Error(`no API runtime named ${name}: known are ${Object.keys(API_RUNTIMES).join(", ")} (bench/chat.ts API_RUNTIMES)`);
+  return runtime;
 }
 
 /**
  * Seeds the chat world and `sessionCount` sessions on `stores`, starts the API server process on them
- * (with Bun's `runtimeArgs`), runs `use`, and stops and cleans up whatever happens.
+ * (under `runtime`), runs `use`, and stops and cleans up whatever happens.
  */
-async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: number, runtimeArgs: readonly string[], use: (api: ChatApi) => Promise<T>): Promise<T> {
+export async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: number, runtime: ApiRuntime, use: (api: ChatApi) => Promise<T>): Promise<T> {
   const dataDir = await freshDataDir();
   let world: ChatWorld | undefined;
   let allSessions: string[] = [];
@@ -234,13 +273,18 @@ async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: 
     }
     const seeded = world;
     const sessions = [...allSessions];
-    api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env }, undefined, undefined, [], runtimeArgs);
+    api = await startService(runtime.entry, { DATA_DIR: dataDir, LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env }, undefined, undefined, [], runtime.args, runtime.command);
     const url = api.url;
     const body = (sessionId: string, message: string, extra: Record<string, unknown>) =>
       JSON.stringify({ user_id: seeded.userId, character_id: seeded.characterId, book_id: seeded.bookId, session_id: sessionId, user_message: message, ...extra });
-    const exchange = async (message: string, extra: Record<string, unknown> = {}): Promise<Exchange> => {
+    const takeSession = () => {
+      const session = sessions.pop();
+      if (!session) throw new Error("the bench seeded too few sessions");
+      return session;
+    };
+    const exchange = async (message: string, extra: Record<string, unknown> = {}, sessionId?: string): Promise<Exchange> => {
       const start = performance.now();
-      const res = await fetch(`${url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessions.pop()!, message, extra) });
+      const res = await fetch(`${url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessionId ?? takeSession(), message, extra) });
       if (!res.ok || !res.body) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
       const stream = res.body.getReader();
       let firstToken = NaN;
@@ -257,7 +301,7 @@ async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: 
       if (!last.startsWith('data: {"done":true')) throw new Error(`chat did not finish: ${last.slice(0, 200)}`);
       return { firstToken, total };
     };
-    return await use({ pid: api.proc.pid, exchange });
+    return await use({ pid: api.proc.pid, exchange, takeSession });
   } finally {
     await api?.stop();
     await stores.cleanup(world, allSessions);
@@ -268,7 +312,7 @@ async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: 
 /** The API server process on `stores`, measured at each concurrency, with and without a position, and streaming. */
 async function measureOn(ctx: BenchContext, stores: Stores, gatewayURL: string, counts: Counts): Promise<StoreResults> {
   ctx.progress(`chat on ${stores.label}: seeding ${counts.sessions} sessions`);
-  return withChatApi(stores, gatewayURL, counts.sessions, [], async ({ pid, exchange }) => {
+  return withChatApi(stores, gatewayURL, counts.sessions, apiRuntime(), async ({ pid, exchange }) => {
     const warmupBefore = await cpuNanoseconds(pid);
     for (let i = 0; i < WARMUP; i++) await exchange(`Tell me about the storm. (${i})`);
     const warmupAfter = await cpuNanoseconds(pid);
@@ -544,20 +588,27 @@ function profileTables(profile: CpuProfile, top: number, turns: number): string 
 }
 
 /**
- * `bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns N] [--save file.cpuprofile]`: the
+ * `bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns N] [--token-interval-ms MS] [--save file.cpuprofile]`: the
  * API server under Bun's sampling profiler for WARMUP + N first turns from one client; prints where its
  * main thread's time went, and keeps the profile (for Chrome's DevTools) with --save.
  */
 async function profileChat() {
   const turns = Number(option("--turns") ?? 1000);
+  const pacingOption = option("--token-interval-ms");
+  const pacing = pacingOption === undefined ? undefined : Number(pacingOption);
   const gateway = await startGatewayProcess();
   const dir = await mkdtemp(join(tmpdir(), "chat-profile-"));
   try {
     const stores = option("--stores") ?? "embedded";
     const live = stores === "embedded" ? EMBEDDED : await liveStores(stores === "production" ? gateway.indexesURL : undefined);
     if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
-    await withChatApi(live, gateway.baseURL, WARMUP + turns, ["--cpu-prof", `--cpu-prof-dir=${dir}`], async ({ exchange }) => {
-      for (let i = 0; i < WARMUP + turns; i++) await exchange(`What happened to the Albatross in the storm? (${i})`);
+    const bun = apiRuntime("bun");
+    await withChatApi(live, gateway.baseURL, WARMUP + turns, { ...bun, args: [...bun.args, "--cpu-prof", `--cpu-prof-dir=${dir}`] }, async ({ exchange }) => {
+      for (let i = 0; i < WARMUP + turns; i++) {
+        const message = `What happened to the Albatross in the storm? (${i})`;
+        // With --token-interval-ms, the measured turns' replies come paced (PACED_PROFILE_TOKENS tokens).
+        await exchange(pacing !== undefined && i >= WARMUP ? pacedMessage(pacing, PACED_PROFILE_TOKENS, message) : message);
+      }
     });
     const [file] = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile"));
     if (!file) throw new Error("the API wrote no profile");

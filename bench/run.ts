@@ -2,7 +2,7 @@
  * `bun run bench`: every benchmark in one run, printed as markdown and written to
  * bench/results/<date>.md.
  *
- *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,http]
+ *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http]
  *
  * --quick is a smoke run (one repetition, small loads; its figures are not worth publishing) and
  * writes <date>-quick.md; --only runs some sections and writes <date>-<sections>.md.
@@ -13,6 +13,7 @@ import { loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { bookNlpSection } from "./book-nlp.ts";
 import { chatSection } from "./chat.ts";
+import { pacedChatSection } from "./chat-paced.ts";
 import { chunkingSection } from "./chunking.ts";
 import { httpSection } from "./http.ts";
 import { ingestionSection } from "./ingestion.ts";
@@ -26,6 +27,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {
   ingestion: ingestionSection,
   retrieval: retrievalSection,
   chat: chatSection,
+  "chat-paced": pacedChatSection,
   http: httpSection,
 };
 

@@ -123,6 +123,26 @@ export async function cpuNanoseconds(pid: number): Promise<number | undefined> {
   return times && [...times.values()].reduce((sum, t) => sum + t.ns, 0);
 }
 
+/** Clock ticks per second of /proc's CPU times (USER_HZ: 100 on every Linux this runs on). */
+const USER_HZ = 100;
+
+/**
+ * Nanoseconds of CPU a process has used (Linux), threads that have exited included, or undefined
+ * elsewhere. Coarser than cpuNanoseconds (10 ms ticks) but right over seconds of a paced stream, in
+ * which the engine's and Bun's helper threads come and go (summing the live threads then went
+ * backwards by hundreds of milliseconds).
+ */
+export async function processCpuNanoseconds(pid: number): Promise<number | undefined> {
+  try {
+    const stat = await readFile(`/proc/${pid}/stat`, "utf8");
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th.
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return ((Number(fields[11]) + Number(fields[12])) / USER_HZ) * 1e9;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Where a Bun process's CPU went: its main thread, worker threads, the engine's JIT and GC helpers, and the rest (Bun's I/O pool). */
 export type ThreadGroup = "main" | "worker" | "jit and gc" | "other";
 

@@ -151,6 +151,9 @@ const envSchema = z.object({
   MAX_BOOK_BYTES: integer(1, Number.MAX_SAFE_INTEGER, "a positive number of bytes"),
   BOOKNLP_COMMAND: optionalString,
   METRICS_PORT: integer(1, 65535, "a port number 1-65535"),
+  METRICS_AGGREGATION: z.preprocess(empty, z.enum(["off", "kv"]).optional()),
+  METRICS_FLUSH_REQUESTS: integer(1, 1_000_000, "a whole number of requests 1-1000000"),
+  METRICS_FLUSH_INTERVAL_MS: integer(100, 600_000, "milliseconds 100-600000"),
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
   CHAT_CONTEXT_TOKENS: integer(MIN_CHAT_CONTEXT_TOKENS, 10_000_000, `tokens ${MIN_CHAT_CONTEXT_TOKENS}-10000000`),
@@ -200,6 +203,11 @@ export interface Config {
   maxBookBytes: number;
   booknlpCommand?: string;
   metricsPort: number;
+  /**
+   * METRICS_AGGREGATION=kv: every process flushes its series to the key-value store in batches and
+   * `/metrics` shows the sums (common/metrics/kv-aggregation.ts); unset for a process that is scraped itself.
+   */
+  metricsAggregation?: { flushRequests?: number; flushIntervalMs?: number };
   maxAttempts: number;
   chatFirstTokenTimeoutMs: number;
   /** The model's context window the chat's prompts are fitted into (common/prompt/budget.ts). */
@@ -291,6 +299,14 @@ export function loadConfig(env: Env = process.env): Config {
     maxBookBytes: e.MAX_BOOK_BYTES ?? DEFAULT_MAX_BOOK_BYTES,
     ...(e.BOOKNLP_COMMAND ? { booknlpCommand: e.BOOKNLP_COMMAND } : {}),
     metricsPort: e.METRICS_PORT ?? DEFAULT_METRICS_PORT,
+    ...(e.METRICS_AGGREGATION === "kv"
+      ? {
+          metricsAggregation: {
+            ...(e.METRICS_FLUSH_REQUESTS !== undefined ? { flushRequests: e.METRICS_FLUSH_REQUESTS } : {}),
+            ...(e.METRICS_FLUSH_INTERVAL_MS !== undefined ? { flushIntervalMs: e.METRICS_FLUSH_INTERVAL_MS } : {}),
+          },
+        }
+      : {}),
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
     chatContextTokens,
@@ -305,11 +321,11 @@ export function loadConfig(env: Env = process.env): Config {
 /**
  * The configuration of the API on an edge runtime (Deno, workerd), from the environment it is given
  * (a Worker's `env` object; Deno's process environment by default). The same variables, with other
- * defaults: any DATABASE_URL goes through the Neon driver (Bun's SQL client is Bun-only), and
+ * defaults: any DATABASE_URL goes through the Neon driver (Bun's SQL client is Bun-only), the metrics are summed across isolates through the key-value store (METRICS_AGGREGATION=kv), and
  * `defaults` lets an entry point say more (a Worker answers on the network: HOST 0.0.0.0).
  */
 export function loadEdgeConfig(env: Env = process.env, defaults: Env = {}): Config {
-  return loadConfig({ DATABASE_DRIVER: "neon", ...defaults, ...env });
+  return loadConfig({ DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv", ...defaults, ...env });
 }
 
 /** Every credential in the configuration: what the logs must never show. */

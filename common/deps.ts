@@ -11,6 +11,7 @@ import type { LanguageModel } from "./llm/index.ts";
 import { createLogger, toStdout, type Logger } from "./log.ts";
 import { listenAddress } from "./local/listen-address.ts";
 import { createMetrics, type Metrics, type MetricsRole } from "./metrics/index.ts";
+import { enableKvMetricsAggregation } from "./metrics/kv-aggregation.ts";
 import { countTokens } from "./metrics/llm.ts";
 import { createHttpReranker } from "./rerank/http.ts";
 import { detectProcessingStatuses } from "./db/processing-status.ts";
@@ -76,6 +77,7 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
   // Anywhere else (a shared database, or HOST opened to the network) they are a deployment's mistake.
   const localDefaults = config.database.driver === "pglite" && !listenAddress(config.host, config.port).network;
   const kv = createKeyValueStore(config.kv, logger, { inProcessExpected: localDefaults });
+  if (config.metricsAggregation) enableKvMetricsAggregation(metrics, kv, { ...config.metricsAggregation, logger });
   const llm = createLanguageModel(config.llm, {
     onUsage: (purpose, usage) => countTokens(metrics, purpose, usage.promptTokens, usage.completionTokens),
   });
@@ -108,6 +110,8 @@ export async function buildDeps(config: Config, options: BuildOptions = {}): Pro
     textIndex,
     reranker,
     async close() {
+      // The last requests' series reach the store before it closes.
+      await metrics.aggregation?.close();
       await Promise.allSettled([kv.close(), vectorIndex.close?.(), textIndex.close?.()]);
       await db.close();
     },

@@ -2,6 +2,7 @@ import type { ElysiaAdapter } from "elysia";
 import type { Config } from "../../common/config.ts";
 import { buildEdgeDeps, type EdgeBuildOptions } from "../../common/edge-deps.ts";
 import { downloadBook } from "../../common/file-url.ts";
+import { enableKvMetricsAggregation } from "../../common/metrics/kv-aggregation.ts";
 import { createApp } from "../app.ts";
 import type { SwaggerUiAssets } from "../docs.ts";
 import { sseStreamEnd } from "../sse.ts";
@@ -30,6 +31,8 @@ export interface EdgeApi {
  */
 export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): EdgeApi {
   const deps = buildEdgeDeps(config, options);
+  // A scrape reaches one isolate of many: the series are summed through the key-value store (on by default on the edge).
+  if (config.metricsAggregation) enableKvMetricsAggregation(deps.metrics, deps.kv, { ...config.metricsAggregation, logger: deps.logger });
   const { app, fetch, settleStarted } = createApp({
     ...deps,
     ...(options.adapter ? { adapter: options.adapter } : {}),
@@ -53,6 +56,7 @@ export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): Edg
       const afterResponse = scope.run(async () => {
         await sseStreamEnd(response);
         await settleStarted();
+        await deps.metrics.aggregation?.settled();
       });
       waitUntil(afterResponse.finally(() => scope.end()));
       return response;

@@ -38,6 +38,17 @@ export interface KeyValueStore {
   /** Elements from start to stop inclusive (negative indexes count from the end). */
   lrange(key: string, start: number, stop: number): Promise<string[]>;
   llen(key: string): Promise<number>;
+  /**
+   * Adds each increment to its field of the hash at key (Redis HINCRBYFLOAT, a missing field counting
+   * as 0), all of them in one atomic step and one round trip.
+   */
+  hincrbyfloat(key: string, increments: Readonly<Record<string, number>>): Promise<void>;
+  /** Sets these fields of the hash at key (Redis HSET), creating the hash if needed. */
+  hset(key: string, fields: Readonly<Record<string, string>>): Promise<void>;
+  /** Every field of the hash at key and its value; empty when the key does not exist. */
+  hgetall(key: string): Promise<Record<string, string>>;
+  /** Removes these fields of the hash at key; returns how many existed. */
+  hdel(key: string, fields: readonly string[]): Promise<number>;
   close(): Promise<void>;
 }
 

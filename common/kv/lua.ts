@@ -7,3 +7,14 @@ export const EXPIRE_IF_EQUALS_SCRIPT =
 
 export const RELEASE_IF_EQUALS_SCRIPT =
   'if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end';
+
+/** Many HINCRBYFLOATs on one hash as one command: ARGV holds field, increment pairs. */
+export const HASH_INCREMENT_SCRIPT =
+  'for i = 1, #ARGV, 2 do redis.call("HINCRBYFLOAT", KEYS[1], ARGV[i], ARGV[i + 1]) end return #ARGV / 2';
+
+/** Field, increment pairs as a script's ARGV. */
+export function incrementArgs(increments: Readonly<Record<string, number>>): string[] {
+  const args: string[] = [];
+  for (const [field, by] of Object.entries(increments)) args.push(field, String(by));
+  return args;
+}

@@ -26,7 +26,10 @@ export interface MemoryKeyValueStore extends KeyValueStore {
   sweep(): number;
 }
 
-type Entry = { type: "string"; value: string; expiresAt?: number } | { type: "list"; items: string[]; expiresAt?: number };
+type Entry =
+  | { type: "string"; value: string; expiresAt?: number }
+  | { type: "list"; items: string[]; expiresAt?: number }
+  | { type: "hash"; fields: Map<string, string>; expiresAt?: number };
 
 const WRONGTYPE = "WRONGTYPE Operation against a key holding the wrong kind of value";
 
@@ -77,6 +80,19 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
     const items: string[] = [];
     entries.set(key, { type: "list", items });
     return items;
+  };
+  const hashAt = (key: string): Map<string, string> | undefined => {
+    const entry = live(key);
+    if (!entry) return undefined;
+    if (entry.type !== "hash") throw new KvError(`memory: ${WRONGTYPE}`);
+    return entry.fields;
+  };
+  const hashOrCreate = (key: string): Map<string, string> => {
+    const existing = hashAt(key);
+    if (existing) return existing;
+    const fields = new Map<string, string>();
+    entries.set(key, { type: "hash", fields });
+    return fields;
   };
   /** Redis deletes a list the moment it becomes empty; so do we. */
   const dropIfEmpty = (key: string, items: string[]) => {
@@ -210,6 +226,41 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
 
     async llen(key) {
       return listAt(key)?.length ?? 0;
+    },
+
+    async hincrbyfloat(key, increments) {
+      const pairs = Object.entries(increments);
+      if (pairs.length === 0) return;
+      const fields = hashAt(key);
+      // All or nothing, as the script on Redis: every increment is checked before any is applied.
+      const sums = pairs.map(([field, by]) => {
+        const current = Number(fields?.get(field) ?? 0);
+        const sum = current + by;
+        if (!Number.isFinite(by) || !Number.isFinite(current) || !Number.isFinite(sum)) throw new KvError("memory: ERR value is not a valid float");
+        return [field, sum] as const;
+      });
+      const target = fields ?? hashOrCreate(key);
+      for (const [field, sum] of sums) target.set(field, String(sum));
+    },
+
+    async hset(key, fields) {
+      const pairs = Object.entries(fields);
+      if (pairs.length === 0) return;
+      const target = hashOrCreate(key);
+      for (const [field, value] of pairs) target.set(field, value);
+    },
+
+    async hgetall(key) {
+      return Object.fromEntries(hashAt(key) ?? []);
+    },
+
+    async hdel(key, fields) {
+      const target = hashAt(key);
+      if (!target) return 0;
+      let removed = 0;
+      for (const field of fields) if (target.delete(field)) removed++;
+      if (target.size === 0) entries.delete(key);
+      return removed;
     },
 
     async close() {

@@ -1,6 +1,6 @@
 import { RedisClient } from "bun";
 import { toKvError, type KeyValueStore, type ListEnd, type SetOptions } from "./index.ts";
-import { EXPIRE_IF_EQUALS_SCRIPT, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
 
 /**
  * Redis over TCP through Bun's built-in client.
@@ -121,6 +121,22 @@ export function createRedisKeyValueStore(options: RedisKeyValueStoreOptions): Ke
     lrange: (key, start, stop) => run("LRANGE", () => client.lrange(key, start, stop)),
 
     llen: (key) => run("LLEN", () => client.llen(key)),
+
+    async hincrbyfloat(key, increments) {
+      const args = incrementArgs(increments);
+      if (args.length > 0) await run("EVAL", () => client.eval(HASH_INCREMENT_SCRIPT, 1, key, ...args));
+    },
+
+    async hset(key, fields) {
+      if (Object.keys(fields).length > 0) await run("HSET", () => client.hset(key, fields));
+    },
+
+    hgetall: async (key) => (await run("HGETALL", () => client.hgetall(key))) ?? {},
+
+    async hdel(key, fields) {
+      const [first, ...rest] = fields;
+      return first === undefined ? 0 : run("HDEL", () => client.hdel(key, first, ...rest));
+    },
 
     async close() {
       closed = true;

@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis";
 import { toKvError, type KeyValueStore, type SetOptions } from "./index.ts";
-import { EXPIRE_IF_EQUALS_SCRIPT, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
 
 /**
  * Upstash over its REST API through `@upstash/redis`.
@@ -98,6 +98,28 @@ export function createUpstashKeyValueStore(options: UpstashKeyValueStoreOptions)
     lrange: (key, start, stop) => run("LRANGE", () => redis.lrange<string>(key, start, stop)),
 
     llen: (key) => run("LLEN", () => redis.llen(key)),
+
+    async hincrbyfloat(key, increments) {
+      const args = incrementArgs(increments);
+      if (args.length > 0) await run("EVAL", () => redis.eval<string[], number>(HASH_INCREMENT_SCRIPT, [key], args));
+    },
+
+    async hset(key, fields) {
+      if (Object.keys(fields).length > 0) await run("HSET", () => redis.hset(key, fields));
+    },
+
+    async hgetall(key) {
+      // With deserialization off the SDK hands back the server's flat [field, value, ...] reply.
+      const reply: unknown = await run("HGETALL", () => redis.hgetall(key));
+      if (!Array.isArray(reply)) return (reply as Record<string, string> | null) ?? {};
+      const fields: Record<string, string> = {};
+      for (let i = 0; i + 1 < reply.length; i += 2) fields[String(reply[i])] = String(reply[i + 1]);
+      return fields;
+    },
+
+    async hdel(key, fields) {
+      return fields.length === 0 ? 0 : run("HDEL", () => redis.hdel(key, ...fields));
+    },
 
     async close() {
       closed = true;

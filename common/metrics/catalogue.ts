@@ -19,8 +19,27 @@ import { CHARACTER_STATUSES, createProcessingMetrics, JOB_STATUSES, type Process
 export type MetricsRole = "api" | "worker";
 export const METRICS_ROLES: readonly MetricsRole[] = ["api", "worker"];
 
+/**
+ * Series summed across processes through the key-value store (common/metrics/kv-aggregation.ts),
+ * for isolate runtimes where a scrape reaches one isolate of many.
+ */
+export interface MetricsAggregation {
+  /** Counts one finished request and starts a flush when one is due. */
+  requestFinished(): void;
+  /** Writes what this isolate recorded since its last flush; resolves once written (or failed and kept for the next). */
+  flush(): Promise<void>;
+  /** Resolves once no flush is in flight: what an edge entry hands to `waitUntil` after a response. */
+  settled(): Promise<void>;
+  /** The exposition summed over every isolate, this one flushed first. Rejects with KvError when the store fails. */
+  render(): Promise<string>;
+  /** Stops the flush timer and flushes one last time. */
+  close(): Promise<void>;
+}
+
 export interface Metrics {
   readonly registry: Registry;
+  /** Set by enableKvMetricsAggregation: the HTTP metrics count requests into it and `/metrics` renders its sums. */
+  aggregation?: MetricsAggregation;
   http: HttpMetrics;
   processing: ProcessingMetrics;
   indexing: IndexingMetrics;

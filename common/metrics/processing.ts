@@ -42,6 +42,8 @@ export function createProcessingMetrics(registers: { api: Registry[]; worker: Re
     queueDepth: new Gauge({
       // Both processes see the shared queue: the API after each push, the worker after each claim.
       name: "processing_queue_depth",
+      // Summed over isolates it would count one queue many times: with METRICS_AGGREGATION=kv the largest live reading shows.
+      aggregator: "max",
       help: "Jobs waiting in processing_queue when this process last looked.",
       registers: both,
     }),

@@ -286,6 +286,53 @@ for (const variant of variants) {
       expect(await kv.lrange(key("typed:list"), 0, -1)).toEqual(["item"]);
     });
 
+    test("hincrbyfloat adds every increment to its field in one step, a missing field counting as zero", async () => {
+      const hash = key("hash:sums");
+      await kv.hincrbyfloat(hash, { 'http_requests_total{method="GET"}': 3, "sum": 0.25 });
+      await kv.hincrbyfloat(hash, { 'http_requests_total{method="GET"}': 2, "sum": 0.5, "fresh": -1.5 });
+      await kv.hincrbyfloat(hash, {});
+      const read = await kv.hgetall(hash);
+      expect(Object.keys(read).sort()).toEqual(["fresh", 'http_requests_total{method="GET"}', "sum"]);
+      expect(Number(read['http_requests_total{method="GET"}'])).toBe(5);
+      expect(Number(read.sum)).toBe(0.75);
+      expect(Number(read.fresh)).toBe(-1.5);
+    });
+
+    test("concurrent hincrbyfloat calls on one hash lose no increment", async () => {
+      const hash = key("hash:concurrent");
+      await Promise.all(Array.from({ length: 40 }, () => kv.hincrbyfloat(hash, { a: 1, b: 0.5 })));
+      const read = await kv.hgetall(hash);
+      expect(Number(read.a)).toBe(40);
+      expect(Number(read.b)).toBe(20);
+    });
+
+    test("hset writes fields as strings, hgetall reads them back exactly, and hdel removes them", async () => {
+      const hash = key("hash:fields");
+      const json = JSON.stringify({ at: 1, values: { x: 2 } });
+      await kv.hset(hash, { isolate: json, numeric: "0.10", empty: "" });
+      await kv.hset(hash, { numeric: "42" });
+      expect(await kv.hgetall(hash)).toEqual({ isolate: json, numeric: "42", empty: "" });
+      expect(await kv.hdel(hash, ["numeric", "never"])).toBe(1);
+      expect(await kv.hdel(hash, [])).toBe(0);
+      expect(await kv.hgetall(hash)).toEqual({ isolate: json, empty: "" });
+      expect(await kv.hdel(hash, ["isolate", "empty"])).toBe(2);
+      // Like Redis: the hash is gone with its last field.
+      expect(await kv.hgetall(hash)).toEqual({});
+      expect(await kv.hgetall(key("hash:never"))).toEqual({});
+      expect(await kv.hdel(key("hash:never"), ["x"])).toBe(0);
+    });
+
+    test("hash commands on a key of another type fail with KvError and change nothing", async () => {
+      await kv.set(key("hash:string"), "plain");
+      await expect(kv.hincrbyfloat(key("hash:string"), { a: 1 })).rejects.toBeInstanceOf(KvError);
+      await expect(kv.hset(key("hash:string"), { a: "1" })).rejects.toBeInstanceOf(KvError);
+      await expect(kv.hgetall(key("hash:string"))).rejects.toBeInstanceOf(KvError);
+      expect(await kv.get(key("hash:string"))).toBe("plain");
+      await kv.hset(key("hash:text"), { word: "not a number" });
+      await expect(kv.hincrbyfloat(key("hash:text"), { word: 1 })).rejects.toBeInstanceOf(KvError);
+      expect(await kv.hgetall(key("hash:text"))).toEqual({ word: "not a number" });
+    });
+
     test("a closed store refuses further commands with KvError", async () => {
       const other = await variant.open();
       await other.store.set(key("closed"), "x");

@@ -56,12 +56,14 @@ export async function startService(
   readyTimeoutMs = 90_000,
   portVariable = "PORT",
   args: readonly string[] = [],
-  /** Flags for Bun itself, before the entry (`--cpu-prof`). */
+  /** Flags for the runtime itself, before the entry (`--cpu-prof`). */
   runtimeArgs: readonly string[] = [],
+  /** The runtime's executable: this Bun unless another is named (`deno`). */
+  runtime: string = process.execPath,
 ): Promise<ServiceProcess> {
   const port = await freePort();
   const dataDir = await mkdtemp(join(tmpdir(), "service-data-"));
-  const proc = Bun.spawn([process.execPath, ...runtimeArgs, entry, ...args], {
+  const proc = Bun.spawn([runtime, ...runtimeArgs, entry, ...args], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", [portVariable]: String(port), DATA_DIR: dataDir, ...env },
     stdout: "pipe",

@@ -80,6 +80,10 @@ export function prefixedKeyValueStore(kv: KeyValueStore, prefix: string): KeyVal
     lrem: (key, count, value) => kv.lrem(k(key), count, value),
     lrange: (key, start, stop) => kv.lrange(k(key), start, stop),
     llen: (key) => kv.llen(k(key)),
+    hincrbyfloat: (key, increments) => kv.hincrbyfloat(k(key), increments),
+    hset: (key, fields) => kv.hset(k(key), fields),
+    hgetall: (key) => kv.hgetall(k(key)),
+    hdel: (key, fields) => kv.hdel(k(key), fields),
     close: () => kv.close(),
   };
 }

@@ -16,11 +16,21 @@ describe("loadConfig", () => {
     expect(c.systemPromptStoragePath).toBe(resolve(".data/prompts"));
     expect(c.maxBookBytes).toBe(104857600);
     expect(c.metricsPort).toBe(9464);
+    expect(c.metricsAggregation).toBeUndefined();
     expect(c.maxAttempts).toBe(3);
     expect(c.logLevel).toBe("info");
     expect(c.logFormat).toBe("text");
     expect(loadConfig({ LOG_FORMAT: "json" }).logFormat).toBe("json");
     expect(c.fileUrlAllowedHosts).toEqual([]);
+  });
+
+  test("METRICS_AGGREGATION=kv turns the aggregation on, with the flush bounds only when set", () => {
+    expect(loadConfig({ METRICS_AGGREGATION: "off" }).metricsAggregation).toBeUndefined();
+    expect(loadConfig({ METRICS_AGGREGATION: "kv" }).metricsAggregation).toEqual({});
+    expect(loadConfig({ METRICS_AGGREGATION: "kv", METRICS_FLUSH_REQUESTS: "50", METRICS_FLUSH_INTERVAL_MS: "5000" }).metricsAggregation).toEqual({
+      flushRequests: 50,
+      flushIntervalMs: 5000,
+    });
   });
 
   test("the reranker is on when its key is set, rank fusion otherwise (SPEC: an empty key means no rerank)", () => {
@@ -140,6 +150,9 @@ describe("loadConfig", () => {
     ["CHARACTER_CHECKPOINTS", "2.5", "CHARACTER_CHECKPOINTS"],
     ["CHARACTER_CONCURRENCY", "0", "CHARACTER_CONCURRENCY"],
     ["METRICS_PORT", "1e3", "METRICS_PORT"],
+    ["METRICS_AGGREGATION", "redis", "METRICS_AGGREGATION"],
+    ["METRICS_FLUSH_REQUESTS", "0", "METRICS_FLUSH_REQUESTS"],
+    ["METRICS_FLUSH_INTERVAL_MS", "10", "METRICS_FLUSH_INTERVAL_MS"],
     ["LOG_LEVEL", "verbose", "LOG_LEVEL"],
     ["LOG_FORMAT", "logfmt", "LOG_FORMAT"],
     ["FILE_URL_ALLOWED_HOSTS", "http://a.example", "FILE_URL_ALLOWED_HOSTS"],
