@@ -15,7 +15,7 @@
  */
 import { loadavg } from "node:os";
 import { apiRuntime, EMBEDDED, liveStores, pacedMessage, startGatewayProcess, withChatApi, type ApiRuntime, type ChatApi, type Stores } from "./chat.ts";
-import { markdownTable, option, processCpuNanoseconds, reps, type BenchContext, type BenchSection } from "./support.ts";
+import { answerHelp, markdownTable, option, processCpuNanoseconds, reps, type BenchContext, type BenchSection } from "./support.ts";
 
 export const DEFAULT_TOKEN_INTERVAL_MS = 10;
 const SHORT_REPLY = 20;
@@ -251,6 +251,10 @@ export async function pacedChatSection(ctx: BenchContext): Promise<BenchSection>
 
 if (import.meta.main && process.argv.includes("--proxy")) serveProxies(process.argv[process.argv.indexOf("--proxy") + 1]!);
 else if (import.meta.main) {
+  answerHelp(
+    "usage: bun bench/chat-paced.ts [--token-interval-ms 10] [--runtime bun] [--stores embedded|postgres|production] [--turns N]\n\n" +
+      "Chat with the gateway pacing its tokens: API CPU per streamed token and the turn's own work, beside a bare pass-through and a minimal proxy.",
+  );
   const turns = Number(option("--turns") ?? 10);
   console.log(
     await pacedChat({

@@ -15,7 +15,7 @@ import { createMetrics } from "../common/metrics/index.ts";
 import { DEFAULT_METRICS_FLUSH_REQUESTS, enableKvMetricsAggregation } from "../common/metrics/kv-aggregation.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../tests/support/redis.ts";
 import { startUpstashBridge } from "../tests/support/upstash-bridge.ts";
-import { machineHeader, markdownTable, option } from "./support.ts";
+import { answerHelp, machineHeader, markdownTable, option } from "./support.ts";
 
 /** The API's routes as the metrics middleware sees them: a spread of series like a real scrape's. */
 const ROUTES = [
@@ -153,4 +153,7 @@ async function main() {
   );
 }
 
-if (import.meta.main) await main();
+if (import.meta.main) {
+  answerHelp("usage: bun bench/metrics-aggregation.ts [--requests N]\n\nWhat METRICS_AGGREGATION=kv costs an API process: CPU per request, store commands per batch, a scrape's cost.");
+  await main();
+}
