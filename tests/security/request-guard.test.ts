@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createRequestGuard, hostNameOf, isFixedHostName, isJsonMediaType, type RequestGuardOptions } from "../../api/request-guard.ts";
+import { createRequestGuard, HOST_VERDICTS_KEPT, hostNameOf, isFixedHostName, isJsonMediaType, type RequestGuardOptions } from "../../api/request-guard.ts";
 import { startService, type ServiceProcess } from "../support/process.ts";
 import { rawExchange } from "../support/raw-http.ts";
 
@@ -96,6 +96,15 @@ describe("the request guard's rules", () => {
   ])("%s: %s", async (_, options, req, expected) => {
     expect(await verdict(options, req)).toBe(expected);
   });
+});
+
+test("a client inventing Host names gets each refused and changes no other verdict, however many it sends", () => {
+  const guard = createRequestGuard({ allowedHosts: ["api"] });
+  const get = (host: string) => guard(new Request("http://api/health", { headers: { host } }))?.status ?? 200;
+  expect([get("api"), get("evil.example")]).toEqual([200, 403]);
+  const invented = Array.from({ length: HOST_VERDICTS_KEPT * 3 }, (_, i) => get(`n${i}.evil.example`));
+  expect(new Set(invented)).toEqual(new Set([403]));
+  expect([get("api"), get("evil.example"), get("127.0.0.1:3000"), get("API:3000")]).toEqual([200, 403, 200, 200]);
 });
 
 describe("a loopback API under another site's requests", () => {
