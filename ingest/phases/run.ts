@@ -1,31 +1,16 @@
 import type { BookInfo } from "../../common/llm/prompt-format.ts";
-import type { Config } from "../../common/config.ts";
-import type { Database } from "../../common/db/index.ts";
 import type { Book } from "../../common/contract/rows.ts";
 import type { DownloadOptions, ResolveHost } from "../../common/file-url.ts";
-import type { KeyValueStore } from "../../common/kv/index.ts";
-import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Logger, LogFields } from "../../common/log.ts";
-import type { Metrics } from "../../common/metrics/index.ts";
 import type { PipelinePhase } from "../../common/metrics/processing.ts";
-import type { TextIndex } from "../../common/text/index.ts";
-import type { VectorIndex } from "../../common/vector/index.ts";
 import type { SelectionOptions } from "../character-selection.ts";
 import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, type ItemRetryOptions } from "../work-items.ts";
+import type { Deps } from "../../common/deps.ts";
 
 /** One ingestion as every phase sees it: the job, what it runs on, its options, and how it counts skips and reports progress. */
 
-export interface PipelineDeps {
-  config: Config;
-  logger: Logger;
-  metrics: Metrics;
-  db: Database;
-  /** Only to drop the chat cache's copies of the characters this run rewrites. */
-  kv: KeyValueStore;
-  llm: LanguageModel;
-  vectorIndex: VectorIndex;
-  textIndex: TextIndex;
-}
+/** What a run takes from the composition root; `kv` only to drop the chat cache's copies of the characters it rewrites. */
+export type PipelineDeps = Pick<Deps, "config" | "logger" | "metrics" | "db" | "kv" | "llm" | "vectorIndex" | "textIndex">;
 
 /** Where the book's text comes from: the job's file_url, or a local file (the CLI). */
 export type BookSource = { url: string } | { path: string };
