@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { mkdir, open, readFile, rename, rm, truncate, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 
@@ -13,9 +14,12 @@ import { dirname, join } from "node:path";
  *
  * Several processes may share the folder (the API reads what a separate ingest worker writes). Every
  * write to a book replaces its stamp file `{bookId}.stamp` with a new random token, after the data;
- * a reader reads the stamp before the data, remembers it with what it loaded, and re-reads the stamp
- * (one small file) before serving the book from memory: a different token means another process
- * wrote the book since, so it is loaded again.
+ * a reader reads the stamp before the data, remembers it with what it loaded, and checks the stamp
+ * before serving the book from memory: a different token means another process wrote the book since,
+ * so it is loaded again. The check is a stat: a new stamp is always a new file renamed over the old
+ * one, so while the file's identity (inode, size, change times) is the one last seen its token is
+ * too, and the file is read only when that identity changed (reading it on every search cost more
+ * than the search's own BM25 scoring).
  */
 
 const STAMP_EXTENSION = ".stamp";
@@ -221,6 +225,8 @@ interface Loaded<T> {
   state: T;
   /** The book's stamp when `state` was read from disk or last written; undefined if it had none. */
   stamp: string | undefined;
+  /** The identity of the stamp file `stamp` was last read from (stampFileIdentity); undefined when not known. */
+  stampFile: string | undefined;
   /** sizeOf(state) when it was remembered. */
   bytes: number;
   /** Loaded by a writer, so its files were repaired (see readLog). */
@@ -240,6 +246,13 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     return (await readFileIfExists(stampPath(bookId)))?.toString("utf8");
   }
 
+  /** Which file holds the stamp now, "" when there is none; taken before the stamp is read, so it is never newer than the token. */
+  function stampFileIdentity(bookId: string): string {
+    // Synchronous: a stat costs a few microseconds, its promise ten times that.
+    const stats = statSync(stampPath(bookId), { throwIfNoEntry: false });
+    return stats === undefined ? "" : `${stats.dev}:${stats.ino}:${stats.size}:${stats.mtimeMs}:${stats.ctimeMs}`;
+  }
+
   /** Not fsynced: the stamp only tells readers to reload; the data's own writes make it durable. */
   async function writeStamp(bookId: string): Promise<string> {
     const stamp = crypto.randomUUID();
@@ -254,11 +267,11 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     open.delete(bookId);
   }
 
-  function remember(bookId: string, state: T | undefined, stamp: string | undefined, writable: boolean): void {
+  function remember(bookId: string, state: T | undefined, stamp: string | undefined, writable: boolean, stampFile?: string): void {
     forget(bookId);
     if (state === undefined) return;
     const bytes = options.sizeOf(state);
-    open.set(bookId, { state, stamp, bytes, writable });
+    open.set(bookId, { state, stamp, stampFile, bytes, writable });
     cachedBytes += bytes;
     for (const id of open.keys()) {
       if (cachedBytes <= maxBytes) break;
@@ -287,13 +300,14 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
    * process. The stamp is read before the files, so what is remembered is never newer than its stamp.
    */
   async function current(bookId: string, forWrite: boolean): Promise<T | undefined> {
+    const stampFile = stampFileIdentity(bookId);
     const stamp = await readStamp(bookId);
     const cached = open.get(bookId);
     if (cached !== undefined && cached.stamp === stamp && (cached.writable || !forWrite)) return cached.state;
     // The stale copy goes first, so the old and the new copy are never both held.
     forget(bookId);
     const state = await options.load(bookId, forWrite);
-    remember(bookId, state, stamp, forWrite);
+    remember(bookId, state, stamp, forWrite, stampFile);
     return state;
   }
 
@@ -301,9 +315,12 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
     async get(bookId, waitForLoad = false) {
       assertSafeBookId(bookId);
       const cached = open.get(bookId);
-      if (cached !== undefined && cached.stamp === (await readStamp(bookId))) {
-        remember(bookId, cached.state, cached.stamp, cached.writable);
-        return cached.state;
+      if (cached !== undefined) {
+        const stampFile = stampFileIdentity(bookId);
+        if (stampFile === cached.stampFile || cached.stamp === (await readStamp(bookId))) {
+          remember(bookId, cached.state, cached.stamp, cached.writable, stampFile);
+          return cached.state;
+        }
       }
       const loading = serialise(bookId, () => current(bookId, false));
       if (waitForLoad) return loading;
