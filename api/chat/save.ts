@@ -14,10 +14,18 @@ export const SAVE_RETRY_MAX_MS = 2_000;
 /** Characters of the reply kept as the session's preview, before the closing "…". */
 export const PREVIEW_CHARS = 100;
 
-/** The session's preview: the start of the reply on one line, always ending in "…". */
+/**
+ * The session's preview: the start of the reply on one line, always ending in "…". Only as much of
+ * the reply is read as the preview needs: a start that holds more than PREVIEW_CHARS characters once
+ * its whitespace is collapsed begins the same as the whole reply would.
+ */
 export function previewOf(reply: string): string {
-  const codePoints = [...reply.replace(/\s+/g, " ").trim()];
-  return `${codePoints.slice(0, PREVIEW_CHARS).join("").trimEnd()}…`;
+  for (let take = PREVIEW_CHARS * 4; ; take *= 4) {
+    const whole = take >= reply.length;
+    const start = whole ? reply : reply.slice(0, take);
+    const codePoints = [...start.replace(/\s+/g, " ").trimStart()];
+    if (whole || codePoints.length > PREVIEW_CHARS) return `${codePoints.slice(0, PREVIEW_CHARS).join("").trimEnd()}…`;
+  }
 }
 
 /**

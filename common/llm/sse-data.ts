@@ -15,14 +15,16 @@ export interface SseDataDecoder {
 
 export function createSseDataDecoder(): SseDataDecoder {
   let buffer = "";
-  let data: string[] = [];
+  const data: string[] = [];
   // A CR at the end of a piece may be the first half of a CRLF.
   let pendingCr = false;
 
   const line = (text: string, out: string[]) => {
     if (text === "") {
-      if (data.length > 0) out.push(data.join("\n"));
-      data = [];
+      // Nearly every event is one data line: no join, no new array.
+      if (data.length === 1) out.push(data[0]!);
+      else if (data.length > 1) out.push(data.join("\n"));
+      data.length = 0;
     } else if (text.startsWith("data:")) {
       data.push(text.charCodeAt(5) === 32 ? text.slice(6) : text.slice(5));
     }

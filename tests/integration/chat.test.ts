@@ -922,6 +922,10 @@ describe("previewOf", () => {
     ["line breaks and runs of spaces become single spaces", "Good\n\n evening,   reader.", "Good evening, reader.…"],
     ["a long reply is cut at 100 characters", "a".repeat(150), `${"a".repeat(100)}…`],
     ["a cut never splits a character outside the basic plane", "😀".repeat(120), `${"😀".repeat(100)}…`],
+    ["a character outside the basic plane astride the first 400 code units is kept whole", `${"a".repeat(99)}${"😀".repeat(300)}`, `${"a".repeat(99)}😀…`],
+    ["whitespace runs longer than the start read first still count as one space each", `${"word\n".repeat(5)}${" ".repeat(5_000)}end ${"x".repeat(200)}`, `word word word word word end ${"x".repeat(71)}…`],
+    ["a reply of only whitespace and a few words past it", `${" ".repeat(3_000)}late words`, "late words…"],
+    ["a long reply's preview is its first 100 characters", "The lamp is lit. ".repeat(5_000), `${"The lamp is lit. ".repeat(6).slice(0, 100)}…`],
   ])("%s", (_, reply, preview) => {
     expect(previewOf(reply)).toBe(preview);
   });
