@@ -5,8 +5,8 @@ import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_
 /**
  * Upstash over its REST API through `@upstash/redis`.
  *
- * The SDK batches commands issued in the same tick into one `/pipeline` request and asks for
- * base64-encoded replies, which it decodes itself. By default it also JSON-parses every string it
+ * The SDK batches commands issued in the same tick into one `/pipeline` request. Replies come as
+ * plain JSON rather than the SDK's default base64 (see below). By default it also JSON-parses every string it
  * reads back, so a stored "42" would come back as a number and "null" as null; that is turned off
  * here because this port stores strings and callers do their own JSON. Every HTTP attempt is bounded
  * by `timeoutMs` and network failures are retried `maxRetries` times; the SDK cannot tell whether a
@@ -33,6 +33,10 @@ export function createUpstashKeyValueStore(options: UpstashKeyValueStoreOptions)
     url: options.url,
     token: options.token,
     automaticDeserialization: false,
+    // Replies as plain JSON strings, not base64 the SDK decodes byte by byte in JavaScript (a
+    // session's cached history on every chat turn). Safe for what this port stores: strings written
+    // by JSON.stringify or callers' own ASCII, always well-formed UTF-8.
+    responseEncoding: false,
     enableTelemetry: false,
     // A function, so each request gets a fresh deadline (a shared signal would abort once and stay aborted).
     signal: () => AbortSignal.timeout(timeoutMs),

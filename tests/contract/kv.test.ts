@@ -105,6 +105,7 @@ for (const variant of variants) {
         "true",
         "OK",
         "T0s=",
+        JSON.stringify({ text: "a lone \ud800 surrogate" }),
         "",
         "x".repeat(100_000),
       ];
