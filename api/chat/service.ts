@@ -184,7 +184,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       const reader = readerFor(request, book.id);
       // Awaited with the prompt; a failed read rejects `reader` itself, awaited first.
       const preferences = reader.then((r) => r.preferences, () => null);
-      const session = await locks.latestSession(turn.session.id, signal);
+      const session = await locks.latestSession(turn.session.id, signal, held.read);
       if (!session) throw new Error("the session was deleted before the reply");
       const knowledge = await knowledgeFor(character, book, (await reader).position);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };

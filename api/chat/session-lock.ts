@@ -1,6 +1,6 @@
 import { sessionCacheKey, type ChatCache, type ChatSessionState } from "../../common/session/cache.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
-import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, type Lock } from "../../common/session/lock.ts";
+import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, tryAcquireLockThenRead, type Lock } from "../../common/session/lock.ts";
 import type { Logger } from "../../common/log.ts";
 import type { Metrics } from "../../common/metrics/index.ts";
 import { sleep } from "../../common/sleep.ts";
@@ -13,6 +13,7 @@ const FOLD_POLL_MS = 25;
 
 export const lockKey = (sessionId: string) => `chat:lock:${sessionId}`;
 export const foldKey = (sessionId: string) => `chat:fold:${sessionId}`;
+const sessionKeys = (sessionId: string) => [sessionCacheKey(sessionId), foldKey(sessionId)];
 
 export interface SessionLocksDeps {
   kv: KeyValueStore;
@@ -29,7 +30,12 @@ export interface HeldLock {
   lock: Lock | null;
   /** Stops renewing the lock; does not release it. */
   stopKeepAlive: (() => void) | undefined;
+  /** The session's cache entry and fold key as the lock was taken (read in the same round trip), for latestSession. */
+  read?: SessionKeys;
 }
+
+/** What `chat:sess:{id}` and `chat:fold:{id}` hold. */
+type SessionKeys = readonly (string | null)[];
 
 /**
  * The keys that order the writes to a session's history and summary: the turn's session lock
@@ -43,9 +49,11 @@ export function createSessionLocks(deps: SessionLocksDeps) {
   /** Takes the session lock and keeps it alive while the reply streams; "busy" when another turn holds it. */
   async function take(sessionId: string): Promise<HeldLock | "busy"> {
     let lock: Lock | null = null;
+    let read: SessionKeys | undefined;
     try {
-      lock = await tryAcquireLock(deps.kv, lockKey(sessionId), ttlSeconds);
-      if (!lock) return "busy";
+      const taken = await tryAcquireLockThenRead(deps.kv, lockKey(sessionId), sessionKeys(sessionId), ttlSeconds);
+      if (!taken) return "busy";
+      ({ lock, values: read } = taken);
     } catch (error) {
       deps.metrics.chat.lockUnavailable.inc();
       log.warn("session lock unavailable, replying without it", { session_id: sessionId, error });
@@ -59,7 +67,7 @@ export function createSessionLocks(deps: SessionLocksDeps) {
       onLost: () => log.warn("session lock lost while replying; another message may be answered at the same time", { key }),
       onError: (error) => log.warn("session lock renewal failed; trying again", { key, error }),
     });
-    return { lock, stopKeepAlive };
+    return { lock, stopKeepAlive, read };
   }
 
   async function release(lock: Lock | null) {
@@ -90,16 +98,17 @@ export function createSessionLocks(deps: SessionLocksDeps) {
 
   /**
    * The session's history as of now, for a turn holding the session lock (or going without it):
-   * waits for a summary fold in progress, then reads the cache, or the database behind it.
+   * waits for a summary fold in progress, then reads the cache, or the database behind it. `read`:
+   * the keys as the lock was taken (HeldLock), which spare the first look its round trip.
    */
-  async function latestSession(sessionId: string, signal: AbortSignal): Promise<ChatSessionState | null> {
+  async function latestSession(sessionId: string, signal: AbortSignal, read?: SessionKeys): Promise<ChatSessionState | null> {
     const { cache } = deps;
     const deadline = performance.now() + FOLD_WAIT_MS;
-    for (;;) {
+    for (let first = read; ; first = undefined) {
       let cached: string | null;
       let folding: string | null;
       try {
-        [cached = null, folding = null] = await deps.kv.mget([sessionCacheKey(sessionId), foldKey(sessionId)]);
+        [cached = null, folding = null] = first ?? (await deps.kv.mget(sessionKeys(sessionId)));
       } catch (error) {
         log.warn("session cache unavailable, reading the database", { session_id: sessionId, error });
         return cache.loadSession(sessionId, null);

@@ -20,6 +20,12 @@ export interface KeyValueStore {
   mget(keys: readonly string[]): Promise<(string | null)[]>;
   /** Returns false when `nx` refused the write. */
   set(key: string, value: string, options?: SetOptions): Promise<boolean>;
+  /**
+   * Sets key to value, expiring in `seconds`, only if key does not exist (takes a lock), and then reads
+   * `keys` as they stand right after, in one atomic step and one round trip (what a turn reads under
+   * its lock comes back with the lock). Null when the set was refused.
+   */
+  setIfAbsentThenMget(key: string, value: string, seconds: number, keys: readonly string[]): Promise<(string | null)[] | null>;
   del(key: string): Promise<void>;
   /** Atomically deletes key only if it holds value (lock release). Returns whether it deleted. */
   deleteIfEquals(key: string, value: string): Promise<boolean>;

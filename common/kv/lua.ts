@@ -8,6 +8,14 @@ export const EXPIRE_IF_EQUALS_SCRIPT =
 export const RELEASE_IF_EQUALS_SCRIPT =
   'if redis.call("GET", KEYS[1]) == ARGV[1] then return redis.call("DEL", KEYS[1]) else return 0 end';
 
+/**
+ * SET NX EX, then MGET of the other keys once it has set: KEYS[1] is the key set, ARGV its value and
+ * expiry. Answers nil when NX refused, else the values (an empty list for no other keys).
+ */
+export const SET_IF_ABSENT_THEN_MGET_SCRIPT =
+  'if not redis.call("SET", KEYS[1], ARGV[1], "NX", "EX", ARGV[2]) then return false end ' +
+  'if #KEYS == 1 then return {} end return redis.call("MGET", unpack(KEYS, 2))';
+
 /** Many HINCRBYFLOATs on one hash as one command: ARGV holds field, increment pairs. */
 export const HASH_INCREMENT_SCRIPT =
   'for i = 1, #ARGV, 2 do redis.call("HINCRBYFLOAT", KEYS[1], ARGV[i], ARGV[i + 1]) end return #ARGV / 2';

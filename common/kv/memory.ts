@@ -94,6 +94,24 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
     entries.set(key, { type: "hash", fields });
     return fields;
   };
+  /** As MGET reads a key: one of another type reads as null rather than failing the batch. */
+  const stringOrNull = (key: string): string | null => {
+    const entry = live(key);
+    return entry?.type === "string" ? entry.value : null;
+  };
+  const set = (key: string, value: string, opts: SetOptions): boolean => {
+    if (opts.ex !== undefined) {
+      requireInteger(opts.ex, "set");
+      if (opts.ex <= 0) throw new KvError("memory: ERR invalid expire time in 'set' command");
+    }
+    if (opts.nx && live(key)) return false;
+    entries.set(key, {
+      type: "string",
+      value,
+      ...(opts.ex !== undefined ? { expiresAt: now() + opts.ex * 1000 } : {}),
+    });
+    return true;
+  };
   /** Redis deletes a list the moment it becomes empty; so do we. */
   const dropIfEmpty = (key: string, items: string[]) => {
     if (items.length === 0) entries.delete(key);
@@ -123,25 +141,13 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
     },
 
     async mget(keys) {
-      // Like Redis MGET: a key of another type reads as null rather than failing the batch.
-      return keys.map((key) => {
-        const entry = live(key);
-        return entry?.type === "string" ? entry.value : null;
-      });
+      return keys.map(stringOrNull);
     },
 
-    async set(key: string, value: string, opts: SetOptions = {}) {
-      if (opts.ex !== undefined) {
-        requireInteger(opts.ex, "set");
-        if (opts.ex <= 0) throw new KvError("memory: ERR invalid expire time in 'set' command");
-      }
-      if (opts.nx && live(key)) return false;
-      entries.set(key, {
-        type: "string",
-        value,
-        ...(opts.ex !== undefined ? { expiresAt: now() + opts.ex * 1000 } : {}),
-      });
-      return true;
+    set: async (key: string, value: string, opts: SetOptions = {}) => set(key, value, opts),
+
+    async setIfAbsentThenMget(key, value, seconds, keys) {
+      return set(key, value, { nx: true, ex: seconds }) ? keys.map(stringOrNull) : null;
     },
 
     async del(key) {

@@ -1,6 +1,6 @@
 import { RedisClient } from "bun";
 import { toKvError, type KeyValueStore, type ListEnd, type SetOptions } from "./index.ts";
-import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT, SET_IF_ABSENT_THEN_MGET_SCRIPT } from "./lua.ts";
 
 /**
  * Redis over TCP through Bun's built-in client.
@@ -89,6 +89,11 @@ export function createRedisKeyValueStore(options: RedisKeyValueStoreOptions): Ke
       const args = [...(opts.ex !== undefined ? ["EX", String(opts.ex)] : []), ...(opts.nx ? ["NX"] : [])];
       // SET answers OK when it wrote and nil when NX refused.
       return (await run("SET", () => client.set(key, value, ...args))) !== null;
+    },
+
+    async setIfAbsentThenMget(key, value, seconds, keys) {
+      const reply = await run("EVAL", () => client.eval(SET_IF_ABSENT_THEN_MGET_SCRIPT, 1 + keys.length, key, ...keys, value, String(seconds)));
+      return reply === null ? null : (reply as (string | null)[]);
     },
 
     async del(key) {

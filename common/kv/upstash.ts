@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis";
 import { toKvError, type KeyValueStore, type SetOptions } from "./index.ts";
-import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT, SET_IF_ABSENT_THEN_MGET_SCRIPT } from "./lua.ts";
 
 /**
  * Upstash over its REST API through `@upstash/redis`.
@@ -71,6 +71,10 @@ export function createUpstashKeyValueStore(options: UpstashKeyValueStoreOptions)
       );
       // SET answers OK when it wrote and nil when NX refused.
       return written !== null;
+    },
+
+    async setIfAbsentThenMget(key, value, seconds, keys) {
+      return run("EVAL", () => redis.eval<string[], (string | null)[] | null>(SET_IF_ABSENT_THEN_MGET_SCRIPT, [key, ...keys], [value, String(seconds)]));
     },
 
     async del(key) {

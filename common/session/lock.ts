@@ -79,14 +79,27 @@ export class LockUnavailableError extends KvError {
 
 /** The lock, or null when someone else holds it. A store failure rejects with LockUnavailableError. */
 export async function tryAcquireLock(kv: KeyValueStore, key: string, ttlSeconds: number = DEFAULT_LOCK_TTL_SECONDS): Promise<Lock | null> {
+  return (await tryAcquireLockThenRead(kv, key, [], ttlSeconds))?.lock ?? null;
+}
+
+/**
+ * tryAcquireLock that also reads `keys` as they stand once the lock is taken, in the same round
+ * trip: what the holder reads under the lock comes with it. Null when someone else holds the lock.
+ */
+export async function tryAcquireLockThenRead(
+  kv: KeyValueStore,
+  key: string,
+  keys: readonly string[],
+  ttlSeconds: number = DEFAULT_LOCK_TTL_SECONDS,
+): Promise<{ lock: Lock; values: (string | null)[] } | null> {
   const lock = lockOn(kv, key, randomToken());
-  let acquired: boolean;
+  let values: (string | null)[] | null;
   try {
-    acquired = await kv.set(key, lock.token, { nx: true, ex: ttlSeconds });
+    values = await kv.setIfAbsentThenMget(key, lock.token, ttlSeconds, keys);
   } catch (error) {
     throw new LockUnavailableError(lock, { cause: error });
   }
-  return acquired ? lock : null;
+  return values === null ? null : { lock, values };
 }
 
 function lockOn(kv: KeyValueStore, key: string, token: string): Lock {

@@ -86,7 +86,8 @@ describe("session lock", () => {
 
   test("a store that fails makes acquiring reject with KvError, so the caller can choose to go on without it", async () => {
     const { kv } = clockedStore();
-    const down: KeyValueStore = { ...kv, set: () => Promise.reject(new KvError("redis: connection refused")) };
+    const refused = () => Promise.reject(new KvError("redis: connection refused"));
+    const down: KeyValueStore = { ...kv, set: refused, setIfAbsentThenMget: refused };
     await expect(tryAcquireLock(down, "chat:lock:s1")).rejects.toBeInstanceOf(KvError);
   });
 });

@@ -491,6 +491,19 @@ for (const variant of variants) {
         expect(writes[0]).toMatch(/^WITH done AS .* UPDATE chat_sessions s SET .* INSERT INTO messages /);
       });
 
+      test("a second message takes the session lock and reads the session's entry in the same round trip", async () => {
+        const session = await h.newSession();
+        await exchange(h, session, "First question.");
+        const before = h.kv.commands.length;
+        await exchange(h, session, "Second question.");
+        const commands = h.kv.commands.slice(before);
+        // The character, session and book in one read; the lock with the session's entry and fold key in
+        // a second; the rewrite's cache; the session's new entry; the lock's release.
+        expect(commands.slice(0, 2)).toEqual(["mget", "setIfAbsentThenMget"]);
+        expect(commands.filter((c) => c === "mget" || c === "setIfAbsentThenMget")).toHaveLength(2);
+        expect(commands).toContain("deleteIfEquals");
+      });
+
       test("two exchanges leave four messages in order and a session with message_count 2 and a preview ending in …", async () => {
         const session = await h.newSession();
         const long = "The sea takes what it wants, and it wanted the Albatross that night, but I would not let it have her crew. ".repeat(2);

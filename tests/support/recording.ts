@@ -40,17 +40,29 @@ export interface RecordedSet {
 
 export interface RecordingKeyValueStore extends KeyValueStore {
   readonly sets: RecordedSet[];
+  /** The name of every command asked of the store, in order: one per round trip. */
+  readonly commands: string[];
 }
 
 export function recordingKeyValueStore(kv: KeyValueStore): RecordingKeyValueStore {
   const sets: RecordedSet[] = [];
+  const commands: string[] = [];
   return new Proxy(kv as RecordingKeyValueStore, {
     get(target, property) {
       if (property === "sets") return sets;
+      if (property === "commands") return commands;
+      if (typeof property === "string" && property !== "close" && typeof target[property as keyof KeyValueStore] === "function") commands.push(property);
       if (property === "set") {
         return (key: string, value: string, options?: SetOptions) => {
           sets.push({ key, value, options });
           return target.set(key, value, options);
+        };
+      }
+      // A lock taken with what it reads is a write like a set with nx: recorded as one.
+      if (property === "setIfAbsentThenMget") {
+        return (key: string, value: string, seconds: number, keys: readonly string[]) => {
+          sets.push({ key, value, options: { nx: true, ex: seconds } });
+          return target.setIfAbsentThenMget(key, value, seconds, keys);
         };
       }
       const member = target[property as keyof KeyValueStore];
@@ -70,6 +82,7 @@ export function prefixedKeyValueStore(kv: KeyValueStore, prefix: string): KeyVal
     get: (key) => kv.get(k(key)),
     mget: (keys) => kv.mget(keys.map(k)),
     set: (key, value, options) => kv.set(k(key), value, options),
+    setIfAbsentThenMget: (key, value, seconds, keys) => kv.setIfAbsentThenMget(k(key), value, seconds, keys.map(k)),
     del: (key) => kv.del(k(key)),
     deleteIfEquals: (key, value) => kv.deleteIfEquals(k(key), value),
     expireIfEquals: (key, value, seconds) => kv.expireIfEquals(k(key), value, seconds),
