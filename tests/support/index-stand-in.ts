@@ -116,7 +116,6 @@ interface QdrantCollection {
   size: number;
   distance: Distance;
   points: Map<string, StoredPoint>;
-  payloadIndexes: Map<string, Json>;
   operations: number;
 }
 
@@ -204,7 +203,7 @@ function qdrantResponder(apiKey: string, collections: Map<string, QdrantCollecti
         refuseKeys("vector parameters", vectors, ["size", "distance"]);
         if (vectors.distance !== "Cosine" && vectors.distance !== "Dot") throw new Unsupported(`the ${String(vectors.distance)} distance`);
         if (collection) return qdrantError(409, `Wrong input: Collection \`${name}\` already exists!`);
-        collections.set(name, { size: vectors.size, distance: vectors.distance, points: new Map(), payloadIndexes: new Map(), operations: 0 });
+        collections.set(name, { size: vectors.size, distance: vectors.distance, points: new Map(), operations: 0 });
         return qdrantOk(true);
       }
       case "delete_collection":
@@ -215,8 +214,8 @@ function qdrantResponder(apiKey: string, collections: Map<string, QdrantCollecti
 
     switch (operation.operationId) {
       case "create_field_index": {
+        // An index only speeds filters up: every filter here is a scan.
         refuseKeys("a payload index", body, ["field_name", "field_schema"]);
-        collection.payloadIndexes.set(String(body.field_name), body.field_schema ?? null);
         collection.operations++;
         return updated();
       }
@@ -307,7 +306,7 @@ const WILDCARD_TEXT_MATCH = 100;
 const message = (status: number, text: string): ScriptedResponse => ({ status, json: { message: text } });
 
 /** Runs of letters and digits, lower-cased with accents folded. */
-export function searchTokens(text: string): string[] {
+function searchTokens(text: string): string[] {
   return text.normalize("NFKD").replace(/\p{M}/gu, "").toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
 }
 
