@@ -7,12 +7,15 @@ import { asHttpError, HttpError } from "./errors.ts";
 import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
+import type { Config } from "../common/config.ts";
 import type { LocalChatOptions } from "../common/local/sessions.ts";
 import { localFileRoute } from "./local-file.ts";
 import { playgroundRoutes } from "./playground/index.ts";
 import { createRequestGuard, type RequestGuardOptions } from "./request-guard.ts";
 
 export interface AppDeps extends ProcessingDeps, ChatDeps {
+  /** The chat's settings (ChatDeps), and the keep-alive interval of its stream; 15 s when absent. */
+  config?: NonNullable<ChatDeps["config"]> & Partial<Pick<Config, "sseKeepAliveSeconds">>;
   /** Serve the chat page (api/playground), with these rules for the local sessions it opens; absent, no page. */
   playground?: LocalChatOptions;
   /** Requests that work here (`npm start`'s sample session and book), shown as the docs' examples once known. */
@@ -162,7 +165,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
       },
     )
     .use(processingRoutes(deps))
-    .use(chatRoutes(chat))
+    .use(chatRoutes(chat, deps.config?.sseKeepAliveSeconds ? { keepAliveMs: deps.config.sseKeepAliveSeconds * 1000 } : {}))
     .use(deps.playground ? playgroundRoutes(deps.db, deps.textIndex, deps.playground) : new Elysia({ name: "playground" }))
     .use(deps.localFile ? localFileRoute(deps.localFile) : new Elysia({ name: "local-file" }));
   knownRoutes = () => app.routes;

@@ -3,12 +3,15 @@
  * line, written by `formatSseEvent` and nowhere else. Besides events the stream carries SSE comments
  * (lines starting with ":", which every SSE client ignores): one at once, so the headers go out
  * before the first event (Bun sends a streamed response's headers with its first bytes), and one
- * every 15 s while no event is ready, so proxies that cut idle connections leave a slow reply alone.
+ * whenever no event has gone out for the keep-alive interval (SSE_KEEPALIVE_SECONDS, 15 s by
+ * default), so proxies that cut idle connections leave a slow reply alone.
  *
  * Framing cannot be broken by what an event carries: JSON.stringify writes CR and LF inside strings
  * as the escapes `\r` and `\n` and puts no raw line break between tokens, and SSE splits fields only
  * on CR and LF. So a model token such as "\n\ndata: {…}" stays inside its own event's JSON.
  */
+
+import { DEFAULT_SSE_KEEPALIVE_SECONDS } from "../common/config.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",
@@ -21,7 +24,6 @@ export type SseData = Readonly<Record<string, unknown>>;
 
 export const SSE_OPENING = ": stream open\n\n";
 export const SSE_KEEPALIVE = ": keep-alive\n\n";
-export const DEFAULT_SSE_KEEPALIVE_MS = 15_000;
 /** Looks per keep-alive interval, so a comment goes out at most a third of it late. */
 const KEEPALIVE_CHECKS = 3;
 
@@ -54,7 +56,7 @@ export function sseStreamEnd(response: Response): Promise<void> | undefined {
  */
 export function sseResponse(events: AsyncIterator<SseData, void>, options: SseResponseOptions = {}): Response {
   const encoder = new TextEncoder();
-  const keepAliveMs = options.keepAliveMs ?? DEFAULT_SSE_KEEPALIVE_MS;
+  const keepAliveMs = options.keepAliveMs ?? DEFAULT_SSE_KEEPALIVE_SECONDS * 1000;
   let cancelled = false;
   let lastSent = performance.now();
   // One clock per stream, not a timer per event: the token path stays a plain await.

@@ -28,6 +28,8 @@ export const DEFAULT_MAX_ATTEMPTS = 3;
 export const DEFAULT_CHARACTER_CONCURRENCY = 16;
 /** Longest a reader waits for the first token of a reply before the 502 event; common proxies cut a silent connection at 60 s. */
 export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
+/** Quiet time after which a chat stream carries an SSE comment; well under the 60 s at which common proxies cut a silent connection. */
+export const DEFAULT_SSE_KEEPALIVE_SECONDS = 15;
 
 /** Below this the shares of a prompt (common/prompt/budget.ts) leave too little for a persona and a passage. */
 export const MIN_CHAT_CONTEXT_TOKENS = 4_096;
@@ -156,6 +158,7 @@ const envSchema = z.object({
   METRICS_FLUSH_INTERVAL_MS: integer(100, 600_000, "milliseconds 100-600000"),
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
+  SSE_KEEPALIVE_SECONDS: integer(1, 300, "a whole number of seconds 1-300"),
   CHAT_CONTEXT_TOKENS: integer(MIN_CHAT_CONTEXT_TOKENS, 10_000_000, `tokens ${MIN_CHAT_CONTEXT_TOKENS}-10000000`),
   CHAT_REPLY_TOKENS: integer(1, 1_000_000, "a positive number of tokens"),
   CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
@@ -210,6 +213,8 @@ export interface Config {
   metricsAggregation?: { flushRequests?: number; flushIntervalMs?: number };
   maxAttempts: number;
   chatFirstTokenTimeoutMs: number;
+  /** Quiet time after which a streaming reply sends a `: keep-alive` comment (api/sse.ts), so idle-cutting proxies leave it open. */
+  sseKeepAliveSeconds: number;
   /** The model's context window the chat's prompts are fitted into (common/prompt/budget.ts). */
   chatContextTokens: number;
   /** Of the context, left free for the reply. */
@@ -309,6 +314,7 @@ export function loadConfig(env: Env = process.env): Config {
       : {}),
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
+    sseKeepAliveSeconds: e.SSE_KEEPALIVE_SECONDS ?? DEFAULT_SSE_KEEPALIVE_SECONDS,
     chatContextTokens,
     chatReplyTokens,
     characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,

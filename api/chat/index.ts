@@ -14,7 +14,7 @@ import {
 import { toOpenApiSchema } from "../docs.ts";
 import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { FOREIGN_ORIGIN_EXAMPLE, GUARD_REFUSALS_DOC, NOT_JSON_ERROR } from "../request-guard.ts";
-import { formatSseEvent, sseResponse } from "../sse.ts";
+import { formatSseEvent, sseResponse, type SseResponseOptions } from "../sse.ts";
 import { SAVE_ATTEMPTS } from "./save.ts";
 import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./service.ts";
 
@@ -39,7 +39,7 @@ ${exampleStream.trimEnd()}
 \`\`\`
 
 The stream starts at once with an SSE comment line (\`: stream open\`) and carries a comment (\`: keep-alive\`)
-every 15 s while no event is ready; SSE clients ignore comment lines.
+whenever no event has been sent for \`SSE_KEEPALIVE_SECONDS\` (15 s); SSE clients ignore comment lines.
 
 Events, in order: any number of \`{token}\`, then exactly one of \`{done: true, full_response, sources}\` (the tokens
 concatenate to \`full_response\`; \`sources\` lists the book passages used, best first) or \`{error, code}\`, then the
@@ -80,8 +80,8 @@ summary (on a first turn, saying there is none yet).`;
 
 const eventExample = (summary: string, value: object) => ({ summary, value });
 
-/** `POST /character/chat`: the checks that can still answer with an HTTP status, then the stream. */
-export function chatRoutes(service: ChatService) {
+/** `POST /character/chat`: the checks that can still answer with an HTTP status, then the stream (kept alive as `stream` says). */
+export function chatRoutes(service: ChatService, stream: Pick<SseResponseOptions, "keepAliveMs"> = {}) {
   return new Elysia({ name: "chat" }).post(
     "/character/chat",
     async ({ body, request }) => {
@@ -90,7 +90,7 @@ export function chatRoutes(service: ChatService) {
       const client = new AbortController();
       const leave = (reason: unknown) => client.abort(reason);
       request.signal.addEventListener("abort", () => leave(request.signal.reason), { once: true });
-      return sseResponse(service.reply(turn, client.signal), { onCancel: leave });
+      return sseResponse(service.reply(turn, client.signal), { ...stream, onCancel: leave });
     },
     {
       parse: [parseJsonBody, "json"],

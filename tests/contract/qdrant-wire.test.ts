@@ -1,12 +1,11 @@
-import { afterAll, beforeAll, describe, expect, spyOn, test } from "bun:test";
-import { readFileSync } from "node:fs";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createQdrantVectorIndex, type QdrantVectorIndexOptions } from "../../common/vector/qdrant.ts";
 import type { VectorPoint } from "../../common/vector/index.ts";
-import { QDRANT_SPEC_FILE, QDRANT_SUBSET_PATH, extractQdrantSubset } from "../fixtures/openapi/extract.ts";
+import { QDRANT_SPEC_FILE, extractQdrantSubset } from "../fixtures/openapi/extract.ts";
+import { qdrantContract, qdrantSubset, quietQdrantKeyWarning } from "../support/index-contracts.ts";
 import { liveQdrant } from "../support/live-index-env.ts";
 import {
   jsonBody,
-  loadContract,
   type Exchange,
   type Json,
   type RecordedRequest,
@@ -16,8 +15,7 @@ import {
 import { upstreamFailure } from "../support/outcomes.ts";
 import { operationIds, queryOf, scriptedServer, subsetFreshnessTest } from "../support/wire-suite.ts";
 
-const subset = JSON.parse(readFileSync(QDRANT_SUBSET_PATH, "utf8")) as { [key: string]: Json };
-const contract = loadContract(subset, { requireCredentials: true });
+const contract = qdrantContract();
 
 const BOOK = "0b6c1f9e-3d52-4c1a-9a57-2f1f3c0d8e11";
 const KEY = "qdrant-test-key";
@@ -39,15 +37,9 @@ const serve = scriptedServer(contract);
 const indexFor = (r: Recorder, options: Partial<QdrantVectorIndexOptions> = {}) =>
   createQdrantVectorIndex({ url: r.url, apiKey: KEY, ...options });
 
-// The SDK warns once per client when a key travels over plain http, as it must on loopback here.
-let warn: ReturnType<typeof spyOn>;
-beforeAll(() => {
-  const original = console.warn;
-  warn = spyOn(console, "warn").mockImplementation((...args: unknown[]) => {
-    if (!String(args[0]).startsWith("Api key is used with unsecure connection")) original(...args);
-  });
-});
-afterAll(() => warn.mockRestore());
+let restoreWarn: () => void;
+beforeAll(() => (restoreWarn = quietQdrantKeyWarning()));
+afterAll(() => restoreWarn());
 
 describe("Qdrant vector index on the wire", () => {
   test("the first upsert creates a cosine collection sized to the vectors, indexes chunk_index, then writes the points", async () => {
@@ -334,7 +326,7 @@ describe("the Qdrant contract check itself", () => {
   });
 });
 
-subsetFreshnessTest("Qdrant", QDRANT_SPEC_FILE, subset, extractQdrantSubset);
+subsetFreshnessTest("Qdrant", QDRANT_SPEC_FILE, qdrantSubset, extractQdrantSubset);
 
 const live = liveQdrant();
 if (live.skip) console.log(`skipping live Qdrant suite: ${live.skip}`);

@@ -1,5 +1,4 @@
 import { describe, expect, test } from "bun:test";
-import { readFileSync } from "node:fs";
 import type { IndexedChunk } from "../../common/retrieval/types.ts";
 import {
   ARABIC_SCRIPT_LOCALE,
@@ -7,12 +6,11 @@ import {
   textLocaleFor,
   type TypesenseTextIndexOptions,
 } from "../../common/text/typesense.ts";
-import { TYPESENSE_ERRATA } from "../fixtures/openapi/errata.ts";
-import { TYPESENSE_SPEC_FILE, TYPESENSE_SUBSET_PATH, extractTypesenseSubset } from "../fixtures/openapi/extract.ts";
+import { TYPESENSE_SPEC_FILE, extractTypesenseSubset } from "../fixtures/openapi/extract.ts";
+import { typesenseContract, typesenseSubset } from "../support/index-contracts.ts";
 import { liveTypesense } from "../support/live-index-env.ts";
 import {
   jsonBody,
-  loadContract,
   type Exchange,
   type Json,
   type RecordedRequest,
@@ -22,17 +20,7 @@ import {
 import { upstreamFailure } from "../support/outcomes.ts";
 import { operationIds, queryOf, scriptedServer, subsetFreshnessTest } from "../support/wire-suite.ts";
 
-const subset = JSON.parse(readFileSync(TYPESENSE_SUBSET_PATH, "utf8")) as { [key: string]: Json };
-const contract = loadContract(subset, {
-  requireCredentials: true,
-  errata: TYPESENSE_ERRATA,
-  // typesense-js sends imports as text/plain and servers answer them as "text/plain; charset=utf8";
-  // the document says application/octet-stream both ways. The bytes are JSON lines either way.
-  contentTypeAliases: { "text/plain": "application/octet-stream" },
-  // typesense-js forwards its own client-side option as a query parameter; servers ignore it.
-  ignoredQueryParameters: ["throwOnFail"],
-  jsonLinesOperations: ["importDocuments"],
-});
+const contract = typesenseContract();
 
 const BOOK = "7d1e4c2a-5b8f-4e0a-b3c6-9f2d1a0e8c47";
 const KEY = "typesense-test-key";
@@ -496,7 +484,7 @@ describe("the Typesense contract check itself", () => {
   });
 });
 
-subsetFreshnessTest("Typesense", TYPESENSE_SPEC_FILE, subset, extractTypesenseSubset);
+subsetFreshnessTest("Typesense", TYPESENSE_SPEC_FILE, typesenseSubset, extractTypesenseSubset);
 
 const live = liveTypesense();
 if (live.skip) console.log(`skipping live Typesense suite: ${live.skip}`);

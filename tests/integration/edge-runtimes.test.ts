@@ -1,11 +1,12 @@
 // The API on Deno and on workerd, end to end on the production drivers: Postgres through the Neon
-// driver (over the WebSocket-to-TCP bridge), Redis through the Upstash REST bridge, the fake LLM
-// gateway, and the Bun ingest worker taking the jobs the edge API queues.
+// driver (over the WebSocket-to-TCP bridge), Redis through the Upstash REST bridge, Qdrant and
+// Typesense through the index stand-in, the fake LLM gateway, and the Bun ingest worker taking the
+// jobs the edge API queues and indexing the books in the same stand-in.
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { getBook } from "../../common/db/books.ts";
-import { saveCharacters } from "../../common/db/characters.ts";
+import { listCharacters, saveCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 import type { Database } from "../../common/db/index.ts";
 import { createPostgresDatabase } from "../../common/db/postgres.ts";
@@ -14,7 +15,8 @@ import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { parseSseEvents } from "../support/chat.ts";
 import { EDGE_RUNTIMES, edgeRuntimeMissing, startEdgeRuntime, type EdgeService } from "../support/edge-runtime.ts";
 import { startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
-import { startFakeLlmGateway, type FakeLlmGateway } from "../support/fake-llm-gateway.ts";
+import { startFakeLlmGateway, type ChatCompletionRequest, type FakeLlmGateway } from "../support/fake-llm-gateway.ts";
+import { startIndexStandIn, type IndexStandIn } from "../support/index-stand-in.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
 import { startService, REPO_ROOT, type ServiceProcess } from "../support/process.ts";
 import { probeRedis, testRedisUrl } from "../support/redis.ts";
@@ -33,6 +35,8 @@ const SLOW_REPLY = { chunks: ["The ", "lamp ", "is ", "lit."], tokenDelayMs: 400
  */
 const LONG_REPLY = { chunks: ["The ", "tide ", "turned ", "at ", "dusk."], tokenDelayMs: 8_000 };
 const TOKENS_PAST_LOCK_EXPIRY = 4;
+/** The API's SSE keep-alive interval here: a quarter of LONG_REPLY's gaps, so each gap holds comments. */
+const KEEPALIVE_SECONDS = 2;
 
 const postgres = await probePostgres();
 const redis = await probeRedis();
@@ -50,8 +54,8 @@ interface World {
   gateway: FakeLlmGateway;
   /** The worker's model, answering the profile and persona passes as the pipeline expects. */
   ingestGateway: ScriptedGateway;
-  /** Qdrant and Typesense as a fresh deployment has them: no collection yet (the servers cannot be installed here). */
-  indexes: ReturnType<typeof Bun.serve>;
+  /** Qdrant and Typesense (the servers cannot be installed here): the worker indexes into it, the edge API searches it. */
+  indexes: IndexStandIn;
   files: ReturnType<typeof Bun.serve>;
   worker: ServiceProcess;
   env: Record<string, string>;
@@ -66,13 +70,19 @@ beforeAll(async () => {
   const upstash = await startUpstashBridge({ redisUrl });
   const gateway = startFakeLlmGateway();
   const ingestGateway = startScriptedGateway();
-  const indexes = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => Response.json({ status: { error: "Not found: Collection doesn't exist!" }, message: "Not Found" }, { status: 404 }) });
+  const indexes = startIndexStandIn();
+  const indexEnv = {
+    QDRANT_URL: indexes.qdrant.url,
+    QDRANT_API_KEY: indexes.qdrant.apiKey,
+    TYPESENSE_URL: indexes.typesense.url,
+    TYPESENSE_API_KEY: indexes.typesense.apiKey,
+  };
   const files = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response(BOOK, { headers: { "content-type": "text/plain; charset=utf-8" } }) });
   const filesHost = `127.0.0.1:${files.port}`;
-  // The worker is a Bun container: Postgres and Redis over TCP, its embedded indexes. It applies the migrations.
+  // The worker is a Bun container: Postgres and Redis over TCP, the indexes the edge API searches. It applies the migrations.
   const worker = await startService(
     "ingest/worker.ts",
-    { DATABASE_URL: testDb.url, REDIS_URL: redisUrl, LLM_GATEWAY_URL: ingestGateway.baseURL, FILE_URL_ALLOWED_HOSTS: filesHost, HOST: "127.0.0.1" },
+    { DATABASE_URL: testDb.url, REDIS_URL: redisUrl, LLM_GATEWAY_URL: ingestGateway.baseURL, FILE_URL_ALLOWED_HOSTS: filesHost, HOST: "127.0.0.1", ...indexEnv },
     90_000,
     "METRICS_PORT",
   );
@@ -84,10 +94,9 @@ beforeAll(async () => {
     UPSTASH_REDIS_REST_URL: upstash.url,
     UPSTASH_REDIS_REST_TOKEN: upstash.token,
     LLM_GATEWAY_URL: gateway.baseURL,
-    QDRANT_URL: `http://127.0.0.1:${indexes.port}`,
-    TYPESENSE_URL: `http://127.0.0.1:${indexes.port}`,
-    TYPESENSE_API_KEY: "edge-test",
+    ...indexEnv,
     FILE_URL_ALLOWED_HOSTS: filesHost,
+    SSE_KEEPALIVE_SECONDS: String(KEEPALIVE_SECONDS),
   };
   world = { testDb, db, kv, neon, upstash, gateway, ingestGateway, indexes, files, worker, env };
 });
@@ -97,7 +106,7 @@ afterAll(async () => {
   await world.worker.stop();
   await world.db.close();
   await world.kv.close();
-  await Promise.allSettled([world.neon.stop(), world.upstash.stop(), world.gateway.stop(), world.ingestGateway.stop(), world.indexes.stop(true), world.files.stop(true)]);
+  await Promise.allSettled([world.neon.stop(), world.upstash.stop(), world.gateway.stop(), world.ingestGateway.stop(), world.indexes.close(), world.files.stop(true)]);
   await world.testDb.drop();
 });
 
@@ -111,6 +120,20 @@ async function chatSession(db: Database) {
 
 const post = (api: EdgeService, path: string, body: unknown) =>
   fetch(`${api.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+
+/** For each token event of a stream, the `: keep-alive` comments since the event before it (or the stream's start). */
+function keepAlivesBeforeEachToken(text: string): number[] {
+  const counts: number[] = [];
+  let quiet = 0;
+  for (const block of text.split("\n\n")) {
+    if (block === ": keep-alive") quiet++;
+    else if (block.startsWith("data: ")) {
+      if ("token" in (JSON.parse(block.slice("data: ".length)) as object)) counts.push(quiet);
+      quiet = 0;
+    }
+  }
+  return counts;
+}
 
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -127,6 +150,8 @@ for (const runtime of EDGE_RUNTIMES) {
   if (missing) console.log(`skipping the API on ${runtime}: ${missing}`);
   describe.skipIf(Boolean(unreachable || missing))(`the API on ${runtime}`, () => {
     let api: EdgeService;
+    /** The book the worker ingested from this runtime's submission. */
+    let ingestedBookId: string | undefined;
     beforeAll(async () => {
       api = await startEdgeRuntime(runtime, world!.env);
     });
@@ -164,6 +189,42 @@ for (const runtime of EDGE_RUNTIMES) {
       });
       const [ingestion] = await world!.db.query<{ last_error: string | null }>("SELECT last_error FROM book_ingestions WHERE book_id = $1", [book.id]);
       expect({ status, error: ingestion?.last_error ?? null }, world!.worker.logs().slice(-4000)).toEqual({ status: "completed", error: null });
+      ingestedBookId = book.id;
+    });
+
+    test("a chat on the ingested book sends the model passages the API retrieved from the indexes the worker filled", async () => {
+      if (!ingestedBookId) throw new Error("the book of the test before was not ingested");
+      const bookId = ingestedBookId;
+      const { indexes, gateway, db } = world!;
+      const documents = indexes.typesense.documents(bookId);
+      expect(documents.length).toBeGreaterThan(1);
+      expect(indexes.qdrant.points(bookId)).toHaveLength(documents.length);
+      const [character] = await listCharacters(db, bookId);
+      if (!character) throw new Error("the worker saved no character for the book");
+      const userId = crypto.randomUUID();
+      const session = await createSession(db, { userId, characterId: character.id });
+      gateway.onChat((request) =>
+        request.stream
+          ? { chunks: ["The ", "ledger ", "was ", "right."] }
+          : { content: JSON.stringify({ narrative_query: "the inspector wiping his spectacles over the complaint", keyword_query: "Pennington spectacles complaint" }) },
+      );
+      const searchesBefore = { vector: indexes.qdrant.calls("query_points").length, text: indexes.typesense.calls("searchCollection").length };
+
+      const res = await post(api, "/character/chat", { session_id: session.id, user_id: userId, character_id: character.id, book_id: bookId, user_message: "What did the inspector say?" });
+      const done = parseSseEvents(await res.text()).at(-1) as { done?: boolean; full_response?: string; sources?: { chunk_index: number }[] };
+      expect(done).toMatchObject({ done: true, full_response: "The ledger was right." });
+
+      // Both searches went to the indexes, for this book's collection.
+      const searched = indexes.qdrant.calls("query_points").slice(searchesBefore.vector).map((e) => e.operation?.params.collection_name);
+      const keywordSearched = indexes.typesense.calls("searchCollection").slice(searchesBefore.text).map((e) => e.operation?.params.collectionName);
+      expect([searched, keywordSearched]).toEqual([[bookId], [bookId]]);
+      // The best passage, as the worker stored it, is in the prompt the model streamed its reply from.
+      const best = documents.find((d) => d.chunk_index === done.sources?.[0]?.chunk_index);
+      expect(String(best?.text)).toContain("spectacles");
+      const streamed = gateway.chatRequests().find((r) => (r.body as ChatCompletionRequest).stream)?.body as ChatCompletionRequest;
+      expect(streamed.messages.map((m) => m.content).join("\n")).toContain(String(best!.text).trim());
+      expect(indexes.problems()).toEqual([]);
+      gateway.reset();
     });
 
     test("streams a reply, refuses a second message meanwhile with 429, and saves the exchange", async () => {
@@ -224,7 +285,7 @@ for (const runtime of EDGE_RUNTIMES) {
       world!.gateway.reset();
     });
 
-    test("a reply streaming past the lock's 30 s expiry keeps the session locked to its end, then saves it", async () => {
+    test("a reply streaming past the lock's 30 s expiry keeps the session locked to its end with keep-alives between its tokens, then saves it", async () => {
       const chat = await chatSession(world!.db);
       world!.gateway.onChat((request) => (request.stream ? LONG_REPLY : { content: JSON.stringify({ narrative_query: "tide", keyword_query: "tide" }) }));
       const first = await post(api, "/character/chat", { ...chat, user_message: "When did the tide turn?" });
@@ -245,6 +306,10 @@ for (const runtime of EDGE_RUNTIMES) {
         text += decoder.decode(value);
       }
       expect(parseSseEvents(text).at(-1)).toMatchObject({ done: true, full_response: "The tide turned at dusk." });
+      // Each 8 s wait for a token carried keep-alive comments (every KEEPALIVE_SECONDS of quiet).
+      const keepAlives = keepAlivesBeforeEachToken(text);
+      expect(keepAlives).toHaveLength(LONG_REPLY.chunks.length);
+      expect(keepAlives.filter((n) => n === 0), `keep-alives before each token: ${keepAlives}`).toEqual([]);
       const saved = await waitFor("the exchange to be saved", async () => {
         const rows = await world!.db.query<{ role: string }>("SELECT role FROM messages WHERE session_id = $1", [chat.session_id]);
         return rows.length === 2 ? rows : undefined;

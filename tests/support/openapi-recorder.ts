@@ -432,10 +432,53 @@ export interface RecorderOptions {
   basePath?: string;
 }
 
+/** A request as the contract checks it; `basePath` (a proxy mount point) is removed from its path. */
+export async function recordRequest(req: Request, basePath = ""): Promise<RecordedRequest> {
+  const url = new URL(req.url);
+  const headers: Record<string, string> = {};
+  req.headers.forEach((value, name) => (headers[name.toLowerCase()] = value));
+  return {
+    method: req.method,
+    path: url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) : url.pathname,
+    query: [...url.searchParams.entries()],
+    headers,
+    bodyText: await req.text(),
+  };
+}
+
+export interface CheckedExchange {
+  exchange: Exchange;
+  scripted: ScriptedResponse;
+  /** The answer to send (absent for a hang). */
+  response?: Response;
+}
+
 /**
- * A loopback server that checks each exchange against `contract` and answers via `respond`.
- * A responder that throws (an unscripted call) is recorded as a problem and answered with a 500.
+ * One exchange checked both ways: the request against `contract`, then the answer `respond` gives
+ * (unless it says why it is off-spec). A responder that throws (a call it cannot answer) is recorded
+ * as a problem and answered with a 500.
  */
+export function checkExchange(contract: Contract, request: RecordedRequest, respond: Responder): CheckedExchange {
+  const { operation, problems } = contract.validateRequest(request);
+  let scripted: ScriptedResponse;
+  try {
+    scripted = respond(request, operation);
+  } catch (err) {
+    problems.push(`responder: ${err instanceof Error ? err.message : String(err)}`);
+    scripted = { status: 500, text: "unscripted", offSpec: "the responder could not answer this call" };
+  }
+  const status = scripted.status ?? 200;
+  const bodyText = scripted.json !== undefined ? JSON.stringify(scripted.json) : (scripted.text ?? "");
+  const contentType = scripted.contentType ?? (scripted.json !== undefined ? "application/json" : "text/plain");
+  if (operation && !scripted.offSpec && !scripted.hang) {
+    problems.push(...contract.validateResponse(operation, status, contentType, bodyText));
+  }
+  const exchange: Exchange = { request, operation, status, problems };
+  if (scripted.hang) return { exchange, scripted };
+  return { exchange, scripted, response: new Response(bodyText === "" ? null : bodyText, { status, headers: { ...scripted.headers, "content-type": contentType } }) };
+}
+
+/** A loopback server that checks each exchange against `contract` and answers via `respond` (see checkExchange). */
 export function startRecorder(contract: Contract, respond: Responder, options: RecorderOptions = {}): Recorder {
   const exchanges: Exchange[] = [];
   let release: () => void = () => {};
@@ -445,37 +488,11 @@ export function startRecorder(contract: Contract, respond: Responder, options: R
     hostname: "127.0.0.1",
     port: 0,
     async fetch(req) {
-      const url = new URL(req.url);
-      const basePath = options.basePath ?? "";
-      const headers: Record<string, string> = {};
-      req.headers.forEach((value, name) => (headers[name.toLowerCase()] = value));
-      const request: RecordedRequest = {
-        method: req.method,
-        path: url.pathname.startsWith(basePath) ? url.pathname.slice(basePath.length) : url.pathname,
-        query: [...url.searchParams.entries()],
-        headers,
-        bodyText: await req.text(),
-      };
-      const { operation, problems } = contract.validateRequest(request);
-      let scripted: ScriptedResponse;
-      try {
-        scripted = respond(request, operation);
-      } catch (err) {
-        problems.push(`responder: ${err instanceof Error ? err.message : String(err)}`);
-        scripted = { status: 500, text: "unscripted", offSpec: "the test did not script this call" };
-      }
-      const status = scripted.status ?? 200;
-      const bodyText = scripted.json !== undefined ? JSON.stringify(scripted.json) : (scripted.text ?? "");
-      const contentType = scripted.contentType ?? (scripted.json !== undefined ? "application/json" : "text/plain");
-      if (operation && !scripted.offSpec && !scripted.hang) {
-        problems.push(...contract.validateResponse(operation, status, contentType, bodyText));
-      }
-      exchanges.push({ request, operation, status, problems });
-      if (scripted.hang) {
-        await closed;
-        return new Response(null, { status: 499 });
-      }
-      return new Response(bodyText === "" ? null : bodyText, { status, headers: { ...scripted.headers, "content-type": contentType } });
+      const { exchange, response } = checkExchange(contract, await recordRequest(req, options.basePath), respond);
+      exchanges.push(exchange);
+      if (response) return response;
+      await closed;
+      return new Response(null, { status: 499 });
     },
   });
 

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
-import { ConfigError, loadConfig } from "../../common/config.ts";
+import { ConfigError, loadConfig, loadEdgeConfig } from "../../common/config.ts";
 
 describe("loadConfig", () => {
   test("with nothing set, every component falls back to its embedded default", () => {
@@ -70,6 +70,25 @@ describe("loadConfig", () => {
     expect(() => loadConfig({ CHAT_CONTEXT_TOKENS: "4096", CHAT_REPLY_TOKENS: "2048" })).toThrow(
       "invalid CHAT_REPLY_TOKENS: expected at most 1536 tokens with CHAT_CONTEXT_TOKENS at 4096",
     );
+  });
+
+  describe.each([
+    ["loadConfig", (env: Record<string, string>) => loadConfig(env)],
+    ["loadEdgeConfig", (env: Record<string, string>) => loadEdgeConfig(env)],
+  ])("SSE_KEEPALIVE_SECONDS through %s", (_, load) => {
+    test.each([
+      ["unset", undefined, 15],
+      ["empty", " ", 15],
+      ["the lowest", "1", 1],
+      ["a usual value", "20", 20],
+      ["the highest", "300", 300],
+    ])("%s (%p) is %d seconds", (__, value, seconds) => {
+      expect(load(value === undefined ? {} : { SSE_KEEPALIVE_SECONDS: value }).sseKeepAliveSeconds).toBe(seconds);
+    });
+
+    test.each(["0", "301", "-5", "2.5", "15s", "1e2", "abc"])("%p is refused with one line naming it and its bounds", (value) => {
+      expect(() => load({ SSE_KEEPALIVE_SECONDS: value })).toThrow(new ConfigError("SSE_KEEPALIVE_SECONDS", "a whole number of seconds 1-300"));
+    });
   });
 
   test("empty strings count as unset", () => {
