@@ -10,17 +10,18 @@
  * their CPU per token measured alike.
  *
  * In `npm run bench` (section `chat-paced`), or alone:
- *   bun bench/chat-paced.ts [--token-interval-ms 10] [--runtime bun] [--stores embedded|postgres|production] [--turns N]
- * `--runtime` names the API's runtime (bench/chat.ts API_RUNTIMES: bun today).
+ *   bun bench/chat-paced.ts [--token-interval-ms 10] [--runtime bun] [--stores embedded|postgres|production|edge] [--turns N]
+ * `--runtime` names the API's runtime (bench/chat.ts API_RUNTIMES: bun, bun-edge-drivers, deno, workerd,
+ * workerd-bundle); the section `runtimes` (bench/runtimes.ts) runs them side by side.
  */
 import { loadavg } from "node:os";
-import { apiRuntime, EMBEDDED, liveStores, pacedMessage, startGatewayProcess, withChatApi, type ApiRuntime, type ChatApi, type Stores } from "./chat.ts";
-import { answerHelp, markdownTable, option, processCpuNanoseconds, reps, type BenchContext, type BenchSection } from "./support.ts";
+import { API_RUNTIMES, apiRuntime, edgeStores, EMBEDDED, liveStores, pacedMessage, startGatewayProcess, withChatApi, type ApiRuntime, type ChatApi, type Stores } from "./chat.ts";
+import { answerHelp, exitWithParent, markdownTable, option, processCpuNanoseconds, reps, spawnChild, type BenchContext, type BenchSection } from "./support.ts";
 
 export const DEFAULT_TOKEN_INTERVAL_MS = 10;
-const SHORT_REPLY = 20;
-const LONG_REPLY = 200;
-const SESSIONS = [1, 32];
+export const SHORT_REPLY = 20;
+export const LONG_REPLY = 200;
+export const SESSIONS = [1, 32];
 /** Unpaced first turns before any is measured, for the JIT (as the chat section's warm-up, shorter). */
 const PACED_WARMUP = 100;
 /** Unpaced streams through each floor before it is measured. */
@@ -62,19 +63,19 @@ function serveProxies(gatewayURL: string) {
     },
   });
   console.log(`http://127.0.0.1:${server.port}`);
-  void (async () => {
-    for await (const _ of Bun.stdin.stream());
-    process.exit(0);
-  })();
+  exitWithParent();
 }
 
-async function startProxyProcess(gatewayURL: string): Promise<{ url: string; pid: number; stop(): void }> {
-  const child = Bun.spawn([process.execPath, import.meta.path, "--proxy", gatewayURL], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = child.stdout.getReader();
-  let out = "";
-  while (!out.includes("\n")) out += new TextDecoder().decode((await reader.read()).value);
-  reader.releaseLock();
-  return { url: out.trim(), pid: child.pid, stop: () => child.kill() };
+export interface FloorsProcess {
+  url: string;
+  pid: number;
+  stop(): void;
+}
+
+/** The two floors' process, streaming from the gateway at `gatewayURL`. */
+export async function startFloorsProcess(gatewayURL: string): Promise<FloorsProcess> {
+  const child = await spawnChild(import.meta.path, ["--proxy", gatewayURL], 1);
+  return { url: child.lines[0]!, pid: child.pid, stop: child.stop };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -83,79 +84,115 @@ async function startProxyProcess(gatewayURL: string): Promise<{ url: string; pid
 /** How long a process is watched doing nothing, for the CPU it spends anyway (timers, the engine's threads). */
 const IDLE_WATCH_MS = 3_000;
 
-/** CPU ms per second that process `pid` spends while nothing is asked of it. */
-async function idleCpuRate(pid: number): Promise<number> {
-  const before = await processCpuNanoseconds(pid);
+/** CPU nanoseconds so far of some processes (undefined off Linux). */
+type CpuReader = () => Promise<number | undefined>;
+
+async function readCpu(cpu: CpuReader): Promise<number> {
+  const ns = await cpu();
+  if (ns === undefined) throw new Error("CPU times are read from /proc: Linux only");
+  return ns;
+}
+
+/** CPU ms per second that the processes spend while nothing is asked of them. */
+async function idleCpuRate(cpu: CpuReader): Promise<number> {
+  const before = await readCpu(cpu);
   const start = performance.now();
   await Bun.sleep(IDLE_WATCH_MS);
-  const after = await processCpuNanoseconds(pid);
-  if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
-  return (after - before) / 1e6 / ((performance.now() - start) / 1000);
+  return ((await readCpu(cpu)) - before) / 1e6 / ((performance.now() - start) / 1000);
 }
 
 /**
- * CPU ms of process `pid` per call of `run` (`count` calls, `concurrency` at a time), all of it: what
- * the process spends idle over a paced stream's seconds (reported beside, see idleCpuRate) is part of
+ * CPU ms of each of `cpus` per call of `run` (`count` calls, `concurrency` at a time), all of it: what
+ * the processes spend idle over a paced stream's seconds (reported beside, see idleCpuRate) is part of
  * it, as it is of a real stream's; subtracting it made the one-session rows noisier, not truer.
  */
-async function cpuPerCall(pid: number, count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number> {
-  const before = await processCpuNanoseconds(pid);
+async function cpuPerCall(cpus: readonly CpuReader[], count: number, concurrency: number, run: (i: number) => Promise<unknown>): Promise<number[]> {
+  const before = await Promise.all(cpus.map(readCpu));
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(concurrency, count) }, async () => {
       while (next < count) await run(next++);
     }),
   );
-  const after = await processCpuNanoseconds(pid);
-  if (before === undefined || after === undefined) throw new Error("CPU times are read from /proc: Linux only");
-  return (after - before) / 1e6 / count;
+  const after = await Promise.all(cpus.map(readCpu));
+  return after.map((ns, i) => (ns - before[i]!) / 1e6 / count);
 }
 
+const processCpu = (pid: number): CpuReader => () => processCpuNanoseconds(pid);
+
 /** Per token and at zero tokens, from the CPU per call at SHORT_REPLY and LONG_REPLY tokens. */
-function split(short: number, long: number) {
+export function split(short: number, long: number) {
   const perToken = (long - short) / (LONG_REPLY - SHORT_REPLY);
   return { perTokenUs: perToken * 1000, ownMs: short - SHORT_REPLY * perToken };
 }
 
-interface Row {
+export interface PacedRow {
   sessions: number;
   turn: "first" | "follow-up";
+  /** The API's CPU ms per exchange with SHORT_REPLY and LONG_REPLY tokens. */
   shortMs: number;
   longMs: number;
+  /** The same for the runtime's tooling in front of it (ChatApi.toolingCpuNs). */
+  toolingShortMs: number;
+  toolingLongMs: number;
 }
 
-async function measurePaced(api: ChatApi, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void): Promise<{ rows: Row[]; idleRate: number }> {
+export interface PacedApi {
+  rows: PacedRow[];
+  /** Idle CPU ms per second: the API's processes, the runtime's tooling. */
+  idleRate: number;
+  toolingIdleRate: number;
+}
+
+/** Sessions withChatApi must seed for measurePaced. */
+export const pacedSessionsNeeded = (turns: (sessions: number) => number) => PACED_WARMUP + SESSIONS.reduce((n, s) => n + 2 * turns(s), 0);
+
+export async function measurePaced(api: ChatApi, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void): Promise<PacedApi> {
   for (let i = 0; i < PACED_WARMUP; i++) await api.exchange(`Tell me about the storm. (warm-up ${i})`);
-  const idleRate = await idleCpuRate(api.pid);
-  const rows: Row[] = [];
+  const [idleRate, toolingIdleRate] = await Promise.all([idleCpuRate(api.cpuNs), idleCpuRate(api.toolingCpuNs)]);
+  const rows: PacedRow[] = [];
   for (const sessions of SESSIONS) {
     const count = turns(sessions);
-    const cpu: Record<"first" | "follow-up", Partial<Record<"short" | "long", number>>> = { first: {}, "follow-up": {} };
+    const cpu: Record<"first" | "follow-up", Partial<Record<"short" | "long", number[]>>> = { first: {}, "follow-up": {} };
     for (const [length, tokens] of [["short", SHORT_REPLY], ["long", LONG_REPLY]] as const) {
       progress(`chat, paced: ${sessions} sessions, ${tokens}-token replies`);
       const ids = Array.from({ length: count }, () => api.takeSession());
       const say = (turn: string, i: number) => pacedMessage(intervalMs, tokens, `What happened to the Albatross in the storm? (${turn} ${sessions}.${tokens}.${i})`);
-      cpu.first[length] = await cpuPerCall(api.pid, count, sessions, (i) => api.exchange(say("first", i), {}, ids[i]));
-      cpu["follow-up"][length] = await cpuPerCall(api.pid, count, sessions, (i) => api.exchange(say("follow-up", i), {}, ids[i]));
+      cpu.first[length] = await cpuPerCall([api.cpuNs, api.toolingCpuNs], count, sessions, (i) => api.exchange(say("first", i), {}, ids[i]));
+      cpu["follow-up"][length] = await cpuPerCall([api.cpuNs, api.toolingCpuNs], count, sessions, (i) => api.exchange(say("follow-up", i), {}, ids[i]));
     }
-    for (const turn of ["first", "follow-up"] as const) rows.push({ sessions, turn, shortMs: cpu[turn].short!, longMs: cpu[turn].long! });
+    for (const turn of ["first", "follow-up"] as const) {
+      const [shortMs, toolingShortMs] = cpu[turn].short!;
+      const [longMs, toolingLongMs] = cpu[turn].long!;
+      rows.push({ sessions, turn, shortMs: shortMs!, longMs: longMs!, toolingShortMs: toolingShortMs!, toolingLongMs: toolingLongMs! });
+    }
   }
-  return { rows, idleRate };
+  return { rows, idleRate, toolingIdleRate };
 }
 
-async function measureFloors(proxyPid: number, proxyURL: string, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void) {
-  const floors: Record<"pass" | "reframe", Record<number, { shortMs: number; longMs: number }>> = { pass: {}, reframe: {} };
-  const idleRate = await idleCpuRate(proxyPid);
+export type FloorPath = "pass" | "reframe";
+
+export interface Floors {
+  /** CPU ms per SHORT_REPLY- and LONG_REPLY-token stream, by path and streams at a time. */
+  byPath: Record<FloorPath, Record<number, { shortMs: number; longMs: number }>>;
+  /** The floors' process's idle CPU ms per second. */
+  idleRate: number;
+}
+
+export async function measureFloors(proxy: FloorsProcess, intervalMs: number, turns: (sessions: number) => number, progress: (line: string) => void): Promise<Floors> {
+  const byPath: Floors["byPath"] = { pass: {}, reframe: {} };
+  const cpu = processCpu(proxy.pid);
+  const idleRate = await idleCpuRate(cpu);
   for (const path of ["pass", "reframe"] as const) {
     // Unpaced streams first, so the proxy's process is as warm as the API after its warm-up turns.
     for (let i = 0; i < FLOOR_WARMUP; i++) {
-      const res = await fetch(`${proxyURL}/${path}`, { method: "POST", body: JSON.stringify({ model: "bench", stream: true, messages: [{ role: "user", content: pacedMessage(0, LONG_REPLY, `warm-up ${i}`) }] }) });
+      const res = await fetch(`${proxy.url}/${path}`, { method: "POST", body: JSON.stringify({ model: "bench", stream: true, messages: [{ role: "user", content: pacedMessage(0, LONG_REPLY, `warm-up ${i}`) }] }) });
       await res.text();
     }
     for (const sessions of SESSIONS) {
       progress(`chat, paced: the ${path === "pass" ? "pass-through" : "minimal proxy"} at ${sessions} streams`);
       const stream = (tokens: number) => async (i: number) => {
-        const res = await fetch(`${proxyURL}/${path}`, {
+        const res = await fetch(`${proxy.url}/${path}`, {
           method: "POST",
           body: JSON.stringify({ model: "bench", stream: true, messages: [{ role: "user", content: pacedMessage(intervalMs, tokens, `floor ${i}`) }] }),
         });
@@ -163,14 +200,30 @@ async function measureFloors(proxyPid: number, proxyURL: string, intervalMs: num
         if (!text.includes(`tok${tokens - 1} `)) throw new Error(`the ${path} stream was cut short`);
       };
       const count = turns(sessions);
-      floors[path][sessions] = {
-        shortMs: await cpuPerCall(proxyPid, count, sessions, stream(SHORT_REPLY)),
-        longMs: await cpuPerCall(proxyPid, count, sessions, stream(LONG_REPLY)),
-      };
+      const [shortMs] = await cpuPerCall([cpu], count, sessions, stream(SHORT_REPLY));
+      const [longMs] = await cpuPerCall([cpu], count, sessions, stream(LONG_REPLY));
+      byPath[path][sessions] = { shortMs: shortMs!, longMs: longMs! };
     }
   }
-  return { floors, idleRate };
+  return { byPath, idleRate };
 }
+
+/** The floors as a table: CPU per stream at both lengths and per token, by path and streams at a time. */
+export function floorsTable(floors: Floors): string {
+  const rows = (["pass", "reframe"] as const).flatMap((path) =>
+    SESSIONS.map((sessions) => {
+      const f = floors.byPath[path][sessions]!;
+      return [path === "pass" ? "bare pass-through" : "minimal parse-and-reframe proxy", String(sessions), f.shortMs.toFixed(2), f.longMs.toFixed(2), split(f.shortMs, f.longMs).perTokenUs.toFixed(0)];
+    }),
+  );
+  return markdownTable(["path", "streams at a time", `CPU ms per ${SHORT_REPLY}-token stream`, `CPU ms per ${LONG_REPLY}-token stream`, "µs per token"], rows);
+}
+
+/** The minimal proxy's CPU µs per token at `sessions` streams at a time. */
+export const proxyPerTokenUs = (floors: Floors, sessions: number) => {
+  const reframe = floors.byPath.reframe[sessions]!;
+  return split(reframe.shortMs, reframe.longMs).perTokenUs;
+};
 
 export interface PacedOptions {
   intervalMs: number;
@@ -182,18 +235,17 @@ export interface PacedOptions {
 
 export async function pacedChat(options: PacedOptions): Promise<string> {
   const gateway = await startGatewayProcess();
-  const proxy = await startProxyProcess(gateway.baseURL);
+  const proxy = await startFloorsProcess(gateway.baseURL);
   try {
     const stores = await options.stores(gateway);
     if (typeof stores === "string") return `(Skipped: ${stores}.)`;
     // Both floors first, on a quiet gateway; then the API.
-    const { floors, idleRate: proxyIdle } = await measureFloors(proxy.pid, proxy.url, options.intervalMs, options.turns, options.progress);
-    const sessionsNeeded = PACED_WARMUP + SESSIONS.reduce((n, s) => n + 2 * options.turns(s), 0);
-    const { rows, idleRate: apiIdle } = await withChatApi(stores, gateway.baseURL, sessionsNeeded, options.runtime, (api) => measurePaced(api, options.intervalMs, options.turns, options.progress));
-    const table = rows.map((row) => {
+    const floors = await measureFloors(proxy, options.intervalMs, options.turns, options.progress);
+    const paced = await withChatApi(stores, gateway.baseURL, pacedSessionsNeeded(options.turns), options.runtime, (api) => measurePaced(api, options.intervalMs, options.turns, options.progress));
+    const hasTooling = paced.rows.some((row) => row.toolingLongMs > 0);
+    const table = paced.rows.map((row) => {
       const api = split(row.shortMs, row.longMs);
-      const reframe = floors.reframe[row.sessions]!;
-      const proxyPerToken = split(reframe.shortMs, reframe.longMs).perTokenUs;
+      const proxyPerToken = proxyPerTokenUs(floors, row.sessions);
       return [
         String(row.sessions),
         row.turn,
@@ -203,31 +255,30 @@ export async function pacedChat(options: PacedOptions): Promise<string> {
         proxyPerToken.toFixed(0),
         (api.perTokenUs / proxyPerToken).toFixed(2),
         api.ownMs.toFixed(2),
+        ...(hasTooling ? [`${row.toolingShortMs.toFixed(2)} / ${row.toolingLongMs.toFixed(2)}`] : []),
       ];
     });
-    const floorRows = (["pass", "reframe"] as const).flatMap((path) =>
-      SESSIONS.map((sessions) => {
-        const f = floors[path][sessions]!;
-        return [path === "pass" ? "bare pass-through" : "minimal parse-and-reframe proxy", String(sessions), f.shortMs.toFixed(2), f.longMs.toFixed(2), split(f.shortMs, f.longMs).perTokenUs.toFixed(0)];
-      }),
-    );
     return [
-      `The API (\`${options.runtime.name}\`, ${stores.label}) with the loopback gateway sending each reply's tokens ${options.intervalMs} ms apart; ` +
+      `The API (\`${options.runtime.name}\`: ${options.runtime.command}; ${stores.label}) with the loopback gateway sending each reply's tokens ${options.intervalMs} ms apart; ` +
         `${PACED_WARMUP} unpaced warm-up turns first. Each row: sessions first turns (or their follow-ups, the second turn of the same sessions), ` +
         `that many at a time, with ${SHORT_REPLY}- and with ${LONG_REPLY}-token replies; the API's CPU (all threads, /proc) per exchange. ` +
         `Per streamed token = the difference ÷ ${LONG_REPLY - SHORT_REPLY}; the turn's own work = the ${SHORT_REPLY}-token exchange less its tokens. ` +
-        `Idle, each process spends CPU anyway (watched ${IDLE_WATCH_MS / 1000} s before its rows: the API ${apiIdle.toFixed(2)}, the floors' process ${proxyIdle.toFixed(2)} ms per second); ` +
+        `Idle, each process spends CPU anyway (watched ${IDLE_WATCH_MS / 1000} s before its rows: the API ${paced.idleRate.toFixed(2)}, the floors' process ${floors.idleRate.toFixed(2)} ms per second); ` +
         `a 200-token stream lasts ${((LONG_REPLY * options.intervalMs) / 1000).toFixed(1)} s, so at one session that is part of each figure, as it is of a real stream's. ` +
+        (hasTooling ? `The runtime's local tooling in front of the API (not counted in its figures) is in the last column, CPU ms per exchange at ${SHORT_REPLY} / ${LONG_REPLY} tokens. ` : "") +
         `Load average ${loadavg().map((x) => x.toFixed(1)).join(", ")} at the end.`,
       "",
       markdownTable(
-        ["sessions", "turn", `API CPU ms, ${SHORT_REPLY} tokens`, `API CPU ms, ${LONG_REPLY} tokens`, "API CPU µs per streamed token", "minimal proxy µs per token", "÷ proxy", "turn's own work ms"],
+        [
+          "sessions", "turn", `API CPU ms, ${SHORT_REPLY} tokens`, `API CPU ms, ${LONG_REPLY} tokens`, "API CPU µs per streamed token", "minimal proxy µs per token", "÷ proxy", "turn's own work ms",
+          ...(hasTooling ? ["tooling CPU ms (not the API's)"] : []),
+        ],
         table,
       ),
       "",
       "The floors, same gateway, same pacing, their own processes:",
       "",
-      markdownTable(["path", "streams at a time", `CPU ms per ${SHORT_REPLY}-token stream`, `CPU ms per ${LONG_REPLY}-token stream`, "µs per token"], floorRows),
+      floorsTable(floors),
     ].join("\n");
   } finally {
     proxy.stop();
@@ -235,8 +286,9 @@ export async function pacedChat(options: PacedOptions): Promise<string> {
   }
 }
 
+/** `--stores`: embedded, postgres, production, or edge (the edge runtimes' only stores, and their default). */
 const storesNamed = (name: string) => async (gateway: { indexesURL: string }) =>
-  name === "embedded" ? EMBEDDED : liveStores(name === "production" ? gateway.indexesURL : undefined);
+  name === "edge" ? edgeStores(gateway.indexesURL) : name === "embedded" ? EMBEDDED : liveStores(name === "production" ? gateway.indexesURL : undefined);
 
 export async function pacedChatSection(ctx: BenchContext): Promise<BenchSection> {
   const body = await pacedChat({
@@ -252,15 +304,17 @@ export async function pacedChatSection(ctx: BenchContext): Promise<BenchSection>
 if (import.meta.main && process.argv.includes("--proxy")) serveProxies(process.argv[process.argv.indexOf("--proxy") + 1]!);
 else if (import.meta.main) {
   answerHelp(
-    "usage: bun bench/chat-paced.ts [--token-interval-ms 10] [--runtime bun] [--stores embedded|postgres|production] [--turns N]\n\n" +
-      "Chat with the gateway pacing its tokens: API CPU per streamed token and the turn's own work, beside a bare pass-through and a minimal proxy.",
+    `usage: bun bench/chat-paced.ts [--token-interval-ms 10] [--runtime ${Object.keys(API_RUNTIMES).join("|")}] [--stores embedded|postgres|production|edge] [--turns N]\n\n` +
+      "Chat with the gateway pacing its tokens: API CPU per streamed token and the turn's own work, beside a bare pass-through and a minimal proxy.\n" +
+      "--stores defaults to postgres, and to edge (the Neon and Upstash bridges) for a runtime on the edge drivers.",
   );
   const turns = Number(option("--turns") ?? 10);
+  const runtime = apiRuntime(option("--runtime") ?? "bun");
   console.log(
     await pacedChat({
       intervalMs: Number(option("--token-interval-ms") ?? DEFAULT_TOKEN_INTERVAL_MS),
-      runtime: apiRuntime(option("--runtime") ?? "bun"),
-      stores: storesNamed(option("--stores") ?? "postgres"),
+      runtime,
+      stores: storesNamed(option("--stores") ?? (runtime.edge ? "edge" : "postgres")),
       turns: (sessions) => Math.max(sessions, turns),
       progress: (line) => console.error(line),
     }),

@@ -11,6 +11,7 @@
  *   the gateway with the openai SDK.
  */
 import OpenAI from "openai";
+import { rmSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -21,14 +22,18 @@ import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { createSession } from "../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../common/db/reading-positions.ts";
 import { createMetrics } from "../common/metrics/index.ts";
+import { DEFAULT_METRICS_KEY_PREFIX } from "../common/metrics/kv-aggregation.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
+import { buildWorkerdBundle, edgeRuntimeMissing, startEdgeRuntime, type EdgeRuntime } from "../tests/support/edge-runtime.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startService } from "../tests/support/process.ts";
 import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
-import { answerHelp, cpuByGroup, cpuNanoseconds, formatSummary, option, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
+import { startUpstashBridge } from "../tests/support/upstash-bridge.ts";
+import { startWsTcpBridge } from "../tests/support/ws-tcp-bridge.ts";
+import { answerHelp, cpuByGroup, cpuNanoseconds, exitWithParent, formatSummary, option, processesCpuNanoseconds, processTree, spawnChild, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection, type ProcessInfo } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
@@ -62,11 +67,7 @@ function serveGateway() {
   setInterval(() => gateway.clearRequests(), 1000);
   console.log(gateway.baseURL);
   console.log(serveIndexes());
-  // The parent holds our stdin open: when it exits, however it exits, so do we.
-  void (async () => {
-    for await (const _ of Bun.stdin.stream());
-    process.exit(0);
-  })();
+  exitWithParent();
 }
 
 /**
@@ -109,15 +110,31 @@ export interface GatewayProcess {
 }
 
 export async function startGatewayProcess(): Promise<GatewayProcess> {
-  const child = Bun.spawn([process.execPath, import.meta.path, "--gateway"], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
-  const reader = child.stdout.getReader();
-  const decoder = new TextDecoder();
-  let out = "";
-  while (out.split("\n").length < 3) out += decoder.decode((await reader.read()).value, { stream: true });
-  reader.releaseLock();
-  const [baseURL, indexesURL] = out.split("\n").map((line) => line.trim());
-  return { baseURL: baseURL!, indexesURL: indexesURL!, stop: () => child.kill() };
+  const child = await spawnChild(import.meta.path, ["--gateway"], 2);
+  const [baseURL, indexesURL] = child.lines;
+  return { baseURL: baseURL!, indexesURL: indexesURL!, stop: child.stop };
 }
+
+/**
+ * The bridges that stand in for Neon and Upstash (tests/support): Neon's WebSocket protocol to this
+ * machine's Postgres, Upstash's REST protocol to its Redis at `redisUrl`. In a process of their own,
+ * so that their CPU is neither the bench's nor the API's: on the edge it is the providers'.
+ */
+async function serveBridges(redisUrl: string) {
+  const neon = startWsTcpBridge();
+  const upstash = await startUpstashBridge({ redisUrl });
+  console.log(neon.address);
+  console.log(upstash.url);
+  console.log(upstash.token);
+  exitWithParent();
+}
+
+/**
+ * The Redis database the edge stores' bridge writes to: the edge API sums its metrics there
+ * (METRICS_AGGREGATION=kv, under fixed keys), so not the database other suites read theirs from
+ * (nor 11, the edge runtimes suite's).
+ */
+const EDGE_REDIS_DB = 12;
 
 /** Where the API keeps its data: the embedded database in DATA_DIR, or Postgres and Redis. */
 export interface Stores {
@@ -162,6 +179,41 @@ export async function liveStores(indexesURL?: string): Promise<Stores | string> 
       // Every key a chat writes names the book, the character or the session: remove exactly those.
       const ids = new Set([...sessions, ...(world ? [world.bookId, world.characterId] : [])]);
       await deleteKeysMatching((key) => key.split(":").some((part) => ids.has(part)), redis.url);
+      await testDb.drop();
+    },
+  };
+}
+
+/**
+ * Postgres and Redis as the API meets them on the edge: a throwaway database reached through the Neon
+ * serverless driver over the WebSocket bridge, Redis through Upstash REST over the REST bridge (both
+ * in a process of their own), Qdrant and Typesense clients against the stand-ins at `indexesURL` (the
+ * embedded indexes are Bun-only). No REDIS_URL: the edge has no TCP.
+ */
+export async function edgeStores(indexesURL: string): Promise<Stores | string> {
+  const [postgres, redis] = await Promise.all([probePostgres(), probeRedis()]);
+  if (!postgres.reachable) return postgres.reason;
+  if (!redis.reachable) return redis.reason;
+  const redisUrl = `${redis.url.replace(/\/\d*$/, "")}/${EDGE_REDIS_DB}`;
+  const testDb = await createTestDatabase(postgres.url);
+  const bridges = await spawnChild(import.meta.path, ["--bridges", redisUrl], 3);
+  const [wsProxy, upstashURL, upstashToken] = bridges.lines;
+  return {
+    label: "edge drivers: Postgres through the Neon driver (WebSocket bridge), Redis through Upstash REST (REST bridge), both bridges in a process of their own; Qdrant and Typesense clients against loopback stand-ins",
+    env: {
+      DATABASE_URL: testDb.url,
+      NEON_WS_PROXY: wsProxy!,
+      UPSTASH_REDIS_REST_URL: upstashURL!,
+      UPSTASH_REDIS_REST_TOKEN: upstashToken!,
+      QDRANT_URL: indexesURL,
+      TYPESENSE_URL: indexesURL,
+      TYPESENSE_API_KEY: "bench",
+    },
+    open: async () => createDatabase({ driver: "postgres", url: testDb.url }),
+    async cleanup(world, sessions) {
+      bridges.stop();
+      const ids = new Set([...sessions, ...(world ? [world.bookId, world.characterId] : [])]);
+      await deleteKeysMatching((key) => key.startsWith(`${DEFAULT_METRICS_KEY_PREFIX}:`) || key.split(":").some((part) => ids.has(part)), redisUrl);
       await testDb.drop();
     },
   };
@@ -221,7 +273,12 @@ interface StoreResults {
 }
 
 export interface ChatApi {
+  /** The process serving the API (Bun's, Deno's, the Worker's workerd): its threads are what chatSection splits. */
   pid: number;
+  /** CPU nanoseconds so far of every process serving the API; undefined off Linux. */
+  cpuNs(): Promise<number | undefined>;
+  /** The same for the runtime's local tooling in front of it (ApiServer.toolingPids); 0 when it has none. */
+  toolingCpuNs(): Promise<number | undefined>;
   /**
    * One turn: in a fresh session unless `sessionId` names one (a follow-up turn); milliseconds to the
    * first token event and to the end of the stream; throws unless the reply finished.
@@ -231,22 +288,101 @@ export interface ChatApi {
   takeSession(): string;
 }
 
-/** What runs the API server: a runtime's executable, its flags and the entry file it serves. */
+/** The API server running under a runtime, ready. */
+export interface ApiServer {
+  url: string;
+  /** The process serving requests. */
+  pid: number;
+  /** Every process whose CPU is the API's. */
+  pids: readonly number[];
+  /**
+   * Processes the requests pass through that a deployment does not have (wrangler dev's proxy workerd
+   * and its Node processes), or that only start the server (`deno task`): measured apart, not the API's.
+   */
+  toolingPids: readonly number[];
+  /** Spawn → first 200 from /health, ms. */
+  readyMs: number;
+  stop(): Promise<void>;
+}
+
+/** What runs the API server (`--runtime <name>`), started with the stores' variables, LLM_GATEWAY_URL and LOG_LEVEL. */
 export interface ApiRuntime {
   name: string;
+  /** How it is started, for the tables. */
   command: string;
-  args: readonly string[];
-  entry: string;
+  /** Whether it needs the stores as the edge sees them (edgeStores): HTTP drivers only. */
+  edge: boolean;
+  /** Why it cannot run here (its binary is not installed), or undefined. */
+  missing?(): string | undefined;
+  start(env: Record<string, string>): Promise<ApiServer>;
+}
+
+/** `bun api/server.ts`, with `env` over the stores' and `runtimeArgs` before the entry (`--cpu-prof`). */
+export function bunApi(name: string, options: { env?: Record<string, string>; edge?: boolean; runtimeArgs?: readonly string[] } = {}): ApiRuntime {
+  const env = options.env ?? {};
+  return {
+    name,
+    command: ["bun api/server.ts", ...Object.entries(env).map(([k, v]) => `${k}=${v}`)].join(" "),
+    edge: options.edge ?? false,
+    async start(storesEnv) {
+      const service = await startService("api/server.ts", { ...storesEnv, ...env }, undefined, undefined, [], options.runtimeArgs ?? []);
+      const pid = service.proc.pid;
+      return { url: service.url, pid, pids: [pid], toolingPids: [], readyMs: service.readyMs, stop: async () => void (await service.stop()) };
+    },
+  };
 }
 
 /**
- * The runtimes the bench can run the API under (`--runtime <name>`). Each is started with PORT,
- * DATA_DIR and the stores' variables in its environment and must answer `GET /health` once ready.
- * The Deno and workerd entries belong here once they exist, e.g.
- * `deno: { name: "deno", command: "node_modules/.bin/deno", args: ["serve", "-A", "--port", …], entry: "<the Deno entry>" }`.
+ * An edge runtime as tests/support/edge-runtime.ts starts it, the API's processes picked out of the
+ * tree under the one started by `serves`.
+ */
+function edgeApi(runtime: EdgeRuntime, command: string, serves: (process: ProcessInfo, url: string) => boolean, bundleDir?: () => Promise<string>): ApiRuntime {
+  return {
+    name: runtime,
+    command,
+    edge: true,
+    missing: () => edgeRuntimeMissing(runtime),
+    async start(env) {
+      const service = await startEdgeRuntime(runtime, env, bundleDir ? { bundleDir: await bundleDir() } : {});
+      const tree = await processTree(service.pid);
+      const pids = tree.filter((p) => serves(p, service.url)).map((p) => p.pid);
+      if (pids.length === 0) {
+        await service.stop();
+        throw new Error(`no process of ${runtime} serves the API among:\n${tree.map((p) => `${p.pid} ${p.command}`).join("\n")}`);
+      }
+      return { url: service.url, pid: pids[0]!, pids, toolingPids: tree.map((p) => p.pid).filter((pid) => !pids.includes(pid)), readyMs: service.readyMs, stop: service.stop };
+    },
+  };
+}
+
+let workerdBundle: Promise<string> | undefined;
+/** The deploy bundle, built once per bench process for every workerd-bundle start, removed at exit. */
+function sharedWorkerdBundle(): Promise<string> {
+  workerdBundle ??= (async () => {
+    const dir = await mkdtemp(join(tmpdir(), "bench-workerd-bundle-"));
+    process.on("exit", () => rmSync(dir, { recursive: true, force: true }));
+    await buildWorkerdBundle(dir);
+    return dir;
+  })();
+  return workerdBundle;
+}
+
+/**
+ * The runtimes the bench can run the API under. Bun on its TCP drivers as deployed in a container;
+ * Bun again on the drivers the edge has (the Neon driver and Upstash REST, and the edge's defaults:
+ * metrics summed through the key-value store), so that the runtimes compare on the same drivers; Deno
+ * through its deno.json task; workerd under `wrangler dev`, where the Worker's own workerd process is
+ * the API and wrangler's proxy workerd and Node processes in front of it are tooling (a deployed
+ * Worker has neither); and workerd alone serving the bundle `wrangler deploy` uploads.
  */
 export const API_RUNTIMES: Record<string, ApiRuntime> = {
-  bun: { name: "bun", command: process.execPath, args: [], entry: "api/server.ts" },
+  bun: bunApi("bun"),
+  "bun-edge-drivers": bunApi("bun-edge-drivers", { env: { DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv" }, edge: true }),
+  // `deno task` runs the server as its child: `deno run … api/edge/deno.ts`.
+  deno: edgeApi("deno", "deno task api", (p) => / run /.test(p.command)),
+  // wrangler dev runs two workerd processes: its proxy on the public port, and the Worker's behind it.
+  workerd: edgeApi("workerd", "wrangler dev", (p, url) => /\/workerd serve /.test(p.command) && !p.command.includes(`entry=${new URL(url).host}`)),
+  "workerd-bundle": edgeApi("workerd-bundle", "workerd serve (the `wrangler deploy --dry-run` bundle)", (p) => /\/workerd serve /.test(p.command), sharedWorkerdBundle),
 };
 
 export function apiRuntime(name = "bun"): ApiRuntime {
@@ -263,8 +399,9 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
   const dataDir = await freshDataDir();
   let world: ChatWorld | undefined;
   let allSessions: string[] = [];
-  let api: Awaited<ReturnType<typeof startService>> | undefined;
+  let api: ApiServer | undefined;
   try {
+    if (runtime.edge && !("NEON_WS_PROXY" in stores.env)) throw new Error(`${runtime.name} runs on the edge drivers: the stores must be edgeStores`);
     const db = await stores.open(dataDir);
     try {
       ({ world, sessions: allSessions } = await seedWorld(gatewayURL, dataDir, db, sessionCount));
@@ -273,8 +410,8 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
     }
     const seeded = world;
     const sessions = [...allSessions];
-    api = await startService(runtime.entry, { DATA_DIR: dataDir, LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env }, undefined, undefined, [], runtime.args, runtime.command);
-    const url = api.url;
+    api = await runtime.start({ ...(runtime.edge ? {} : { DATA_DIR: dataDir }), LLM_GATEWAY_URL: gatewayURL, LOG_LEVEL: "error", ...stores.env });
+    const { url, pids, toolingPids } = api;
     const body = (sessionId: string, message: string, extra: Record<string, unknown>) =>
       JSON.stringify({ user_id: seeded.userId, character_id: seeded.characterId, book_id: seeded.bookId, session_id: sessionId, user_message: message, ...extra });
     const takeSession = () => {
@@ -301,7 +438,7 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
       if (!last.startsWith('data: {"done":true')) throw new Error(`chat did not finish: ${last.slice(0, 200)}`);
       return { firstToken, total };
     };
-    return await use({ pid: api.proc.pid, exchange, takeSession });
+    return await use({ pid: api.pid, cpuNs: () => processesCpuNanoseconds(pids), toolingCpuNs: () => processesCpuNanoseconds(toolingPids), exchange, takeSession });
   } finally {
     await api?.stop();
     await stores.cleanup(world, allSessions);
@@ -602,8 +739,7 @@ async function profileChat() {
     const stores = option("--stores") ?? "embedded";
     const live = stores === "embedded" ? EMBEDDED : await liveStores(stores === "production" ? gateway.indexesURL : undefined);
     if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
-    const bun = apiRuntime("bun");
-    await withChatApi(live, gateway.baseURL, WARMUP + turns, { ...bun, args: [...bun.args, "--cpu-prof", `--cpu-prof-dir=${dir}`] }, async ({ exchange }) => {
+    await withChatApi(live, gateway.baseURL, WARMUP + turns, bunApi("bun", { runtimeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] }), async ({ exchange }) => {
       for (let i = 0; i < WARMUP + turns; i++) {
         const message = `What happened to the Albatross in the storm? (${i})`;
         // With --token-interval-ms, the measured turns' replies come paced (PACED_PROFILE_TOKENS tokens).
@@ -632,6 +768,7 @@ profile for Chrome's DevTools). The chat latency section itself runs with \`bun 
 if (import.meta.main) {
   answerHelp(USAGE);
   if (process.argv.includes("--gateway")) serveGateway();
+  else if (process.argv.includes("--bridges")) await serveBridges(option("--bridges")!);
   else if (process.argv.includes("--profile")) await profileChat();
   else console.log(USAGE.trim());
 }

@@ -2,7 +2,7 @@
  * `bun run bench`: every benchmark in one run, printed as markdown and written to
  * bench/results/<date>.md.
  *
- *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http]
+ *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http,runtimes]
  *
  * --quick is a smoke run (one repetition, small loads; its figures are not worth publishing) and
  * writes <date>-quick.md; --only runs some sections and writes <date>-<sections>.md.
@@ -18,6 +18,7 @@ import { chunkingSection } from "./chunking.ts";
 import { httpSection } from "./http.ts";
 import { ingestionSection } from "./ingestion.ts";
 import { retrievalSection } from "./retrieval.ts";
+import { runtimesSection } from "./runtimes.ts";
 import { usage } from "../common/local/commands.ts";
 import { loadBooks, machineHeader, removeDataDirTemplate, type BenchContext, type BenchSection } from "./support.ts";
 
@@ -29,6 +30,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {
   chat: chatSection,
   "chat-paced": pacedChatSection,
   http: httpSection,
+  runtimes: runtimesSection,
 };
 
 const { values } = parseArgs({

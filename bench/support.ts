@@ -72,6 +72,32 @@ export function runsInBench(section: string): void {
   process.exit(0);
 }
 
+/**
+ * A bench process of ours (`bun <script> <args>`) that prints `lines` lines (its addresses) when it is
+ * ready; it holds our pipe to its stdin and exits when that closes (exitWithParent).
+ */
+export async function spawnChild(script: string, args: readonly string[], lines: number): Promise<{ lines: string[]; pid: number; stop(): void }> {
+  const child = Bun.spawn([process.execPath, script, ...args], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  const reader = child.stdout.getReader();
+  const decoder = new TextDecoder();
+  let out = "";
+  while (out.split("\n").length <= lines) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error(`${script} ${args.join(" ")} exited before it was ready`);
+    out += decoder.decode(value, { stream: true });
+  }
+  reader.releaseLock();
+  return { lines: out.split("\n").slice(0, lines).map((line) => line.trim()), pid: child.pid, stop: () => child.kill() };
+}
+
+/** In a process started by spawnChild: exits when the parent does, however it exits (its pipe to our stdin closes). */
+export function exitWithParent(): void {
+  void (async () => {
+    for await (const _ of Bun.stdin.stream());
+    process.exit(0);
+  })();
+}
+
 /** The value after `--name` on the command line of a script run on its own. */
 export function option(name: string): string | undefined {
   const k = process.argv.indexOf(name);
@@ -141,6 +167,42 @@ export async function processCpuNanoseconds(pid: number): Promise<number | undef
   } catch {
     return undefined;
   }
+}
+
+/** Processes' CPU nanoseconds summed (processCpuNanoseconds), or undefined when one cannot be read. */
+export async function processesCpuNanoseconds(pids: readonly number[]): Promise<number | undefined> {
+  const each = await Promise.all(pids.map(processCpuNanoseconds));
+  return each.includes(undefined) ? undefined : each.reduce<number>((sum, ns) => sum + ns!, 0);
+}
+
+export interface ProcessInfo {
+  pid: number;
+  /** Its command line, arguments joined by spaces. */
+  command: string;
+}
+
+/** A process and every process under it, the root first (Linux; just the root elsewhere). */
+export async function processTree(root: number): Promise<ProcessInfo[]> {
+  const children = new Map<number, number[]>();
+  try {
+    for (const entry of await readdir("/proc")) {
+      if (!/^\d+$/.test(entry)) continue;
+      try {
+        const stat = await readFile(`/proc/${entry}/stat`, "utf8");
+        const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+        children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)]);
+      } catch {
+        // exited meanwhile
+      }
+    }
+  } catch {
+    return [{ pid: root, command: "" }];
+  }
+  const pids = [root];
+  for (let i = 0; i < pids.length; i++) pids.push(...(children.get(pids[i]!) ?? []));
+  return Promise.all(
+    pids.map(async (pid) => ({ pid, command: await readFile(`/proc/${pid}/cmdline`, "utf8").then((c) => c.split("\0").join(" ").trim(), () => "") })),
+  );
 }
 
 /** Where a Bun process's CPU went: its main thread, worker threads, the engine's JIT and GC helpers, and the rest (Bun's I/O pool). */

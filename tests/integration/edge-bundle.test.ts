@@ -4,8 +4,7 @@ import { afterAll, expect, test } from "bun:test";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { edgeRuntimeMissing } from "../support/edge-runtime.ts";
-import { REPO_ROOT } from "../support/process.ts";
+import { buildWorkerdBundle, edgeRuntimeMissing } from "../support/edge-runtime.ts";
 
 const FORBIDDEN = [
   /(^|\/)node_modules\/@electric-sql\/pglite\//,
@@ -22,14 +21,7 @@ const out = await mkdtemp(join(tmpdir(), "edge-bundle-"));
 afterAll(() => rm(out, { recursive: true, force: true }));
 
 test.skipIf(Boolean(missing))("the Workers bundle holds no Bun-only module, filesystem, thread or child process", async () => {
-  const proc = Bun.spawn([join(REPO_ROOT, "node_modules", ".bin", "wrangler"), "deploy", "--dry-run", "--outdir", join(out, "dist"), "--metafile", join(out, "meta.json")], {
-    cwd: REPO_ROOT,
-    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", WRANGLER_SEND_METRICS: "false", WRANGLER_LOG_PATH: join(out, "logs"), CI: "1" },
-    stdout: "pipe",
-    stderr: "pipe",
-  });
-  const [stdout, code] = await Promise.all([new Response(proc.stdout).text(), proc.exited]);
-  expect(code, stdout).toBe(0);
+  await buildWorkerdBundle(join(out, "dist"), ["--metafile", join(out, "meta.json")]);
   const meta = JSON.parse(await readFile(join(out, "meta.json"), "utf8")) as { inputs: Record<string, { imports?: { path: string; external?: boolean }[] }> };
   const modules = [...Object.keys(meta.inputs).map((p) => p.replace(/^(\.\.\/)+main\//, "")), ...Object.values(meta.inputs).flatMap((i) => (i.imports ?? []).filter((x) => x.external).map((x) => x.path))];
   // Guards against a check that passes because the metafile lists nothing.

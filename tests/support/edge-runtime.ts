@@ -1,29 +1,94 @@
 import { existsSync } from "node:fs";
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, REPO_ROOT } from "./process.ts";
+import { freePort, REPO_ROOT, waitForHealth } from "./process.ts";
 
 /**
  * The API on an edge runtime, as an operator starts it: Deno through deno.json's `api` task, workerd
- * through `wrangler dev` with wrangler.jsonc (both binaries from the project's devDependencies).
+ * through `wrangler dev` with wrangler.jsonc (both binaries from the project's devDependencies). And
+ * `workerd-bundle`, for the benchmarks: the bundle `wrangler deploy` would upload, served by workerd
+ * alone (no wrangler, no dev proxy in front), as close to a deployed Worker as this machine gets.
  */
 
-export type EdgeRuntime = "deno" | "workerd";
+export type EdgeRuntime = "deno" | "workerd" | "workerd-bundle";
+/** What the end-to-end suite runs the API on: the two commands an operator is given. */
 export const EDGE_RUNTIMES: readonly EdgeRuntime[] = ["deno", "workerd"];
 
-const BINARIES: Record<EdgeRuntime, string> = {
-  deno: join(REPO_ROOT, "node_modules", ".bin", "deno"),
-  workerd: join(REPO_ROOT, "node_modules", ".bin", "wrangler"),
-};
+const BIN = join(REPO_ROOT, "node_modules", ".bin");
+const DENO = join(BIN, "deno");
+const WRANGLER = join(BIN, "wrangler");
+const WORKERD = join(BIN, "workerd");
+const BINARIES: Record<EdgeRuntime, readonly string[]> = { deno: [DENO], workerd: [WRANGLER], "workerd-bundle": [WRANGLER, WORKERD] };
 
 /** Why the runtime cannot be started here (its binary is not installed), or undefined when it can. */
 export function edgeRuntimeMissing(runtime: EdgeRuntime): string | undefined {
-  return existsSync(BINARIES[runtime]) ? undefined : `${BINARIES[runtime]} is not installed (npm ci installs it)`;
+  const missing = BINARIES[runtime].find((binary) => !existsSync(binary));
+  return missing && `${missing} is not installed (npm ci installs it)`;
+}
+
+/** wrangler's environment: no telemetry, no prompts, its logs kept apart. */
+const wranglerEnv = (scratch: string) => ({ PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NO_COLOR: "1", WRANGLER_SEND_METRICS: "false", WRANGLER_LOG_PATH: join(scratch, "logs"), CI: "1" });
+
+/**
+ * `wrangler deploy --dry-run --outdir <outDir>` (plus `args`, e.g. `--minify`): the Worker's bundle as a
+ * deploy uploads it, nothing sent. Returns what wrangler printed.
+ */
+export async function buildWorkerdBundle(outDir: string, args: readonly string[] = []): Promise<string> {
+  const proc = Bun.spawn([WRANGLER, "deploy", "--dry-run", "--outdir", outDir, ...args], { cwd: REPO_ROOT, env: wranglerEnv(outDir), stdout: "pipe", stderr: "pipe" });
+  const [stdout, stderr, code] = await Promise.all([new Response(proc.stdout).text(), new Response(proc.stderr).text(), proc.exited]);
+  if (code !== 0) throw new Error(`wrangler deploy --dry-run exited with ${code}:\n${stdout}${stderr}`);
+  await rm(join(outDir, "logs"), { recursive: true, force: true });
+  return stdout;
+}
+
+/** wrangler.jsonc (its comments are whole lines). */
+async function wranglerConfig(): Promise<{ main: string; compatibility_date: string; compatibility_flags?: string[]; vars?: Record<string, string> }> {
+  const text = await readFile(join(REPO_ROOT, "wrangler.jsonc"), "utf8");
+  return JSON.parse(text.split("\n").filter((line) => !line.trimStart().startsWith("//")).join("\n"));
+}
+
+/**
+ * A workerd configuration serving the bundle in `bundleDir` on `port`, with wrangler.jsonc's
+ * compatibility date, flags and vars and `env` as text bindings (what a Worker's `env` holds).
+ */
+async function workerdConfig(bundleDir: string, env: Record<string, string>, port: number): Promise<string> {
+  const config = await wranglerConfig();
+  const main = config.main.replace(/^.*\//, "").replace(/\.ts$/, ".js");
+  // The main module first: workerd takes the first as the Worker's.
+  const files = [main, ...(await readdir(bundleDir)).filter((f) => f !== main && (f.endsWith(".js") || f.endsWith(".css") || f.endsWith(".png")))];
+  // As wrangler.jsonc's rules type them: Swagger UI's files are Text, its icon Data.
+  const modules = files.map((f) => `(name = ${JSON.stringify(f)}, ${f === main ? "esModule" : f.endsWith(".png") ? "data" : "text"} = embed ${JSON.stringify(f)})`);
+  const bindings = Object.entries({ ...config.vars, ...env }).map(([k, v]) => `(name = ${JSON.stringify(k)}, text = ${JSON.stringify(v)})`);
+  return `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [
+    (name = "main", worker = .api),
+    # The stores, indexes and gateway are on loopback, which a Worker's default outbound refuses.
+    (name = "internet", network = (allow = ["public", "private", "local"])),
+  ],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
+);
+const api :Workerd.Worker = (
+  modules = [${modules.join(", ")}],
+  compatibilityDate = ${JSON.stringify(config.compatibility_date)},
+  compatibilityFlags = ${JSON.stringify(config.compatibility_flags ?? [])},
+  bindings = [${bindings.join(", ")}],
+);
+`;
+}
+
+export interface EdgeStartOptions {
+  /** workerd-bundle: a bundle buildWorkerdBundle made already (built into a scratch dir otherwise). */
+  bundleDir?: string;
 }
 
 export interface EdgeService {
   url: string;
+  /** The process started: `deno task` (the server is its child), or wrangler (workerd runs under it). */
+  pid: number;
+  /** Milliseconds from the spawn to the first 200 from /health (for workerd, wrangler's bundling included). */
+  readyMs: number;
   logs(): string;
   stop(): Promise<void>;
 }
@@ -32,21 +97,23 @@ export interface EdgeService {
 const READY_TIMEOUT_MS = 90_000;
 
 /** Starts the API on the runtime with these variables and waits for its first answer to /health. */
-export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string, string>): Promise<EdgeService> {
+export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string, string>, options: EdgeStartOptions = {}): Promise<EdgeService> {
   const port = await freePort();
   const scratch = await mkdtemp(join(tmpdir(), `edge-${runtime}-`));
   const base = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NO_COLOR: "1" };
   let command: string[];
   let processEnv: Record<string, string>;
+  /** What stop() removes besides the scratch dir. */
+  let configFile: string | undefined;
   if (runtime === "deno") {
-    command = [BINARIES.deno, "task", "--quiet", "api"];
+    command = [DENO, "task", "--quiet", "api"];
     processEnv = { ...base, DENO_NO_UPDATE_CHECK: "1", ...env, HOST: "127.0.0.1", PORT: String(port) };
-  } else {
+  } else if (runtime === "workerd") {
     // A Worker sees only what wrangler gives it: the variables go in through an env file.
     const envFile = join(scratch, "worker.env");
     await writeFile(envFile, Object.entries(env).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n"));
     command = [
-      BINARIES.workerd,
+      WRANGLER,
       "dev",
       "--ip", "127.0.0.1",
       "--port", String(port),
@@ -55,8 +122,17 @@ export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string,
       "--persist-to", join(scratch, "state"),
       "--show-interactive-dev-session=false",
     ];
-    processEnv = { ...base, WRANGLER_SEND_METRICS: "false", WRANGLER_LOG_PATH: join(scratch, "logs"), CI: "1" };
+    processEnv = wranglerEnv(scratch);
+  } else {
+    const bundleDir = options.bundleDir ?? join(scratch, "bundle");
+    if (!options.bundleDir) await buildWorkerdBundle(bundleDir);
+    // workerd resolves `embed` paths from the configuration's own directory.
+    configFile = join(bundleDir, `workerd-${port}.capnp`);
+    await writeFile(configFile, await workerdConfig(bundleDir, env, port));
+    command = [WORKERD, "serve", configFile];
+    processEnv = base;
   }
+  const spawnedAt = performance.now();
   const proc = Bun.spawn(command, { cwd: REPO_ROOT, env: processEnv, stdout: "pipe", stderr: "pipe" });
   let output = "";
   for (const stream of [proc.stdout, proc.stderr]) {
@@ -69,24 +145,14 @@ export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string,
   const stop = async () => {
     proc.kill("SIGTERM");
     await proc.exited;
-    await rm(scratch, { recursive: true, force: true });
+    await Promise.all([rm(scratch, { recursive: true, force: true }), configFile && rm(configFile, { force: true })]);
   };
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  for (;;) {
-    if (proc.exitCode !== null) {
-      await stop();
-      throw new Error(`${runtime} exited with ${proc.exitCode} before it was ready:\n${output}`);
-    }
-    try {
-      if ((await fetch(`${url}/health`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      await stop();
-      throw new Error(`${runtime} was not ready after ${READY_TIMEOUT_MS} ms:\n${output}`);
-    }
-    await Bun.sleep(200);
+  let readyMs: number;
+  try {
+    readyMs = await waitForHealth(url, proc, spawnedAt, READY_TIMEOUT_MS, runtime, () => output);
+  } catch (err) {
+    await stop();
+    throw err;
   }
-  return { url, logs: () => output, stop };
+  return { url, pid: proc.pid, readyMs, logs: () => output, stop };
 }

@@ -35,10 +35,33 @@ export async function freePort(): Promise<number> {
   return port;
 }
 
+/** How often a starting service is asked for /health: when it became ready is known to within this. */
+const READY_POLL_MS = 10;
+
+/**
+ * Waits until `${url}/health` answers 200 and returns the milliseconds since `since` (the spawn);
+ * throws, with `logs()`, when the process exits first or `timeoutMs` passes. The caller stops it.
+ */
+export async function waitForHealth(url: string, proc: { exitCode: number | null }, since: number, timeoutMs: number, what: string, logs: () => string): Promise<number> {
+  const deadline = since + timeoutMs;
+  for (;;) {
+    if (proc.exitCode !== null) throw new Error(`${what} exited with ${proc.exitCode} before it was ready:\n${logs()}`);
+    try {
+      if ((await fetch(`${url}/health`)).ok) return performance.now() - since;
+    } catch {
+      // not listening yet
+    }
+    if (performance.now() > deadline) throw new Error(`${what} was not ready after ${timeoutMs} ms:\n${logs()}`);
+    await Bun.sleep(READY_POLL_MS);
+  }
+}
+
 export interface ServiceProcess {
   url: string;
   dataDir: string;
   proc: ReturnType<typeof Bun.spawn>;
+  /** Milliseconds from the spawn to the first 200 from /health. */
+  readyMs: number;
   /** Everything the process wrote so far: its log lines (stdout), then what it wrote to stderr. */
   logs(): string;
   /** The same, stream by stream. */
@@ -63,6 +86,7 @@ export async function startService(
 ): Promise<ServiceProcess> {
   const port = await freePort();
   const dataDir = await mkdtemp(join(tmpdir(), "service-data-"));
+  const spawnedAt = performance.now();
   const proc = Bun.spawn([runtime, ...runtimeArgs, entry, ...args], {
     cwd: REPO_ROOT,
     env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", [portVariable]: String(port), DATA_DIR: dataDir, ...env },
@@ -78,24 +102,18 @@ export async function startService(
   }
   const logs = () => output.stdout + output.stderr;
   const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + readyTimeoutMs;
-  for (;;) {
-    if (proc.exitCode !== null) throw new Error(`${entry} exited with ${proc.exitCode} before it was ready:\n${logs()}`);
-    try {
-      if ((await fetch(`${url}/health`)).ok) break;
-    } catch {
-      // not listening yet
-    }
-    if (Date.now() > deadline) {
-      proc.kill();
-      throw new Error(`${entry} was not ready after ${readyTimeoutMs} ms:\n${logs()}`);
-    }
-    await Bun.sleep(100);
+  let readyMs: number;
+  try {
+    readyMs = await waitForHealth(url, proc, spawnedAt, readyTimeoutMs, entry, logs);
+  } catch (err) {
+    proc.kill();
+    throw err;
   }
   return {
     url,
     dataDir,
     proc,
+    readyMs,
     logs,
     output: () => ({ ...output }),
     async stop(signal = "SIGTERM") {
