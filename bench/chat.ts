@@ -29,11 +29,11 @@ import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGate
 import { buildWorkerdBundle, edgeRuntimeMissing, startEdgeRuntime, type EdgeRuntime } from "../tests/support/edge-runtime.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
-import { startService } from "../tests/support/process.ts";
+import { freePort, startService } from "../tests/support/process.ts";
 import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
 import { startUpstashBridge } from "../tests/support/upstash-bridge.ts";
 import { startWsTcpBridge } from "../tests/support/ws-tcp-bridge.ts";
-import { answerHelp, cpuByGroup, cpuNanoseconds, exitWithParent, formatSummary, option, processesCpuNanoseconds, processTree, spawnChild, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection, type ProcessInfo } from "./support.ts";
+import { answerHelp, cpuByGroup, profileThroughInspector, type CpuProfile, cpuNanoseconds, exitWithParent, formatSummary, option, processesCpuNanoseconds, processTree, spawnChild, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection, type ProcessInfo } from "./support.ts";
 
 const STREAM_TOKENS = 2000;
 const REPLY_TOKENS = 50;
@@ -124,6 +124,7 @@ async function serveBridges(redisUrl: string) {
   const neon = startWsTcpBridge();
   const upstash = await startUpstashBridge({ redisUrl });
   console.log(neon.address);
+  console.log(neon.httpEndpoint);
   console.log(upstash.url);
   console.log(upstash.token);
   exitWithParent();
@@ -196,13 +197,14 @@ export async function edgeStores(indexesURL: string): Promise<Stores | string> {
   if (!redis.reachable) return redis.reason;
   const redisUrl = `${redis.url.replace(/\/\d*$/, "")}/${EDGE_REDIS_DB}`;
   const testDb = await createTestDatabase(postgres.url);
-  const bridges = await spawnChild(import.meta.path, ["--bridges", redisUrl], 3);
-  const [wsProxy, upstashURL, upstashToken] = bridges.lines;
+  const bridges = await spawnChild(import.meta.path, ["--bridges", redisUrl], 4);
+  const [wsProxy, httpEndpoint, upstashURL, upstashToken] = bridges.lines;
   return {
-    label: "edge drivers: Postgres through the Neon driver (WebSocket bridge), Redis through Upstash REST (REST bridge), both bridges in a process of their own; Qdrant and Typesense clients against loopback stand-ins",
+    label: "edge drivers: Postgres through the Neon driver (WebSocket bridge, and its SQL-over-HTTP endpoint for workerd's single statements), Redis through Upstash REST (REST bridge), both bridges in a process of their own; Qdrant and Typesense clients against loopback stand-ins",
     env: {
       DATABASE_URL: testDb.url,
       NEON_WS_PROXY: wsProxy!,
+      NEON_HTTP_ENDPOINT: httpEndpoint!,
       UPSTASH_REDIS_REST_URL: upstashURL!,
       UPSTASH_REDIS_REST_TOKEN: upstashToken!,
       QDRANT_URL: indexesURL,
@@ -314,7 +316,8 @@ export interface ApiRuntime {
   edge: boolean;
   /** Why it cannot run here (its binary is not installed), or undefined. */
   missing?(): string | undefined;
-  start(env: Record<string, string>): Promise<ApiServer>;
+  /** `inspectorPort`: the V8 inspector on it, for a profile (edge runtimes but workerd under wrangler). */
+  start(env: Record<string, string>, options?: { inspectorPort?: number }): Promise<ApiServer>;
 }
 
 /** `bun api/server.ts`, with `env` over the stores' and `runtimeArgs` before the entry (`--cpu-prof`). */
@@ -342,8 +345,8 @@ function edgeApi(runtime: EdgeRuntime, command: string, serves: (process: Proces
     command,
     edge: true,
     missing: () => edgeRuntimeMissing(runtime),
-    async start(env) {
-      const service = await startEdgeRuntime(runtime, env, bundleDir ? { bundleDir: await bundleDir() } : {});
+    async start(env, options = {}) {
+      const service = await startEdgeRuntime(runtime, env, { ...options, ...(bundleDir ? { bundleDir: await bundleDir() } : {}) });
       const tree = await processTree(service.pid);
       const pids = tree.filter((p) => serves(p, service.url)).map((p) => p.pid);
       if (pids.length === 0) {
@@ -629,12 +632,6 @@ export async function chatSection(ctx: BenchContext): Promise<BenchSection> {
   }
 }
 
-/** A Chrome .cpuprofile as Bun writes it. */
-interface CpuProfile {
-  nodes: { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }[];
-  samples: number[];
-  timeDeltas: number[];
-}
 
 /** Where a file's time belongs: a package under node_modules, a file of ours, or the engine itself. */
 function ownerOf(url: string): string {
@@ -733,26 +730,52 @@ async function profileChat() {
   const turns = Number(option("--turns") ?? 1000);
   const pacingOption = option("--token-interval-ms");
   const pacing = pacingOption === undefined ? undefined : Number(pacingOption);
+  const runtimeName = option("--runtime") ?? "bun";
   const gateway = await startGatewayProcess();
   const dir = await mkdtemp(join(tmpdir(), "chat-profile-"));
+  const turn = (exchange: ChatApi["exchange"], i: number) => {
+    const message = `What happened to the Albatross in the storm? (${i})`;
+    // With --token-interval-ms, the measured turns' replies come paced (PACED_PROFILE_TOKENS tokens).
+    return exchange(pacing !== undefined && i >= WARMUP ? pacedMessage(pacing, PACED_PROFILE_TOKENS, message) : message);
+  };
   try {
-    const stores = option("--stores") ?? "embedded";
-    const live = stores === "embedded" ? EMBEDDED : await liveStores(stores === "production" ? gateway.indexesURL : undefined);
-    if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
-    await withChatApi(live, gateway.baseURL, WARMUP + turns, bunApi("bun", { runtimeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] }), async ({ exchange }) => {
-      for (let i = 0; i < WARMUP + turns; i++) {
-        const message = `What happened to the Albatross in the storm? (${i})`;
-        // With --token-interval-ms, the measured turns' replies come paced (PACED_PROFILE_TOKENS tokens).
-        await exchange(pacing !== undefined && i >= WARMUP ? pacedMessage(pacing, PACED_PROFILE_TOKENS, message) : message);
-      }
-    });
-    const [file] = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile"));
-    if (!file) throw new Error("the API wrote no profile");
-    console.log(`API main thread on the ${live.label}, ${WARMUP} warm-up and ${turns} measured first turns, one client:\n`);
-    const text = await readFile(join(dir, file), "utf8");
+    let profile: CpuProfile;
+    let label: string;
+    let profiledTurns: number;
+    if (runtimeName === "bun") {
+      const stores = option("--stores") ?? "embedded";
+      const live = stores === "embedded" ? EMBEDDED : await liveStores(stores === "production" ? gateway.indexesURL : undefined);
+      if (typeof live === "string") throw new Error(`Postgres and Redis are needed: ${live}`);
+      await withChatApi(live, gateway.baseURL, WARMUP + turns, bunApi("bun", { runtimeArgs: ["--cpu-prof", `--cpu-prof-dir=${dir}`] }), async ({ exchange }) => {
+        for (let i = 0; i < WARMUP + turns; i++) await turn(exchange, i);
+      });
+      const [file] = (await readdir(dir)).filter((f) => f.endsWith(".cpuprofile"));
+      if (!file) throw new Error("the API wrote no profile");
+      profile = JSON.parse(await readFile(join(dir, file), "utf8")) as CpuProfile;
+      label = `API main thread on the ${live.label}, ${WARMUP} warm-up and ${turns} measured first turns (the warm-up in the profile too), one client`;
+      profiledTurns = WARMUP + turns;
+    } else {
+      // Deno or workerd alone: profiled through the inspector over the measured turns only.
+      const runtime = apiRuntime(runtimeName);
+      const edge = await edgeStores(gateway.indexesURL);
+      if (typeof edge === "string") throw new Error(`Postgres and Redis are needed: ${edge}`);
+      const inspectorPort = await freePort();
+      const inspected: ApiRuntime = { ...runtime, start: (env) => runtime.start(env, { inspectorPort }) };
+      let taken: CpuProfile | undefined;
+      await withChatApi(edge, gateway.baseURL, WARMUP + turns, inspected, async ({ exchange }) => {
+        for (let i = 0; i < WARMUP; i++) await turn(exchange, i);
+        taken = await profileThroughInspector(inspectorPort, async () => {
+          for (let i = WARMUP; i < WARMUP + turns; i++) await turn(exchange, i);
+        });
+      });
+      profile = taken!;
+      label = `API (${runtimeName}) on the ${edge.label}, ${WARMUP} warm-up turns, then ${turns} first turns profiled, one client`;
+      profiledTurns = turns;
+    }
+    console.log(`${label}:\n`);
     const save = option("--save");
-    if (save) await writeFile(save, text);
-    console.log(profileTables(JSON.parse(text) as CpuProfile, 25, WARMUP + turns));
+    if (save) await writeFile(save, JSON.stringify(profile));
+    console.log(profileTables(profile, 25, profiledTurns));
   } finally {
     gateway.stop();
     await rm(dir, { recursive: true, force: true });
@@ -760,10 +783,11 @@ async function profileChat() {
 }
 
 const USAGE = `
-usage: bun bench/chat.ts --profile [--stores embedded|postgres|production] [--turns 1000] [--save file.cpuprofile]
+usage: bun bench/chat.ts --profile [--runtime bun|deno|workerd-bundle] [--stores embedded|postgres|production] [--turns 1000] [--token-interval-ms MS] [--save file.cpuprofile]
 
 Profiles the API's main thread over first chat turns and prints where its time went (--save keeps the
-profile for Chrome's DevTools). The chat latency section itself runs with \`bun run bench --only chat\`.`;
+profile for Chrome's DevTools). On Bun with --cpu-prof, on the stores --stores names; on Deno and on
+workerd (the deploy bundle) through the V8 inspector, on the edge drivers. The chat latency section itself runs with \`bun run bench --only chat\`.`;
 
 if (import.meta.main) {
   answerHelp(USAGE);

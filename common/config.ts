@@ -132,6 +132,7 @@ const envSchema = z.object({
   DATABASE_URL: url(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL"),
   DATABASE_DRIVER: z.preprocess(empty, z.enum(["neon", "postgres"]).optional()),
   NEON_WS_PROXY: optionalString,
+  NEON_HTTP_ENDPOINT: httpUrl,
   UPSTASH_REDIS_REST_URL: httpUrl,
   UPSTASH_REDIS_REST_TOKEN: optionalString,
   REDIS_URL: url(["redis:", "rediss:"], "a redis:// or rediss:// URL"),
@@ -170,7 +171,7 @@ const envSchema = z.object({
 export type DatabaseConfig =
   | { driver: "pglite"; dataDir: string }
   | { driver: "postgres"; url: string }
-  | { driver: "neon"; url: string; wsProxy?: string };
+  | { driver: "neon"; url: string; wsProxy?: string; httpEndpoint?: string };
 
 export type KvConfig =
   | { driver: "memory" }
@@ -261,7 +262,12 @@ export function loadConfig(env: Env = process.env): Config {
     const driver = e.DATABASE_DRIVER ?? (isNeonHost(e.DATABASE_URL) ? "neon" : "postgres");
     database =
       driver === "neon"
-        ? { driver, url: e.DATABASE_URL, ...(e.NEON_WS_PROXY ? { wsProxy: e.NEON_WS_PROXY } : {}) }
+        ? {
+            driver,
+            url: e.DATABASE_URL,
+            ...(e.NEON_WS_PROXY ? { wsProxy: e.NEON_WS_PROXY } : {}),
+            ...(e.NEON_HTTP_ENDPOINT ? { httpEndpoint: e.NEON_HTTP_ENDPOINT } : {}),
+          }
         : { driver, url: e.DATABASE_URL };
   }
 

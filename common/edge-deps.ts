@@ -72,6 +72,7 @@ export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): E
   const db = createNeonDatabase({
     url: database.url,
     ...(database.wsProxy ? { wsProxy: database.wsProxy } : {}),
+    ...(database.httpEndpoint ? { httpEndpoint: database.httpEndpoint } : {}),
     ...(options.databaseConnections ? { connections: options.databaseConnections } : {}),
     logger,
   });

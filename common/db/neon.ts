@@ -1,5 +1,5 @@
 import { AsyncLocalStorage } from "node:async_hooks";
-import { Client, type ClientConfig, Pool, type PoolClient, types } from "@neondatabase/serverless";
+import { Client, type ClientConfig, neon, neonConfig, Pool, type PoolClient, types } from "@neondatabase/serverless";
 import { type Logger, silentLogger } from "../log.ts";
 import type { Database, Queryable, Row } from "./index.ts";
 import {
@@ -22,11 +22,18 @@ export interface NeonDatabaseOptions extends PoolOptions {
   logger?: Logger;
   /**
    * `shared` (the default): one pool for the process. `per-request`, for workerd, where a WebSocket
-   * may only be used by the request that opened it: queries made inside a scope (`openScope`) share
-   * that scope's connections, closed when it ends; a query outside any scope gets a connection of
-   * its own for that query alone.
+   * may only be used by the request that opened it: a single statement (`query`) is one HTTP request
+   * to Neon's SQL endpoint, with no connection to open (see httpEndpoint); transactions and `exec`
+   * made inside a scope (`openScope`) share that scope's connections, closed when it ends; outside
+   * any scope they get a connection of their own.
    */
   connections?: NeonConnections;
+  /**
+   * Neon's HTTP SQL endpoint for `per-request` single statements: by default Neon's own (`https://api.{host}/sql`),
+   * unless `wsProxy` is set without this, in which case (a Postgres that is not Neon, behind a WebSocket
+   * proxy only) every statement goes over a WebSocket.
+   */
+  httpEndpoint?: string;
 }
 
 export type NeonConnections = "shared" | "per-request";
@@ -44,6 +51,31 @@ export interface NeonDatabase extends Database {
 }
 
 type NeonQueryable = Pick<PoolClient, "query">;
+
+/**
+ * The HTTP endpoints configured per database host. The driver asks one process-wide function for a
+ * host's endpoint; it answers from here, else as the driver would have.
+ */
+const httpEndpoints = new Map<string, string>();
+function routeHttpEndpoint(url: string, endpoint: string): void {
+  const { hostname, port } = new URL(url);
+  const first = httpEndpoints.size === 0;
+  httpEndpoints.set(`${hostname}:${port}`, endpoint);
+  if (!first) return;
+  const fallback = neonConfig.fetchEndpoint;
+  neonConfig.fetchEndpoint = (host, hostPort, options) =>
+    httpEndpoints.get(`${host}:${hostPort}`) ?? (typeof fallback === "function" ? fallback(host, hostPort, options) : fallback);
+}
+
+/** One statement over HTTP: no connection to open, which on workerd would be every request's. */
+function httpQueryable(url: string): Pick<Queryable, "query"> {
+  const sql = neon(url, { fullResults: true });
+  const typeOptions = { getTypeParser: (id: number, format?: "text" | "binary") => TYPE_PARSERS[id] ?? types.getTypeParser(id, format) };
+  return {
+    query: <R extends Row = Row>(text: string, params?: readonly unknown[]) =>
+      driverCall(async () => (await sql.query(text, encodeParams(params, { json: true }) as unknown[], { fullResults: true, types: typeOptions })).rows as R[]),
+  };
+}
 
 function queryable(target: NeonQueryable): Queryable {
   return {
@@ -112,6 +144,9 @@ export function createNeonDatabase(options: NeonDatabaseOptions): NeonDatabase {
   const endPool = (pool: Pool) => pool.end().catch((err: unknown) => logger.warn("closing database connections failed", { err }));
 
   const shared = options.connections === "per-request" ? undefined : newPool();
+  const overHttp = !shared && (options.httpEndpoint !== undefined || !options.wsProxy);
+  if (overHttp && options.httpEndpoint !== undefined) routeHttpEndpoint(options.url, options.httpEndpoint);
+  const http = overHttp ? httpQueryable(options.url) : undefined;
   const scopes = new AsyncLocalStorage<Scope>();
   /** Runs fn on the pool the caller may use: the process's, its request scope's, or one of its own. */
   async function withPool<T>(fn: (pool: Pool) => Promise<T>): Promise<T> {
@@ -128,7 +163,7 @@ export function createNeonDatabase(options: NeonDatabaseOptions): NeonDatabase {
 
   return {
     driver: "neon",
-    query: (text, params) => withPool((pool) => queryable(pool).query(text, params)),
+    query: (text, params) => (http ? http.query(text, params) : withPool((pool) => queryable(pool).query(text, params))),
     exec: (sql) => withPool((pool) => queryable(pool).exec(sql)),
     transaction: (fn) =>
       withPool((pool) =>

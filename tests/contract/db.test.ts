@@ -794,6 +794,19 @@ if (postgres.reachable) {
     );
   });
 
+  // workerd against Neon: a single statement is one HTTP request to the SQL endpoint, no connection opened.
+  let httpBridge: WsTcpBridge | undefined;
+  databaseContract("Postgres via the Neon driver with connections per request, statements over HTTP", () => {
+    httpBridge = startWsTcpBridge();
+    const { address: wsProxy, httpEndpoint } = httpBridge;
+    return serverTarget(
+      "neon",
+      postgres.url,
+      async (url) => createNeonDatabase({ url, wsProxy, httpEndpoint, connections: "per-request" }),
+      () => httpBridge!.stop(),
+    );
+  });
+
   describe("the Neon driver with connections per request", () => {
     let testDb: TestDatabase;
     let scopeBridge: WsTcpBridge;
@@ -826,6 +839,29 @@ if (postgres.reachable) {
         }
       } finally {
         await observer.close();
+        await db.close();
+      }
+    });
+
+    test("with an HTTP endpoint a statement is one request to it and opens no connection; a transaction still gets one", async () => {
+      const db = createNeonDatabase({ url: testDb.url, wsProxy: scopeBridge.address, httpEndpoint: scopeBridge.httpEndpoint, connections: "per-request" });
+      const sent: string[] = [];
+      const realFetch = globalThis.fetch;
+      globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
+        sent.push(String(input instanceof Request ? input.url : input));
+        return realFetch(input, init);
+      }) as typeof fetch;
+      try {
+        const scope = db.openScope();
+        const pids = await scope.run(async () => [await backend(db), await backend(db)]);
+        expect(sent).toEqual([scopeBridge.httpEndpoint, scopeBridge.httpEndpoint]);
+        // The bridge answers each from its own pool: no connection of the scope's stays behind the statements.
+        expect(pids[0]).toBeGreaterThan(0);
+        expect(await scope.run(() => db.transaction(async (tx) => (await tx.query<{ n: number }>("SELECT 2 AS n"))[0]!.n))).toBe(2);
+        expect(sent).toHaveLength(2);
+        await scope.end();
+      } finally {
+        globalThis.fetch = realFetch;
         await db.close();
       }
     });

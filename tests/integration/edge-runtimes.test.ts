@@ -91,6 +91,8 @@ beforeAll(async () => {
   const env = {
     DATABASE_URL: testDb.url,
     NEON_WS_PROXY: neon.address,
+    // workerd sends single statements to the bridge's Neon SQL endpoint; Deno keeps one pool of connections.
+    NEON_HTTP_ENDPOINT: neon.httpEndpoint,
     UPSTASH_REDIS_REST_URL: upstash.url,
     UPSTASH_REDIS_REST_TOKEN: upstash.token,
     LLM_GATEWAY_URL: gateway.baseURL,

@@ -78,9 +78,18 @@ const api :Workerd.Worker = (
 `;
 }
 
+/** deno.json's `api` task as a command line, `--inspect` added to its `deno run`. */
+async function denoTaskWithInspector(port: number): Promise<string[]> {
+  const task = (JSON.parse(await readFile(join(REPO_ROOT, "deno.json"), "utf8")) as { tasks: { api: string } }).tasks.api.split(/\s+/);
+  const run = task.indexOf("run");
+  return [DENO, ...task.slice(1, run + 1), `--inspect=127.0.0.1:${port}`, ...task.slice(run + 1)];
+}
+
 export interface EdgeStartOptions {
   /** workerd-bundle: a bundle buildWorkerdBundle made already (built into a scratch dir otherwise). */
   bundleDir?: string;
+  /** deno and workerd-bundle: the V8 inspector on this loopback port, for a CPU profile (bench/chat.ts --profile). */
+  inspectorPort?: number;
 }
 
 export interface EdgeService {
@@ -106,7 +115,8 @@ export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string,
   /** What stop() removes besides the scratch dir. */
   let configFile: string | undefined;
   if (runtime === "deno") {
-    command = [DENO, "task", "--quiet", "api"];
+    // The task's own command, with the inspector flag after `run` when one is asked for.
+    command = options.inspectorPort === undefined ? [DENO, "task", "--quiet", "api"] : await denoTaskWithInspector(options.inspectorPort);
     processEnv = { ...base, DENO_NO_UPDATE_CHECK: "1", ...env, HOST: "127.0.0.1", PORT: String(port) };
   } else if (runtime === "workerd") {
     // A Worker sees only what wrangler gives it: the variables go in through an env file.
@@ -129,7 +139,7 @@ export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string,
     // workerd resolves `embed` paths from the configuration's own directory.
     configFile = join(bundleDir, `workerd-${port}.capnp`);
     await writeFile(configFile, await workerdConfig(bundleDir, env, port));
-    command = [WORKERD, "serve", configFile];
+    command = [WORKERD, "serve", configFile, ...(options.inspectorPort === undefined ? [] : [`--inspector-addr=127.0.0.1:${options.inspectorPort}`])];
     processEnv = base;
   }
   const spawnedAt = performance.now();

@@ -104,9 +104,12 @@ describe("loadConfig", () => {
     expect(loadConfig({ DATABASE_URL: url, DATABASE_DRIVER: driver }).database.driver).toBe(expected as "neon" | "postgres");
   });
 
-  test("NEON_WS_PROXY is carried to the Neon driver", () => {
+  test("NEON_WS_PROXY and NEON_HTTP_ENDPOINT are carried to the Neon driver", () => {
     const c = loadConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", DATABASE_DRIVER: "neon", NEON_WS_PROXY: "127.0.0.1:9000/v1" });
     expect(c.database).toEqual({ driver: "neon", url: "postgres://u@127.0.0.1/test", wsProxy: "127.0.0.1:9000/v1" });
+    const http = loadEdgeConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", NEON_WS_PROXY: "127.0.0.1:9000", NEON_HTTP_ENDPOINT: "http://127.0.0.1:9000/sql" });
+    expect(http.database).toEqual({ driver: "neon", url: "postgres://u@127.0.0.1/test", wsProxy: "127.0.0.1:9000", httpEndpoint: "http://127.0.0.1:9000/sql" });
+    expect(() => loadEdgeConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", NEON_HTTP_ENDPOINT: "127.0.0.1:9000/sql" })).toThrow(/NEON_HTTP_ENDPOINT/);
   });
 
   test("Upstash wins over REDIS_URL when both are set", () => {
