@@ -14,9 +14,16 @@
  * `--runtime` names the API's runtime (bench/chat.ts API_RUNTIMES: bun, bun-edge-drivers, deno, workerd,
  * workerd-bundle); the section `runtimes` (bench/runtimes.ts) runs them side by side.
  */
-import { loadavg } from "node:os";
+import { rmSync } from "node:fs";
+import { mkdtemp, writeFile } from "node:fs/promises";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, REPO_ROOT } from "../tests/support/process.ts";
+import floors from "./floors/proxy.ts";
 import { API_RUNTIMES, apiRuntime, edgeStores, EMBEDDED, liveStores, pacedMessage, startGatewayProcess, withChatApi, type ApiRuntime, type ChatApi, type Stores } from "./chat.ts";
-import { answerHelp, exitWithParent, markdownTable, option, processCpuNanoseconds, reps, spawnChild, type BenchContext, type BenchSection } from "./support.ts";
+import { answerHelp, exitWithParent, markdownTable, option, processCpuNanoseconds, reps, spawnChild, spawnCommand, type BenchContext, type BenchSection } from "./support.ts";
+
+const BIN = join(REPO_ROOT, "node_modules", ".bin");
 
 export const DEFAULT_TOKEN_INTERVAL_MS = 10;
 export const SHORT_REPLY = 20;
@@ -28,54 +35,72 @@ const PACED_WARMUP = 100;
 const FLOOR_WARMUP = 100;
 
 // ---------------------------------------------------------------------------------------------
-// The two floors, in a process of their own (`--proxy <gateway URL>`)
+// The two floors (bench/floors/proxy.ts), in a process of their own on the API's runtime
 
+/** The runtime the floors run on: each API runtime is compared with the minimal proxy on its own. */
+export type FloorRuntime = "bun" | "deno" | "workerd";
+export const floorRuntimeOf = (runtime: Pick<ApiRuntime, "name">): FloorRuntime =>
+  runtime.name.startsWith("workerd") ? "workerd" : runtime.name === "deno" ? "deno" : "bun";
+
+/** `bun bench/chat-paced.ts --proxy <gateway URL>`: the floors on Bun. */
 function serveProxies(gatewayURL: string) {
-  const upstream = (request: Request) =>
-    request.text().then((body) => fetch(`${gatewayURL}/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body }));
-  const encoder = new TextEncoder();
-  const server = Bun.serve({
-    port: 0,
-    hostname: "127.0.0.1",
-    routes: {
-      "/pass": { POST: async (request) => new Response((await upstream(request)).body, { headers: { "content-type": "text/event-stream" } }) },
-      "/reframe": {
-        POST: async (request) => {
-          const body = (await upstream(request)).body!;
-          const decoder = new TextDecoder();
-          let buffered = "";
-          const reframe = new TransformStream<Uint8Array, Uint8Array>({
-            transform(chunk, out) {
-              buffered += decoder.decode(chunk, { stream: true });
-              let end: number;
-              while ((end = buffered.indexOf("\n\n")) >= 0) {
-                const event = buffered.slice(0, end);
-                buffered = buffered.slice(end + 2);
-                if (!event.startsWith("data: ") || event === "data: [DONE]") continue;
-                const token = (JSON.parse(event.slice(6)) as { choices?: { delta?: { content?: string } }[] }).choices?.[0]?.delta?.content;
-                if (token) out.enqueue(encoder.encode(`data: ${JSON.stringify({ token })}\n\n`));
-              }
-            },
-          });
-          return new Response(body.pipeThrough(reframe), { headers: { "content-type": "text/event-stream" } });
-        },
-      },
-    },
-  });
+  const env = { GATEWAY_URL: gatewayURL };
+  const server = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: (request) => floors.fetch(request, env) });
   console.log(`http://127.0.0.1:${server.port}`);
   exitWithParent();
 }
 
 export interface FloorsProcess {
+  runtime: FloorRuntime;
   url: string;
   pid: number;
   stop(): void;
 }
 
-/** The two floors' process, streaming from the gateway at `gatewayURL`. */
-export async function startFloorsProcess(gatewayURL: string): Promise<FloorsProcess> {
-  const child = await spawnChild(import.meta.path, ["--proxy", gatewayURL], 1);
-  return { url: child.lines[0]!, pid: child.pid, stop: child.stop };
+/** A workerd configuration serving the floors' module (`main.js` in its folder) on `port`. */
+const floorsWorkerdConfig = (gatewayURL: string, port: number) => `using Workerd = import "/workerd/workerd.capnp";
+const config :Workerd.Config = (
+  services = [(name = "main", worker = .floors), (name = "internet", network = (allow = ["public", "private", "local"]))],
+  sockets = [(name = "http", address = "127.0.0.1:${port}", http = (), service = "main")],
+);
+const floors :Workerd.Worker = (
+  modules = [(name = "main.js", esModule = embed "main.js")],
+  compatibilityDate = "2025-06-01",
+  bindings = [(name = "GATEWAY_URL", text = ${JSON.stringify(gatewayURL)})],
+);
+`;
+
+/** The floors' process on `runtime`, streaming from the gateway at `gatewayURL`. */
+export async function startFloorsProcess(gatewayURL: string, runtime: FloorRuntime = "bun"): Promise<FloorsProcess> {
+  const base = { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NO_COLOR: "1" };
+  if (runtime === "bun") {
+    const child = await spawnChild(import.meta.path, ["--proxy", gatewayURL], 1);
+    return { runtime, url: child.lines[0]!, pid: child.pid, stop: child.stop };
+  }
+  if (runtime === "deno") {
+    const child = await spawnCommand([join(BIN, "deno"), "run", "--allow-net", "--allow-env", join(import.meta.dir, "floors", "deno.ts")], 1, { ...base, DENO_NO_UPDATE_CHECK: "1", GATEWAY_URL: gatewayURL });
+    return { runtime, url: child.lines[0]!, pid: child.pid, stop: child.stop };
+  }
+  // workerd runs JavaScript: the module as Bun transpiles it, in a folder of its own with the configuration.
+  const dir = await mkdtemp(join(tmpdir(), "bench-floors-"));
+  const port = await freePort();
+  await writeFile(join(dir, "main.js"), new Bun.Transpiler({ loader: "ts" }).transformSync(await Bun.file(join(import.meta.dir, "floors", "proxy.ts")).text()));
+  await writeFile(join(dir, "floors.capnp"), floorsWorkerdConfig(gatewayURL, port));
+  const child = Bun.spawn([join(BIN, "workerd"), "serve", join(dir, "floors.capnp")], { env: base, stdout: "ignore", stderr: "inherit" });
+  const url = `http://127.0.0.1:${port}`;
+  const stop = () => {
+    child.kill();
+    rmSync(dir, { recursive: true, force: true });
+  };
+  for (let tries = 0; ; tries++) {
+    if ((await fetch(url).catch(() => undefined))?.status === 404) break;
+    if (tries > 300 || child.exitCode !== null) {
+      stop();
+      throw new Error("workerd did not serve the floors");
+    }
+    await Bun.sleep(20);
+  }
+  return { runtime, url, pid: child.pid, stop };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -190,7 +215,7 @@ export async function measureFloors(proxy: FloorsProcess, intervalMs: number, tu
       await res.text();
     }
     for (const sessions of SESSIONS) {
-      progress(`chat, paced: the ${path === "pass" ? "pass-through" : "minimal proxy"} at ${sessions} streams`);
+      progress(`chat, paced: the ${path === "pass" ? "pass-through" : "minimal proxy"} on ${proxy.runtime} at ${sessions} streams`);
       const stream = (tokens: number) => async (i: number) => {
         const res = await fetch(`${proxy.url}/${path}`, {
           method: "POST",
@@ -235,7 +260,7 @@ export interface PacedOptions {
 
 export async function pacedChat(options: PacedOptions): Promise<string> {
   const gateway = await startGatewayProcess();
-  const proxy = await startFloorsProcess(gateway.baseURL);
+  const proxy = await startFloorsProcess(gateway.baseURL, floorRuntimeOf(options.runtime));
   try {
     const stores = await options.stores(gateway);
     if (typeof stores === "string") return `(Skipped: ${stores}.)`;
@@ -276,7 +301,7 @@ export async function pacedChat(options: PacedOptions): Promise<string> {
         table,
       ),
       "",
-      "The floors, same gateway, same pacing, their own processes:",
+      `The floors (bench/floors/proxy.ts) on ${proxy.runtime}, same gateway, same pacing, a process of their own:`,
       "",
       floorsTable(floors),
     ].join("\n");

@@ -22,7 +22,7 @@ import { migrate } from "../common/db/migrate.ts";
 import { buildWorkerdBundle } from "../tests/support/edge-runtime.ts";
 import { REPO_ROOT } from "../tests/support/process.ts";
 import { API_RUNTIMES, apiRuntime, edgeStores, liveStores, startGatewayProcess, withChatApi, type ApiRuntime, type Stores } from "./chat.ts";
-import { DEFAULT_TOKEN_INTERVAL_MS, floorsTable, LONG_REPLY, measureFloors, measurePaced, pacedSessionsNeeded, proxyPerTokenUs, SESSIONS, SHORT_REPLY, split, startFloorsProcess, type Floors, type PacedApi } from "./chat-paced.ts";
+import { DEFAULT_TOKEN_INTERVAL_MS, floorRuntimeOf, floorsTable, type FloorRuntime, LONG_REPLY, measureFloors, measurePaced, pacedSessionsNeeded, proxyPerTokenUs, SESSIONS, SHORT_REPLY, split, startFloorsProcess, type Floors, type PacedApi } from "./chat-paced.ts";
 import { answerHelp, formatSummary, machineHeader, markdownTable, option, removeDataDirTemplate, reps, summarise, type BenchContext, type BenchSection } from "./support.ts";
 
 const PARTS = ["bundles", "cold-start", "chat"] as const;
@@ -216,8 +216,14 @@ interface RuntimeChat {
   paced: PacedApi;
 }
 
-function chatText(results: readonly RuntimeChat[], floors: readonly Floors[], intervalMs: number, turns: number): string {
-  const floorOf = (sessions: number) => floors.reduce((sum, f) => sum + proxyPerTokenUs(f, sessions), 0) / floors.length;
+/** Each runtime's floors, measured before the runtimes and (but in --quick) after them. */
+type FloorsByRuntime = Map<FloorRuntime, Floors[]>;
+
+function chatText(results: readonly RuntimeChat[], floorsBy: FloorsByRuntime, intervalMs: number, turns: number): string {
+  const floorOf = (on: FloorRuntime, sessions: number) => {
+    const floors = floorsBy.get(on) ?? [];
+    return floors.reduce((sum, f) => sum + proxyPerTokenUs(f, sessions), 0) / floors.length;
+  };
   const rows = results.flatMap(({ runtime, paced }) =>
     paced.rows.map((row) => {
       const api = split(row.shortMs, row.longMs);
@@ -229,26 +235,30 @@ function chatText(results: readonly RuntimeChat[], floors: readonly Floors[], in
         row.shortMs.toFixed(2),
         row.longMs.toFixed(2),
         api.perTokenUs.toFixed(0),
-        (api.perTokenUs / floorOf(row.sessions)).toFixed(2),
+        (api.perTokenUs / floorOf(floorRuntimeOf(runtime), row.sessions)).toFixed(2),
+        floorsBy.has("bun") ? (api.perTokenUs / floorOf("bun", row.sessions)).toFixed(2) : "–",
         api.ownMs.toFixed(2),
         tooling,
       ];
     }),
   );
-  const proxyLine = SESSIONS.map((s) => `${floors.map((f) => proxyPerTokenUs(f, s).toFixed(0)).join(" and ")} µs per token at ${s} stream${s > 1 ? "s" : ""}`).join(", ");
+  const when = (floors: readonly Floors[]) => (floors.length === 1 ? "before the runtimes" : "before and after the runtimes, the mean of the two");
+  const proxyLine = [...floorsBy]
+    .map(([on, floors]) => `on ${on} (${when(floors)}) ${SESSIONS.map((s) => `${floors.map((f) => proxyPerTokenUs(f, s).toFixed(0)).join(" and ")} µs per token at ${s} stream${s > 1 ? "s" : ""}`).join(", ")}`)
+    .join("; ");
   return [
     `The API's CPU per chat exchange (all its processes' threads, from /proc) with the loopback gateway sending each reply's tokens ${intervalMs} ms apart, as bench/chat-paced.ts measures it: ` +
       `after 100 unpaced warm-up turns, ${turns} first turns per row (at least as many as sessions) in fresh sessions, that many at a time, then their follow-ups, with ${SHORT_REPLY}- and with ${LONG_REPLY}-token replies. ` +
       `Per streamed token = the difference ÷ ${LONG_REPLY - SHORT_REPLY}; the turn's own work = the ${SHORT_REPLY}-token exchange less its tokens; ÷ proxy is against the minimal parse-and-reframe proxy ` +
-      `(a Bun process, SSE in, one JSON token event out per token) on the same gateway, measured ${floors.length === 1 ? "before the runtimes" : "before and after the runtimes (the mean of the two)"}: ${proxyLine}. ` +
+      `(bench/floors/proxy.ts: SSE in, one JSON token event out per token) on the same gateway, served by the API's own runtime (Bun for both Bun rows, workerd for both workerd rows) and by Bun: ${proxyLine}. ` +
       "Every runtime runs the production shape: Qdrant and Typesense clients against the loopback stand-ins. `bun` is on Postgres (Bun SQL) and Redis over TCP; every other row on the edge drivers: " +
       "the Neon driver over a WebSocket bridge to Postgres and Upstash REST over a REST bridge to Redis, both bridges in a process of their own (their CPU is counted nowhere, as a provider's is not), with the edge defaults (metrics summed through the key-value store). " +
-      "On workerd the Worker opens its database connection per request (a WebSocket belongs to the request that opened it). " +
+      "On workerd a single statement is one request to the bridge's SQL-over-HTTP endpoint (a WebSocket there belongs to the request that opened it, so a connection would be opened per request). " +
       "For `workerd` (`wrangler dev`) the API's CPU is the Worker's workerd process; wrangler's proxy workerd, in front of it on the public port, and wrangler's Node processes are dev tooling a deployed Worker has not: " +
       "their CPU is in the last column (ms per exchange at 20 / 200 tokens), not in the API's. `workerd-bundle` is workerd alone serving the deploy bundle.",
     "",
     markdownTable(
-      ["runtime", "sessions", "turn", `API CPU ms, ${SHORT_REPLY} tokens`, `API CPU ms, ${LONG_REPLY} tokens`, "µs per streamed token", "÷ minimal proxy", "turn's own work ms", "wrangler dev's tooling ms"],
+      ["runtime", "sessions", "turn", `API CPU ms, ${SHORT_REPLY} tokens`, `API CPU ms, ${LONG_REPLY} tokens`, "µs per streamed token", "÷ minimal proxy, same runtime", "÷ minimal proxy on Bun", "turn's own work ms", "wrangler dev's tooling ms"],
       rows,
     ),
     "",
@@ -256,9 +266,11 @@ function chatText(results: readonly RuntimeChat[], floors: readonly Floors[], in
       results.map(({ runtime, paced }) => `${runtime.name} ${paced.idleRate.toFixed(1)}${paced.toolingIdleRate > 0 ? ` (its tooling ${paced.toolingIdleRate.toFixed(1)})` : ""}`).join(", ") +
       `. Load average ${loadavg().map((x) => x.toFixed(1)).join(", ")} at the end.`,
     "",
-    "The floors, same gateway and pacing, their own Bun process:",
-    "",
-    ...floors.flatMap((f, i) => [...(floors.length > 1 ? [i === 0 ? "Before the runtimes:" : "After them:", ""] : []), floorsTable(f), ""]),
+    ...[...floorsBy].flatMap(([on, floors]) => [
+      `The floors on ${on}, same gateway and pacing, a process of their own:`,
+      "",
+      ...floors.flatMap((f, i) => [...(floors.length > 1 ? [i === 0 ? "Before the runtimes:" : "After them:", ""] : []), floorsTable(f), ""]),
+    ]),
   ].join("\n").trimEnd();
 }
 
@@ -280,10 +292,13 @@ export async function runtimesReport(options: RuntimesOptions): Promise<string> 
       parts.push("", "**Cold start**", "", typeof times === "string" ? `(Skipped: ${times}.)` : coldStartText(options.runtimes, times, options.starts));
     }
     if (options.parts.includes("chat")) {
-      const proxy = await startFloorsProcess(gateway.baseURL);
+      // The floors on every runtime the rows need, and on Bun: the minimal proxy each is compared with.
+      const floorRuntimes = [...new Set<FloorRuntime>(["bun", ...options.runtimes.map(floorRuntimeOf)])];
+      const proxies = await Promise.all(floorRuntimes.map((on) => startFloorsProcess(gateway.baseURL, on)));
       try {
         const turns = (sessions: number) => Math.max(sessions, options.turns);
-        const floors = [await measureFloors(proxy, options.intervalMs, turns, options.progress)];
+        const floorsBy: FloorsByRuntime = new Map();
+        for (const proxy of proxies) floorsBy.set(proxy.runtime, [await measureFloors(proxy, options.intervalMs, turns, options.progress)]);
         const results: RuntimeChat[] = [];
         for (const runtime of options.runtimes) {
           const stores = await storesFor(runtime.edge, gateway.indexesURL);
@@ -293,10 +308,10 @@ export async function runtimesReport(options: RuntimesOptions): Promise<string> 
           results.push({ runtime, paced });
         }
         // Again after the runtimes, whose minutes the machine's other work moves too.
-        if (!options.quick) floors.push(await measureFloors(proxy, options.intervalMs, turns, options.progress));
-        parts.push("", "**API CPU per chat exchange, paced tokens**", "", chatText(results, floors, options.intervalMs, options.turns));
+        if (!options.quick) for (const proxy of proxies) floorsBy.get(proxy.runtime)!.push(await measureFloors(proxy, options.intervalMs, turns, options.progress));
+        parts.push("", "**API CPU per chat exchange, paced tokens**", "", chatText(results, floorsBy, options.intervalMs, options.turns));
       } finally {
-        proxy.stop();
+        for (const proxy of proxies) proxy.stop();
       }
     }
     return parts.join("\n");

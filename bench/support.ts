@@ -77,13 +77,18 @@ export function runsInBench(section: string): void {
  * ready; it holds our pipe to its stdin and exits when that closes (exitWithParent).
  */
 export async function spawnChild(script: string, args: readonly string[], lines: number): Promise<{ lines: string[]; pid: number; stop(): void }> {
-  const child = Bun.spawn([process.execPath, script, ...args], { stdin: "pipe", stdout: "pipe", stderr: "inherit" });
+  return spawnCommand([process.execPath, script, ...args], lines);
+}
+
+/** spawnChild for any command (another runtime's), with `env` as its whole environment when given. */
+export async function spawnCommand(command: readonly string[], lines: number, env?: Record<string, string>): Promise<{ lines: string[]; pid: number; stop(): void }> {
+  const child = Bun.spawn([...command], { stdin: "pipe", stdout: "pipe", stderr: "inherit", ...(env ? { env } : {}) });
   const reader = child.stdout.getReader();
   const decoder = new TextDecoder();
   let out = "";
   while (out.split("\n").length <= lines) {
     const { value, done } = await reader.read();
-    if (done) throw new Error(`${script} ${args.join(" ")} exited before it was ready`);
+    if (done) throw new Error(`${command.join(" ")} exited before it was ready`);
     out += decoder.decode(value, { stream: true });
   }
   reader.releaseLock();
