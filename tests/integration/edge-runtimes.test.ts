@@ -137,6 +137,22 @@ function keepAlivesBeforeEachToken(text: string): number[] {
   return counts;
 }
 
+/** A response's SSE text read as it arrives: up to a point (the stream left open), or to its end. */
+function streamText(res: Response) {
+  const reader = res.body!.getReader();
+  const decoder = new TextDecoder();
+  let text = "";
+  const readWhile = async (more: (text: string) => boolean) => {
+    while (more(text)) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      text += decoder.decode(value, { stream: true });
+    }
+    return text;
+  };
+  return { until: (enough: (text: string) => boolean) => readWhile((t) => !enough(t)), toEnd: () => readWhile(() => true) };
+}
+
 async function waitFor<T>(what: string, probe: () => Promise<T | undefined>, timeoutMs = 90_000): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
@@ -234,23 +250,12 @@ for (const runtime of EDGE_RUNTIMES) {
       world!.gateway.onChat((request) => (request.stream ? SLOW_REPLY : { content: JSON.stringify({ narrative_query: "lamp", keyword_query: "lamp" }) }));
       const first = await post(api, "/character/chat", { ...chat, user_message: "Is the lamp lit?" });
       expect(first.headers.get("content-type")).toStartWith("text/event-stream");
-      const reader = first.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = "";
+      const stream = streamText(first);
       // Read until the first token: the turn holds the session's lock from here to its save.
-      while (!text.includes('"token"')) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value, { stream: true });
-      }
+      await stream.until((text) => text.includes('"token"'));
       const second = await post(api, "/character/chat", { ...chat, user_message: "And the ledger?" });
       expect(parseSseEvents(await second.text())).toEqual([{ error: "another reply is in progress for this session", code: 429 }]);
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value);
-      }
-      const events = parseSseEvents(text);
+      const events = parseSseEvents(await stream.toEnd());
       expect(events.filter((e) => "token" in e).map((e) => (e as { token: string }).token).join("")).toBe("The lamp is lit.");
       expect(events.at(-1)).toMatchObject({ done: true, full_response: "The lamp is lit." });
       const saved = await world!.db.query<{ role: string; content: string }>("SELECT role, content FROM messages WHERE session_id = $1 ORDER BY created_at, role DESC", [chat.session_id]);
@@ -272,9 +277,7 @@ for (const runtime of EDGE_RUNTIMES) {
         body: JSON.stringify({ ...chat, user_message: "Tell me everything." }),
         signal: hangUp.signal,
       });
-      const reader = res.body!.getReader();
-      let text = "";
-      while (!text.includes('"token"')) text += new TextDecoder().decode((await reader.read()).value);
+      await streamText(res).until((text) => text.includes('"token"'));
       expect(await world!.kv.get(lockKey)).not.toBeNull();
       hangUp.abort();
 
@@ -291,22 +294,12 @@ for (const runtime of EDGE_RUNTIMES) {
       const chat = await chatSession(world!.db);
       world!.gateway.onChat((request) => (request.stream ? LONG_REPLY : { content: JSON.stringify({ narrative_query: "tide", keyword_query: "tide" }) }));
       const first = await post(api, "/character/chat", { ...chat, user_message: "When did the tide turn?" });
-      const reader = first.body!.getReader();
-      const decoder = new TextDecoder();
-      let text = "";
+      const stream = streamText(first);
       // Four tokens in, the lock as first taken has expired: only its renewals keep the session busy.
-      while (parseSseEvents(text.slice(0, text.lastIndexOf("\n\n") + 2)).filter((e) => "token" in e).length < TOKENS_PAST_LOCK_EXPIRY) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value, { stream: true });
-      }
+      await stream.until((text) => parseSseEvents(text.slice(0, text.lastIndexOf("\n\n") + 2)).filter((e) => "token" in e).length >= TOKENS_PAST_LOCK_EXPIRY);
       const second = await post(api, "/character/chat", { ...chat, user_message: "And then?" });
       expect(parseSseEvents(await second.text())).toEqual([{ error: "another reply is in progress for this session", code: 429 }]);
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) break;
-        text += decoder.decode(value);
-      }
+      const text = await stream.toEnd();
       expect(parseSseEvents(text).at(-1)).toMatchObject({ done: true, full_response: "The tide turned at dusk." });
       // Each 8 s wait for a token carried keep-alive comments (every KEEPALIVE_SECONDS of quiet).
       const keepAlives = keepAlivesBeforeEachToken(text);
