@@ -40,7 +40,7 @@ export interface RecordedSet {
 
 export interface RecordingKeyValueStore extends KeyValueStore {
   readonly sets: RecordedSet[];
-  /** The name of every command asked of the store, in order: one per round trip. */
+  /** The name of every command called on the store (each one round trip), in the order called. */
   readonly commands: string[];
 }
 
@@ -51,9 +51,9 @@ export function recordingKeyValueStore(kv: KeyValueStore): RecordingKeyValueStor
     get(target, property) {
       if (property === "sets") return sets;
       if (property === "commands") return commands;
-      if (typeof property === "string" && property !== "close" && typeof target[property as keyof KeyValueStore] === "function") commands.push(property);
       if (property === "set") {
         return (key: string, value: string, options?: SetOptions) => {
+          commands.push("set");
           sets.push({ key, value, options });
           return target.set(key, value, options);
         };
@@ -61,12 +61,17 @@ export function recordingKeyValueStore(kv: KeyValueStore): RecordingKeyValueStor
       // A lock taken with what it reads is a write like a set with nx: recorded as one.
       if (property === "setIfAbsentThenMget") {
         return (key: string, value: string, seconds: number, keys: readonly string[]) => {
+          commands.push("setIfAbsentThenMget");
           sets.push({ key, value, options: { nx: true, ex: seconds } });
           return target.setIfAbsentThenMget(key, value, seconds, keys);
         };
       }
       const member = target[property as keyof KeyValueStore];
-      return typeof member === "function" ? member.bind(target) : member;
+      if (typeof member !== "function") return member;
+      return (...args: unknown[]) => {
+        if (property !== "close") commands.push(String(property));
+        return (member as (...a: unknown[]) => unknown).apply(target, args);
+      };
     },
   });
 }
