@@ -25,7 +25,8 @@ export interface ScriptCount {
   arabic: number;
 }
 
-function sample(text: string, chars: number): string {
+/** Evenly spaced windows of a long text, `chars` in all: the whole of a short one. */
+export function sampleText(text: string, chars: number): string {
   if (text.length <= chars) return text;
   const window = Math.floor(chars / SAMPLE_WINDOWS);
   const step = (text.length - window) / (SAMPLE_WINDOWS - 1);
@@ -33,7 +34,7 @@ function sample(text: string, chars: number): string {
 }
 
 export function detectScript(text: string, sampleChars: number = DEFAULT_SCRIPT_SAMPLE_CHARS): ScriptCount {
-  const part = sample(text, sampleChars);
+  const part = sampleText(text, sampleChars);
   const latin = part.match(/\p{Script=Latin}/gu)?.length ?? 0;
   const arabic = part.match(/\p{Script=Arabic}/gu)?.length ?? 0;
   const total = latin + arabic;

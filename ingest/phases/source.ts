@@ -6,6 +6,7 @@ import { decodeBookBytes } from "../../common/text-decoding.ts";
 import { withRetries } from "../../common/upstream.ts";
 import { extractWork, hasProse } from "../book-text.ts";
 import { BookRejectedError } from "../errors.ts";
+import { languageEvidence, notLanguage } from "../text-language.ts";
 import { detectScript, fitLanguage } from "../text-script.ts";
 import type { Run } from "./run.ts";
 
@@ -81,6 +82,10 @@ export async function readBookText(run: Run, path: string, workDir: string): Pro
     const reason = work.stripped.length > 0 ? "no text of the work is left once the Project Gutenberg header, licence and contents are removed" : "file has no prose";
     throw new BookRejectedError(run.job.bookId, reason);
   }
+  const evidence = languageEvidence(work.text);
+  const garbled = notLanguage(evidence);
+  if (garbled) throw new BookRejectedError(run.job.bookId, `${garbled} (read as ${decoded.encoding.toUpperCase()})`);
+  if (decoded.replaced > 0) run.log.warn("invalid byte sequences in the file were replaced by U+FFFD", { encoding: decoded.encoding, replaced: decoded.replaced });
   run.log.info("book text read", {
     encoding: decoded.encoding,
     characters: decoded.text.length,

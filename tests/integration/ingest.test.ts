@@ -447,7 +447,22 @@ describe("books that cannot be ingested", () => {
     const path = join(env.dataDir, "binary.txt");
     await Bun.write(path, Buffer.concat([Buffer.from("A plain beginning.\n".repeat(5000)), Buffer.from([0xff, 0xfe, 0x00, 0x01])]));
     await expect(runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS)).rejects.toBeInstanceOf(BookRejectedError);
-    expect((await getIngestion(db, book.id))?.lastError).toBe("file is not text: it contains NUL bytes (UTF-16 text needs a byte order mark)");
+    expect((await getIngestion(db, book.id))?.lastError).toBe("file is not text: it contains NUL bytes, and not in the pattern of UTF-16 text");
+  });
+
+  test.each([
+    ["Russian in KOI8-R", () => koi8r(russian.repeat(60)), /^the text is not language: 100% of its Latin letters are accented .*KOI8-R.* \(read as WINDOWS-1252\)$/],
+    ["random printable bytes", () => printableNoise(100_000), /^the text is not language: only \d+% of its characters are letters/],
+  ])("%s, which decode without an error, leave the book failed with the reason", async (_, bytes, reason) => {
+    const { gateway, env } = await setup();
+    const book = await newBook("Bytes that decode");
+    const path = join(env.dataDir, "garbled.txt");
+    await Bun.write(path, bytes());
+    await expect(runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS)).rejects.toBeInstanceOf(BookRejectedError);
+    expect(await statusOf(book.id)).toBe("failed");
+    expect((await getIngestion(db, book.id))?.lastError).toMatch(reason);
+    expect(gateway.extractions()).toEqual([]);
+    expect(await env.deps.textIndex.count(book.id)).toBe(0);
   });
 
   test.each([
@@ -495,6 +510,25 @@ function wrapInGutenberg(story: string): string {
   ].join("\r\n");
 }
 
+const russian =
+  "Все счастливые семьи похожи друг на друга, каждая несчастливая семья несчастлива по-своему. Всё смешалось в доме Облонских. " +
+  "Жена узнала, что муж был в связи с бывшею в их доме француженкою-гувернанткой, и объявила мужу, что не может жить с ним.\n\n";
+
+function koi8r(text: string): Uint8Array {
+  const decoder = new TextDecoder("koi8-r");
+  const byChar = new Map(Array.from({ length: 256 }, (_, b) => [decoder.decode(new Uint8Array([b])), b]));
+  return new Uint8Array([...text].map((c) => byChar.get(c)!));
+}
+
+/** Printable ASCII in no order, the same every run. */
+function printableNoise(length: number): Uint8Array {
+  let seed = 7;
+  return Uint8Array.from({ length }, () => {
+    seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+    return 0x20 + (seed % 95);
+  });
+}
+
 /** Windows-1252 bytes of a text: what an older download or a Windows editor writes. */
 function windows1252(text: string): Uint8Array {
   const decoder = new TextDecoder("windows-1252");
@@ -539,6 +573,23 @@ describe("real book files", () => {
     const [cafe] = await env.deps.textIndex.search(book.id, "Caf\u00e9 keeper");
     expect(cafe?.text).toContain("\u201cCaf\u00e9 for the keeper,\u201d said Clara.");
     expect(cafe?.text).not.toContain("\r");
+  });
+
+  test("a UTF-8 story with one invalid byte past its first 64 KiB is read as UTF-8: the byte is replaced, every accent and quote intact", async () => {
+    const { env } = await setup();
+    const book = await newBook("The Keeper's Ledger, with a stray byte");
+    // Long enough that the byte is beyond what a download's first check reads (TEXT_SNIFF_BYTES).
+    const text = new TextEncoder().encode(wrapInGutenberg(`${`${englishText.trim()}\n\n`.repeat(20)}\u201cCaf\u00e9 for the keeper,\u201d said Clara.`));
+    const at = text.indexOf(0x20, Math.floor(text.length * 0.9));
+    expect(at).toBeGreaterThan(64 * 1024);
+    const path = join(env.dataDir, "stray-byte.txt");
+    // A Windows-1252 "é" pasted into the UTF-8 file.
+    await Bun.write(path, Buffer.concat([text.subarray(0, at), Buffer.from([0xe9]), text.subarray(at)]));
+    await runPipeline(env.deps, { bookId: book.id, source: { path } }, TEST_PIPELINE_OPTIONS);
+    expect(await statusOf(book.id)).toBe("completed");
+    const [cafe] = await env.deps.textIndex.search(book.id, "Caf\u00e9 keeper");
+    expect(cafe?.text).toContain("\u201cCaf\u00e9 for the keeper,\u201d said Clara.");
+    expect(await env.deps.textIndex.search(book.id, "\u00e2\u20ac")).toEqual([]);
   });
 
   test("a book registered as English whose text is in Arabic script is ingested as the Urdu book it is", async () => {
