@@ -4,8 +4,14 @@
  * they are read as story: the NLP step finds "Michael Hart" and the author among the characters,
  * passages quote the licence, and reading positions count pages nobody reads.
  *
- * Only a file with a Project Gutenberg marker is trimmed; any other file is the work as it is. The
- * offsets returned say what was cut, so the log can tell an operator what the book was reduced to.
+ * Only a file with a Project Gutenberg marker is trimmed; any other file is the work as it is. Only
+ * the outermost header and footer are boilerplate, as Gutenberg's own tools read them: the first
+ * START line within the head of the file, the footer within its tail (MAX_HEADER_CHARS,
+ * MAX_FOOTER_CHARS). A marker line anywhere else (a quotation, a second volume's, a lone "End of the
+ * Project Gutenberg …" in a file with no header) is kept as text and named in `warnings`, and so is a
+ * "Contents" that would cut more than MAX_CONTENTS_SHARE of the work: nothing more than the
+ * boilerplate is cut, and nothing silently. The offsets returned say what was cut, so the log can
+ * tell an operator what the book was reduced to.
  *
  * Pure: no I/O.
  */
@@ -26,6 +32,8 @@ export interface BookText {
   stripped: StrippedRange[];
   /** "Title:", "Author:" and "Language:" of the Gutenberg header, when present. */
   header: HeaderFields;
+  /** What looked like boilerplate but was kept as text, and why: for the operator's log. */
+  warnings: string[];
 }
 
 export interface HeaderFields {
@@ -49,36 +57,53 @@ const FOOTER_STARTS = [
 const EDITORIAL = /^(?:produced by\b|e-?text prepared by\b|transcriber['’]?s? notes?\b|\[?transcriber['’]?s? note|this e-?book was produced by\b|cover$|\[illustration)/i;
 const CONTENTS = /^(?:table of )?contents[.:]?$/i;
 /**
+ * Gutenberg's header ends within the first 30,000 characters (about 600 today; the small print of
+ * the nineties about 12,000) and its footer and licence take at most the last 30,000 (the licence is
+ * 18,500). A marker further in is not the wrapping but the text's own: cutting at it would cut story.
+ */
+export const MAX_HEADER_CHARS = 30_000;
+export const MAX_FOOTER_CHARS = 30_000;
+/** A header or footer cut larger than this share of the file is named in the warnings unless it is visibly Gutenberg's. */
+const MAX_QUIET_CUT_SHARE = 0.05;
+/**
  * A table of contents starts and ends within the first fifth of the work, or its first 50,000
  * characters in a short one (War and Peace's is 6,600): a "Contents" line further on is the story's.
  */
-const MAX_CONTENTS_SHARE = 0.2;
+const MAX_CONTENTS_START_SHARE = 0.2;
 const MAX_CONTENTS_CHARS = 50_000;
+/**
+ * A table of contents is a small part of a book (War and Peace's 0.2%, a short story collection's
+ * 1 or 2%): a "Contents" whose entries would run over more than this share of the work, or over
+ * MIN_CONTENTS_ALLOWANCE characters in a very short one, is a look-alike in the story, kept as text.
+ */
+export const MAX_CONTENTS_SHARE = 0.05;
+const MIN_CONTENTS_ALLOWANCE = 5_000;
 /** Entries of a table of contents are headings: short lines. */
 const MAX_ENTRY_CHARS = 100;
 
-function lastMatchEnd(text: string, patterns: readonly RegExp[], before: number): number | undefined {
-  let end: number | undefined;
-  for (const pattern of patterns) {
-    for (const m of text.matchAll(pattern)) {
-      if (m.index! < before) end = Math.max(end ?? 0, m.index! + m[0].length);
-    }
-  }
-  return end;
+interface Marker {
+  start: number;
+  end: number;
 }
 
-function firstMatchStart(text: string, patterns: readonly RegExp[], after: number): number | undefined {
-  let start: number | undefined;
-  for (const pattern of patterns) {
-    for (const m of text.matchAll(pattern)) {
-      if (m.index! >= after) {
-        start = Math.min(start ?? Infinity, m.index!);
-        break;
-      }
-    }
-  }
-  return start;
+function markers(text: string, pattern: RegExp): Marker[] {
+  return [...text.matchAll(pattern)].map((m) => ({ start: m.index!, end: m.index! + m[0].length }));
 }
+
+/** The header's last line: the first line of each kind within the head, the later of them. */
+function headerLine(found: readonly Marker[][]): Marker | undefined {
+  const firsts = found.map((kind) => kind.find((m) => m.start < MAX_HEADER_CHARS)).filter((m) => m !== undefined);
+  return firsts.reduce<Marker | undefined>((a, m) => (a === undefined || m.end > a.end ? m : a), undefined);
+}
+
+/** The footer's first line: the last line of each kind within the tail, the earliest of them. */
+function footerLine(found: readonly Marker[][], length: number, after: number): Marker | undefined {
+  const tail = Math.max(after, length - MAX_FOOTER_CHARS);
+  const lasts = found.map((kind) => kind.findLast((m) => m.start >= tail)).filter((m) => m !== undefined);
+  return lasts.reduce<Marker | undefined>((a, m) => (a === undefined || m.start < a.start ? m : a), undefined);
+}
+
+const percentOf = (at: number, length: number) => `${Math.round((at / Math.max(1, length)) * 100)}%`;
 
 const normalise = (line: string) => line.replace(/\s+/g, " ").trim().toLowerCase();
 
@@ -136,7 +161,7 @@ function contentsEnd(text: string, from: number, to: number): { start: number; e
       return { start, line: normalise(line) };
     });
   });
-  const limit = from + Math.max((to - from) * MAX_CONTENTS_SHARE, MAX_CONTENTS_CHARS);
+  const limit = from + Math.max((to - from) * MAX_CONTENTS_START_SHARE, MAX_CONTENTS_CHARS);
   const heading = lines.findIndex((l) => CONTENTS.test(l.line));
   if (heading < 0 || lines[heading]!.start > limit) return undefined;
   const first = lines[heading + 1];
@@ -150,18 +175,49 @@ function contentsEnd(text: string, from: number, to: number): { start: number; e
 }
 
 export function extractWork(file: string): BookText {
-  // A header line below the first footer line would be a quotation of it, not a header.
-  const headerEnd = lastMatchEnd(file, HEADER_ENDS, firstMatchStart(file, FOOTER_STARTS, 0) ?? file.length);
-  const footerStart = firstMatchStart(file, FOOTER_STARTS, headerEnd ?? 0);
-  if (headerEnd === undefined && footerStart === undefined) return { text: file, start: 0, end: file.length, stripped: [], header: {} };
+  const headerMarkers = HEADER_ENDS.map((p) => markers(file, p));
+  const footerMarkers = FOOTER_STARTS.map((p) => markers(file, p));
+  const headerMarker = headerLine(headerMarkers);
+  const footerMarker = footerLine(footerMarkers, file.length, headerMarker?.end ?? 0);
+  const headerAt = headerMarker?.end;
+  const footerAt = footerMarker?.start;
+  let start = headerAt ?? 0;
+  let end = footerAt ?? file.length;
+  const warnings: string[] = [];
+  const inner = [...headerMarkers, ...footerMarkers]
+    .flat()
+    .filter((m) => m.start >= start && m.start < end)
+    .sort((a, b) => a.start - b.start);
+  if (inner.length > 0) {
+    const where = inner.slice(0, 5).map((m) => percentOf(m.start, file.length));
+    warnings.push(
+      `${inner.length} Project Gutenberg marker line${inner.length > 1 ? "s" : ""} inside the file kept as text, at ${where.join(", ")}${inner.length > 5 ? ", …" : ""} ` +
+        `("${file.slice(inner[0]!.start, inner[0]!.end).trim().slice(0, 80)}"): only a header within the first ${MAX_HEADER_CHARS} characters and a footer within the last ${MAX_FOOTER_CHARS} are cut`,
+    );
+  }
+  // Gutenberg's own header names it above its marker line, and its licence below the footer's: a
+  // marker line with a large cut and no such text beside it may be the story's own.
+  const unconfirmed = (cut: string, what: string) => {
+    if (cut.length > file.length * MAX_QUIET_CUT_SHARE && !/gutenberg/i.test(cut)) {
+      warnings.push(`the ${what} cut ${percentOf(cut.length, file.length)} of the file, with no word of Project Gutenberg beside its marker line: check that it is not story`);
+    }
+  };
+  if (headerMarker) unconfirmed(file.slice(0, headerMarker.start), "Project Gutenberg header");
+  if (footerMarker) unconfirmed(file.slice(footerMarker.end), "Project Gutenberg footer");
+  if (headerAt === undefined && footerAt === undefined) return { text: file, start: 0, end: file.length, stripped: [], header: {}, warnings };
   const stripped: StrippedRange[] = [];
-  const header = headerEnd === undefined ? {} : readHeaderFields(file.slice(0, headerEnd));
-  let start = headerEnd ?? 0;
-  let end = footerStart ?? file.length;
-  if (headerEnd !== undefined) stripped.push({ start: 0, end: headerEnd, what: "gutenberg header" });
-  if (footerStart !== undefined) stripped.push({ start: footerStart, end: file.length, what: "gutenberg footer and licence" });
+  const header = headerAt === undefined ? {} : readHeaderFields(file.slice(0, headerAt));
+  if (headerAt !== undefined) stripped.push({ start: 0, end: headerAt, what: "gutenberg header" });
+  if (footerAt !== undefined) stripped.push({ start: footerAt, end: file.length, what: "gutenberg footer and licence" });
 
-  const contents = contentsEnd(file, start, end);
+  let contents = contentsEnd(file, start, end);
+  if (contents && contents.end - contents.start > Math.max((end - start) * MAX_CONTENTS_SHARE, MIN_CONTENTS_ALLOWANCE)) {
+    warnings.push(
+      `a "Contents" line at ${percentOf(contents.start, file.length)} of the file is kept as text: as a table of contents it would cut ` +
+        `${percentOf(contents.end - contents.start, end - start)} of the work, more than the ${percentOf(MAX_CONTENTS_SHARE, 1)} a table of contents takes`,
+    );
+    contents = undefined;
+  }
   const body = paragraphs(file, contents?.end ?? start, end);
   let first = 0;
   while (first < body.length && isFrontMatter(body[first]!.text, header)) first++;
@@ -179,7 +235,7 @@ export function extractWork(file: string): BookText {
   if (workEnd < end && file.slice(workEnd, end).trim() !== "") stripped.push({ start: workEnd, end, what: "back matter" });
   start = workStart;
   end = Math.max(workStart, workEnd);
-  return { text: file.slice(start, end), start, end, stripped: stripped.sort((a, b) => a.start - b.start), header };
+  return { text: file.slice(start, end), start, end, stripped: stripped.sort((a, b) => a.start - b.start), header, warnings };
 }
 
 /** Whether anything of a story is left: words of two letters or more, not just numbers and marks. */

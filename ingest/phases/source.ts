@@ -85,6 +85,7 @@ export async function readBookText(run: Run, path: string, workDir: string): Pro
   const evidence = languageEvidence(work.text);
   const garbled = notLanguage(evidence);
   if (garbled) throw new BookRejectedError(run.job.bookId, `${garbled} (read as ${decoded.encoding.toUpperCase()})`);
+  for (const warning of work.warnings) run.log.warn(warning, { work: { start: work.start, end: work.end }, characters: decoded.text.length });
   if (decoded.replaced > 0) run.log.warn("invalid byte sequences in the file were replaced by U+FFFD", { encoding: decoded.encoding, replaced: decoded.replaced });
   run.log.info("book text read", {
     encoding: decoded.encoding,

@@ -60,6 +60,7 @@ describe("the work out of a book file", () => {
     const result = extractWork(file);
     expect(result.text).toBe(work);
     expect(file.slice(result.start, result.end)).toBe(work);
+    expect(result.warnings).toEqual([]);
   });
 
   test("what was stripped is recorded as ranges of the file around the work", () => {
@@ -81,6 +82,58 @@ describe("the work out of a book file", () => {
   test("a file with only the header and licence has no prose left", () => {
     const { text } = extractWork(`${HEADER("*** START OF THE PROJECT GUTENBERG EBOOK X ***")}\n\n\n*** END OF THE PROJECT GUTENBERG EBOOK X ***${LICENCE}`);
     expect(hasProse(text)).toBe(false);
+  });
+});
+
+/** A long hard-wrapped novel: numbered paragraphs of lines under 70 characters, no two alike. */
+function novel(paragraphs: number): string {
+  return Array.from({ length: paragraphs }, (_, i) =>
+    [`Marta Vell turned page ${i} of the ledger and read the line aloud,`, `slowly, as the lamp burned low over entry number ${i * 7}.`, `"Who wrote this one?" asked Jonas Brask, for the ${i}th time.`].join("\n"),
+  ).join("\n\n");
+}
+const START = "*** START OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***";
+const END = "*** END OF THE PROJECT GUTENBERG EBOOK THE LAMP LEDGER ***";
+const wrap = (story: string) => `${HEADER(START)}\n${story}\n\n${END}${LICENCE}\n`;
+/** The story with a paragraph put in before the paragraph at `share` of it. */
+function withParagraph(story: string, share: number, paragraph: string): string {
+  const at = story.indexOf("\n\n", Math.floor(story.length * share)) + 2;
+  return `${story.slice(0, at)}${paragraph}\n\n${story.slice(at)}`;
+}
+
+describe("marker lines inside the story", () => {
+  const story = novel(4000);
+
+  test.each([
+    ["a quoted START line at 50%", wrap(withParagraph(story, 0.5, START)), 1, /1 Project Gutenberg marker line inside the file kept as text, at 50%/],
+    ["an End of the Project Gutenberg line at 10% of a file with no header", withParagraph(story, 0.1, "End of the Project Gutenberg EBook of The Lamp Ledger, by Ida Quarry"), 1, /at 10% \("End of the Project Gutenberg/],
+    ["an END line at 30% of a wrapped file", wrap(withParagraph(story, 0.3, END)), 1, /at 30%/],
+    ["two volumes in one file", `${wrap(story)}\n${wrap(story)}`, 2, /^3 Project Gutenberg marker lines inside the file kept as text, at 50%, 50%, 50%/],
+  ])("%s cuts only the outermost header and footer, and says what it kept", (_, file, copies, warning) => {
+    const result = extractWork(file);
+    expect(result.text.length).toBeGreaterThanOrEqual(copies * story.length);
+    expect(result.text).toStartWith(story.slice(0, 200));
+    expect(result.text).toEndWith(story.slice(-200));
+    expect(result.warnings).toEqual([expect.stringMatching(warning)]);
+  });
+
+  test("a Contents look-alike in a hard-wrapped story, whose first line comes back at a third of it, is kept as text", () => {
+    const short = novel(700);
+    const lookAlike = withParagraph(withParagraph(short, 0.34, "* * * * *"), 0.01, "CONTENTS\n\n* * * * *");
+    const result = extractWork(wrap(lookAlike));
+    expect(result.text).toBe(lookAlike);
+    expect(result.warnings).toEqual([expect.stringMatching(/^a "Contents" line at 1% of the file is kept as text: as a table of contents it would cut 3\d% of the work/)]);
+  });
+
+  test("a lone START line that would cut a large part of a short file is cut, and named in the warnings", () => {
+    const short = novel(40);
+    const result = extractWork(withParagraph(short, 0.5, START));
+    expect(result.text.length).toBeLessThan(short.length * 0.6);
+    expect(result.warnings).toEqual([expect.stringMatching(/^the Project Gutenberg header cut 5\d% of the file, with no word of Project Gutenberg beside its marker line/)]);
+  });
+
+  test("a real header and footer of a short story are cut without a warning", () => {
+    const short = novel(10);
+    expect(extractWork(wrap(short))).toMatchObject({ text: short, warnings: [] });
   });
 });
 
