@@ -15,7 +15,15 @@ export function fnv1a(text: string): number {
   return hash >>> 0;
 }
 
-/** Hex SHA-256 of a file's bytes: what identifies a book file ingested twice (book_sources). */
+/**
+ * Hex SHA-256 of bytes, or of a text's UTF-8. What identifies a book ingested twice (book_sources)
+ * is its decoded text's: the same text in UTF-16, with CRLF lines or a byte order mark is one book.
+ */
+export function sha256(content: string | Uint8Array): string {
+  return createHash("sha256").update(content).digest("hex");
+}
+
+/** Hex SHA-256 of a file's bytes: the sample book's source, a UTF-8 file with LF lines, whose bytes are its text. */
 export async function sha256OfFile(path: string): Promise<string> {
-  return createHash("sha256").update(await readFile(path)).digest("hex");
+  return sha256(await readFile(path));
 }

@@ -8,20 +8,21 @@
 import { readFile } from "node:fs/promises";
 import { basename, extname, join, resolve } from "node:path";
 import { parseArgs } from "node:util";
-import { sha256OfFile } from "../common/hash.ts";
+import { sha256 } from "../common/hash.ts";
 import { findRunningInstance } from "../common/local/control-file.ts";
 import { loadConfigOrExit, secretsOf, type Config } from "../common/config.ts";
-import { buildDepsOrExit } from "../common/deps.ts";
+import { buildDepsOrExit, type Deps } from "../common/deps.ts";
 import { LANGUAGES, type Language } from "../common/contract/rows.ts";
 import { findBookBySource, recordBookSource } from "../common/db/books.ts";
 import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookLanguage } from "../common/db/frontend-rows.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
+import type { Logger } from "../common/log.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
 import { deleteBook, findBooks } from "./book-removal.ts";
-import { extractWork, type HeaderFields } from "./book-text.ts";
+import { extractWork } from "./book-text.ts";
 import { BookRejectedError } from "./errors.ts";
 import { runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
 import { parseLanguage } from "./text-script.ts";
@@ -30,7 +31,7 @@ const USAGE = `${usage("ingest", `<book.txt> [--title <title>] [--author <author
 ${usage("ingest", `--delete <book id or title> [${FRONTEND_WRITES_FLAG}]`)}`;
 const HELP = `${USAGE}
 
-Adds a plain-text book (UTF-8, UTF-16 with a byte order mark, or Windows-1252) to the configured database (the embedded one under DATA_DIR unless
+Adds a plain-text book (UTF-8, UTF-16 or Windows-1252) to the configured database (the embedded one under DATA_DIR unless
 DATABASE_URL is set), finds its characters, writes their personas and indexes the text, with a
 progress bar per phase. Stop \`npm start\` first when it runs on the same DATA_DIR. Run from the
 project folder (npm runs scripts there, so a relative path is read from it).
@@ -163,14 +164,22 @@ export async function main(argv: string[]): Promise<number> {
     return 1;
   }
 
-  const header = await headerOf(file);
+  // Read here as the pipeline reads it: a file that is not text adds no book, and the same text in
+  // another encoding or with other line endings is the same book.
+  const bytes = await readFile(file);
+  const decoded = decodeBookBytes(bytes);
+  if (!decoded.ok) {
+    process.stderr.write(`failed: ${decoded.reason}\n`);
+    return 1;
+  }
+  const header = extractWork(decoded.text).header;
   const title = parsed.values.title ?? header.title ?? basename(file, extname(file));
   const author = parsed.values.author ?? header.author;
 
   const config = loadConfigOrExit();
   // Not POST /character/processing: a local install refuses loopback and local file URLs, so that cannot work here.
   if (await refuseWhileRunning(config, `then run this again; at the next ${npmRun("start")} the book is on the chat page and in ${npmRun("chat")}`)) return 1;
-  const contentHash = await sha256OfFile(file);
+  const contentHash = sha256(decoded.text);
   const logger = terminalLogger({
     file: join(config.dataDir, "ingest.log"),
     level: config.logLevel,
@@ -179,8 +188,9 @@ export async function main(argv: string[]): Promise<number> {
     print: (line) => process.stderr.write(`${process.stderr.isTTY ? "\n" : ""}${line}\n`),
   });
   const deps = await buildDepsOrExit(config, { logger });
-  // The same file again: the book it made is ingested again (characters keep their ids), not copied.
-  const existing = await findBookBySource(deps.db, contentHash);
+  // The same text again: the book it made is ingested again (characters keep their ids), not copied.
+  // Books recorded before the text was what identified them carry their file's hash.
+  const existing = (await findBookBySource(deps.db, contentHash)) ?? (await findBookBySource(deps.db, sha256(bytes)));
   if ((!existing || (givenLanguage && givenLanguage !== existing.language)) && !frontendWritesAllowed(deps.db, frontendWrites)) {
     await deps.close();
     process.stderr.write(
@@ -196,14 +206,14 @@ export async function main(argv: string[]): Promise<number> {
   try {
     const book =
       existing ?? (await insertBook(deps.db, { title, ...(author ? { author } : {}), language: language as Language, filePath: resolve(file) }));
+    await recordBookSource(deps.db, book.id, contentHash);
     if (existing) {
-      process.stderr.write(`this file was ingested before as book ${book.id} ("${book.title}"): updating that book\n`);
+      process.stderr.write(`this text was ingested before as book ${book.id} ("${book.title}"): updating that book\n`);
       if (givenLanguage && givenLanguage !== existing.language) {
         await setBookLanguage(deps.db, book.id, givenLanguage);
         process.stderr.write(`its language: ${givenLanguage} (was ${existing.language})\n`);
       }
     } else {
-      await recordBookSource(deps.db, book.id, contentHash);
       process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
     }
     try {
@@ -217,13 +227,13 @@ export async function main(argv: string[]): Promise<number> {
       return 0;
     } catch (err) {
       bar.done();
-      if (err instanceof BookRejectedError) {
-        process.stderr.write(`failed: ${err.reason}\n`);
-        return 1;
-      }
-      await setProcessingStatus(deps.db, book.id, "failed", { error: controller.signal.aborted ? "interrupted" : String(err) }).catch(() => {});
-      process.stderr.write(`failed: ${err instanceof Error ? err.message : String(err)}\n`);
-      return controller.signal.aborted ? 130 : 1;
+      const rejected = err instanceof BookRejectedError;
+      process.stderr.write(`failed: ${rejected ? err.reason : err instanceof Error ? err.message : String(err)}\n`);
+      // A book this run added and could not finish has nothing to chat with: it is removed, not left
+      // as an empty row. One ingested before keeps what it had, marked failed.
+      if (!existing) await forgetNewBook(deps, book.id, logger);
+      else if (!rejected) await setProcessingStatus(deps.db, book.id, "failed", { error: controller.signal.aborted ? "interrupted" : String(err) }).catch(() => {});
+      return controller.signal.aborted && !rejected ? 130 : 1;
     }
   } finally {
     process.off("SIGINT", interrupt);
@@ -231,10 +241,15 @@ export async function main(argv: string[]): Promise<number> {
   }
 }
 
-/** The "Title:" and "Author:" of the file's Project Gutenberg header; none when it has none or is not text. */
-async function headerOf(file: string): Promise<HeaderFields> {
-  const decoded = decodeBookBytes(await readFile(file));
-  return decoded.ok ? extractWork(decoded.text).header : {};
+async function forgetNewBook(deps: Deps, bookId: string, logger: Logger): Promise<void> {
+  try {
+    const removed = await deleteBook(deps, bookId);
+    if (removed.failed.length > 0) logger.error("a failed book's indexes or persona backups could not all be removed", { book_id: bookId, errors: removed.failed });
+    process.stderr.write(`book ${bookId} was not added\n`);
+  } catch (err) {
+    logger.error("a failed book could not be removed", { book_id: bookId, error: err });
+    process.stderr.write(`book ${bookId} is left marked failed: remove it with ${npmRun("ingest")} -- --delete ${bookId}\n`);
+  }
 }
 
 /** Two processes on one embedded database each work on a private copy: what one writes, the other loses. */

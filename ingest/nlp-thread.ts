@@ -16,7 +16,13 @@ export type NlpTask =
   /** Files `{dir}/{id}.tokens` etc., as BookNLP writes them. */
   | { kind: "files"; textPath: string; dir: string; id: string; selection: SelectionOptions };
 
-export type NlpReply = { ok: true; characters: FoundCharacter[] } | { ok: false; error: string };
+/** The characters selected, and the quotations the analysis found: none says why a book has no characters. */
+export interface NlpFound {
+  characters: FoundCharacter[];
+  quotes: number;
+}
+
+export type NlpReply = ({ ok: true } & NlpFound) | { ok: false; error: string };
 
 /** The .supersense file is not needed for characters. */
 const NEEDED_FILES = ["tokens", "entities", "quotes", "book"] as const;
@@ -30,7 +36,7 @@ async function readIfPresent(path: string): Promise<string | undefined> {
   }
 }
 
-async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
+async function runTask(task: NlpTask): Promise<NlpFound> {
   if (task.kind === "native") {
     // The engine's token arrays stand in for its .tokens file: parsing that back would cost more
     // memory than the whole analysis. A very large book is read in windows (see nlp-windows.ts).
@@ -39,7 +45,8 @@ async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
     const { entities, quotes, book } = render(analysis);
     const { tok } = analysis;
     const tokens = { paragraph: tok.paragraph, word: tok.text, start: tok.start, end: tok.end, offsets: "utf16" as const };
-    return selectCharacters(parseBookNlp({ entities, quotes, book }), task.selection, { text: analysed, tokens });
+    const parsed = parseBookNlp({ entities, quotes, book });
+    return { characters: selectCharacters(parsed, task.selection, { text: analysed, tokens }), quotes: parsed.quotes.length };
   }
   const text = await readFile(task.textPath, "utf8");
   const read = await Promise.all(NEEDED_FILES.map((ext) => readIfPresent(join(task.dir, `${task.id}.${ext}`))));
@@ -47,7 +54,8 @@ async function runTask(task: NlpTask): Promise<FoundCharacter[]> {
   if (files.entities === undefined && files.book === undefined) {
     throw new Error(`BookNLP wrote neither ${task.id}.entities nor ${task.id}.book`);
   }
-  return selectCharacters(parseBookNlp(files), task.selection, { text });
+  const parsed = parseBookNlp(files);
+  return { characters: selectCharacters(parsed, task.selection, { text }), quotes: parsed.quotes.length };
 }
 
 if (parentPort) {
@@ -55,7 +63,7 @@ if (parentPort) {
   port.once("message", async (task: NlpTask) => {
     let reply: NlpReply;
     try {
-      reply = { ok: true, characters: await runTask(task) };
+      reply = { ok: true, ...(await runTask(task)) };
     } catch (err) {
       reply = { ok: false, error: err instanceof Error ? err.message : String(err) };
     }

@@ -37,14 +37,22 @@ async function runBookNlp(run: Run, book: Book, textPath: string, workDir: strin
       });
       task = { kind: "files", textPath, dir, id: book.id, selection };
     }
-    const found = await runInThread(task, run.signal);
+    const { characters: found, quotes } = await runInThread(task, run.signal);
     run.progress("booknlp", 1, 1);
-    run.log.info("characters found", { engine: command ? "booknlp" : "native", characters: found.length });
+    run.log.info("characters found", { engine: command ? "booknlp" : "native", characters: found.length, quotes });
+    if (found.length === 0) run.log.warn(noCharactersReason(quotes), { engine: command ? "booknlp" : "native" });
     return found;
   } catch (err) {
     if (err instanceof NlpError) throw new BookRejectedError(book.id, `text could not be analysed: ${err.message}`, { cause: err });
     throw err;
   }
+}
+
+/** Why an English book has no characters: they are the people who speak, so a book without dialogue has none. */
+function noCharactersReason(quotes: number): string {
+  return quotes === 0
+    ? "no characters found: the text has no quoted speech, and characters are the people who speak (dialogue in quotation marks)"
+    : `no characters found: the text has ${quotes} quotations, but none is said by a named person`;
 }
 
 /** Books BookNLP cannot read: the model finds the characters in samples spread over the book. */

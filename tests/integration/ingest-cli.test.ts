@@ -52,7 +52,7 @@ test("ingesting the same file again updates the book it made instead of adding a
   const env = { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL };
   const again = await ingest([join(FIXTURES, ENGLISH_BOOK), "--title", "Another title", "--max-characters", "3"], env);
   expect(again.exitCode).toBe(0);
-  expect(again.stderr).toMatch(/this file was ingested before as book [0-9a-f-]{36} \("The Keeper's Ledger"\): updating that book/);
+  expect(again.stderr).toMatch(/this text was ingested before as book [0-9a-f-]{36} \("The Keeper's Ledger"\): updating that book/);
   expect(again.stdout).toStartWith("The Keeper's Ledger: 3 characters, ");
   const db = await createDatabase({ driver: "pglite", dataDir: join(dataDir, "pg") });
   try {
@@ -182,6 +182,93 @@ describe("real book files on the command line", () => {
     const unknown = await ingest(["--delete", "No Such Book"], env());
     expect(unknown.exitCode).toBe(1);
     expect(unknown.stderr).toEndWith('no book has the id or title "No Such Book"\n');
+  });
+});
+
+describe("what a run leaves behind, and what it says", () => {
+  let own: string;
+  beforeAll(async () => {
+    own = await mkdtemp(join(tmpdir(), "ingest-cli-runs-"));
+  });
+  afterAll(async () => {
+    await rm(own, { recursive: true, force: true });
+  });
+  const env = () => ({ DATA_DIR: join(own, "data"), LLM_GATEWAY_URL: gateway.baseURL });
+  const titles = async () => {
+    const db = await createDatabase({ driver: "pglite", dataDir: join(own, "data", "pg") });
+    try {
+      return (await db.query<{ title: string; status: string }>("SELECT title, processing_status::text AS status FROM books ORDER BY created_at")).map((r) => `${r.title} (${r.status})`);
+    } finally {
+      await db.close();
+    }
+  };
+  const story = () => Bun.file(join(FIXTURES, ENGLISH_BOOK)).text();
+  const utf16le = (text: string) => Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(text, "utf16le")]);
+
+  test("a run that fails adds no book: a file that is not text, and one whose text is not language", async () => {
+    const pdf = join(own, "scan.txt");
+    await Bun.write(pdf, "%PDF-1.5\n%\u00e2\u00e3\n1 0 obj\n<< /Type /Catalog >>\nendobj\n");
+    let seed = 3;
+    const noise = join(own, "noise.txt");
+    await Bun.write(noise, Uint8Array.from({ length: 50_000 }, () => 0x20 + ((seed = (seed * 1103515245 + 12345) & 0x7fffffff) % 95)));
+    const first = await ingest([pdf], env());
+    expect([first.exitCode, first.stderr.trim().split("\n").at(-1)]).toEqual([1, "failed: file is a PDF document, not plain text"]);
+    const second = await ingest([noise], env());
+    expect(second.exitCode).toBe(1);
+    expect(second.stderr).toMatch(/\nfailed: the text is not language: only \d+% of its characters are letters/);
+    expect(second.stderr).toMatch(/\nbook [0-9a-f-]{36} was not added\n$/);
+    expect(await titles()).toEqual([]);
+  });
+
+  test("the same text in UTF-16 with CRLF lines is the book its UTF-8 copy made, not a second one", async () => {
+    const text = await story();
+    const utf8 = join(own, "ledger-utf8.txt");
+    const wide = join(own, "ledger-utf16.txt");
+    await Bun.write(utf8, text);
+    await Bun.write(wide, utf16le(text.replaceAll("\n", "\r\n")));
+    const first = await ingest([utf8, "--title", "The Ledger", "--max-characters", "1"], env());
+    expect(first.exitCode).toBe(0);
+    const again = await ingest([wide, "--max-characters", "1"], env());
+    expect({ exitCode: again.exitCode, stderr: again.stderr }).toMatchObject({ exitCode: 0, stderr: expect.stringMatching(/this text was ingested before as book [0-9a-f-]{36} \("The Ledger"\): updating that book/) });
+    expect(await titles()).toEqual(["The Ledger (completed)"]);
+  });
+
+  test("a book without dialogue says why it has no characters", async () => {
+    // The story's narration only: every paragraph with a quotation mark taken out.
+    const narration = (await story()).split("\n\n").filter((p) => !/["\u201c\u201d]/.test(p)).join("\n\n");
+    const path = join(own, "narration.txt");
+    await Bun.write(path, narration);
+    const { exitCode, stdout, stderr } = await ingest([path, "--title", "Narration"], env());
+    expect(exitCode).toBe(0);
+    expect(stdout).toStartWith("Narration: 0 characters, ");
+    expect(stderr).toContain("warning: no characters found: the text has no quoted speech, and characters are the people who speak");
+  });
+
+  test("a Gutenberg marker line inside the story keeps the story and says so", async () => {
+    const text = await story();
+    const middle = text.indexOf("CHAPTER II");
+    const file = [
+      "Title: The Quoted Ledger",
+      "",
+      "*** START OF THE PROJECT GUTENBERG EBOOK THE QUOTED LEDGER ***",
+      text.slice(0, middle),
+      "*** START OF THE PROJECT GUTENBERG EBOOK THE QUOTED LEDGER ***",
+      "",
+      text.slice(middle),
+    ].join("\n");
+    const path = join(own, "quoted.txt");
+    await Bun.write(path, file);
+    const { exitCode, stderr } = await ingest([path, "--max-characters", "3"], env());
+    expect(exitCode).toBe(0);
+    expect(stderr).toMatch(/warning: 1 Project Gutenberg marker line inside the file kept as text, at \d+%/);
+    const db = await createDatabase({ driver: "pglite", dataDir: join(own, "data", "pg") });
+    try {
+      // Agnes speaks before the marker line, Tobias only after it: both are kept.
+      const names = (await db.query<{ name: string }>("SELECT c.name FROM characters c JOIN books b ON b.id = c.book_id WHERE b.title = 'The Quoted Ledger'")).map((r) => r.name);
+      expect(names).toEqual(expect.arrayContaining(["Agnes", "Tobias Finch"]));
+    } finally {
+      await db.close();
+    }
   });
 });
 
