@@ -1,9 +1,13 @@
-// bun run nlp <file> <outdir>: BookNLP-format output for any plain-text book.
+// bun run nlp <file> <outdir>: BookNLP-format output for any plain-text book, read as the worker
+// reads it: decoded by the evidence of the whole file (UTF-8, UTF-16 or Windows-1252) and cut to
+// the work (no Project Gutenberg header, licence or contents).
 
 import { fstatSync, readFileSync, writeSync } from "node:fs";
 import { basename, extname } from "node:path";
 import { analyze, writeBookNlp, type Stage } from "./engine.ts";
 import { usage } from "../../common/local/commands.ts";
+import { decodeBookBytes } from "../../common/text-decoding.ts";
+import { extractWork } from "../book-text.ts";
 
 const STAGES: Stage[] = ["tokens", "quotes", "names", "speakers", "coreference", "files"];
 const BAR_WIDTH = 24;
@@ -40,7 +44,22 @@ export function main(argv: string[]): number {
     return 2;
   }
   const id = basename(file, extname(file));
-  const text = readFileSync(file, "utf8");
+  let bytes: Uint8Array;
+  try {
+    bytes = readFileSync(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    writeSync(STDERR, `${code === "ENOENT" ? "no such file" : code === "EISDIR" ? "is a directory, not a book file" : `cannot read the file (${code ?? String(err)})`}: ${file}\n`);
+    return 1;
+  }
+  const decoded = decodeBookBytes(bytes);
+  if (!decoded.ok) {
+    writeSync(STDERR, `${file}: ${decoded.reason}\n`);
+    return 1;
+  }
+  const work = extractWork(decoded.text);
+  for (const warning of work.warnings) writeSync(STDERR, `warning: ${warning}\n`);
+  const text = work.text;
   // A terminal is a character device; so is /dev/null, where drawing the bar is harmless.
   const bar = progressBar(fstatSync(STDERR).isCharacterDevice());
   const t0 = performance.now();
