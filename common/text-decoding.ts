@@ -47,6 +47,8 @@ export const MAX_REPLACED_SHARE = 0.01;
  */
 const UTF16_NUL_SIDE_SHARE = 0.05;
 const UTF16_OTHER_SIDE_SHARE = 0.001;
+/** Fewer byte pairs than this are too few to tell UTF-16 by. */
+const UTF16_MIN_PAIRS = 64;
 
 /** File types readers rename to .txt, by the bytes they start with. */
 const SIGNATURES: readonly { kind: string; bytes: readonly number[]; at?: number }[] = [
@@ -123,7 +125,7 @@ function decoded(text: string, encoding: TextEncoding, replaced: number, maxCont
 /** Which side of the byte pairs holds the NUL bytes of UTF-16 text, or undefined when the NULs do not look like UTF-16. */
 function utf16WithoutMark(bytes: Uint8Array): "utf-16le" | "utf-16be" | undefined {
   const pairs = Math.floor(bytes.length / 2);
-  if (pairs === 0) return undefined;
+  if (pairs < UTF16_MIN_PAIRS) return undefined;
   let even = 0;
   let odd = 0;
   for (let i = 0; i + 1 < bytes.length; i += 2) {
