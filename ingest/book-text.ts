@@ -9,7 +9,7 @@
  * START line within the head of the file, the footer within its tail (MAX_HEADER_CHARS,
  * MAX_FOOTER_CHARS). A marker line anywhere else (a quotation, a second volume's, a lone "End of the
  * Project Gutenberg …" in a file with no header) is kept as text and named in `warnings`, and so is a
- * "Contents" that would cut more than MAX_CONTENTS_SHARE of the work: nothing more than the
+ * "Contents" that would cut more than MAX_CONTENTS_CUT_SHARE of the work: nothing more than the
  * boilerplate is cut, and nothing silently. The offsets returned say what was cut, so the log can
  * tell an operator what the book was reduced to.
  *
@@ -61,22 +61,22 @@ const CONTENTS = /^(?:table of )?contents[.:]?$/i;
  * the nineties about 12,000) and its footer and licence take at most the last 30,000 (the licence is
  * 18,500). A marker further in is not the wrapping but the text's own: cutting at it would cut story.
  */
-export const MAX_HEADER_CHARS = 30_000;
-export const MAX_FOOTER_CHARS = 30_000;
+const MAX_HEADER_CHARS = 30_000;
+const MAX_FOOTER_CHARS = 30_000;
 /** A header or footer cut larger than this share of the file is named in the warnings unless it is visibly Gutenberg's. */
 const MAX_QUIET_CUT_SHARE = 0.05;
 /**
  * A table of contents starts and ends within the first fifth of the work, or its first 50,000
  * characters in a short one (War and Peace's is 6,600): a "Contents" line further on is the story's.
  */
-const MAX_CONTENTS_START_SHARE = 0.2;
+const MAX_CONTENTS_SHARE = 0.2;
 const MAX_CONTENTS_CHARS = 50_000;
 /**
  * A table of contents is a small part of a book (War and Peace's 0.2%, a short story collection's
  * 1 or 2%): a "Contents" whose entries would run over more than this share of the work, or over
  * MIN_CONTENTS_ALLOWANCE characters in a very short one, is a look-alike in the story, kept as text.
  */
-export const MAX_CONTENTS_SHARE = 0.05;
+const MAX_CONTENTS_CUT_SHARE = 0.05;
 const MIN_CONTENTS_ALLOWANCE = 5_000;
 /** Entries of a table of contents are headings: short lines. */
 const MAX_ENTRY_CHARS = 100;
@@ -161,7 +161,7 @@ function contentsEnd(text: string, from: number, to: number): { start: number; e
       return { start, line: normalise(line) };
     });
   });
-  const limit = from + Math.max((to - from) * MAX_CONTENTS_START_SHARE, MAX_CONTENTS_CHARS);
+  const limit = from + Math.max((to - from) * MAX_CONTENTS_SHARE, MAX_CONTENTS_CHARS);
   const heading = lines.findIndex((l) => CONTENTS.test(l.line));
   if (heading < 0 || lines[heading]!.start > limit) return undefined;
   const first = lines[heading + 1];
@@ -211,10 +211,10 @@ export function extractWork(file: string): BookText {
   if (footerAt !== undefined) stripped.push({ start: footerAt, end: file.length, what: "gutenberg footer and licence" });
 
   let contents = contentsEnd(file, start, end);
-  if (contents && contents.end - contents.start > Math.max((end - start) * MAX_CONTENTS_SHARE, MIN_CONTENTS_ALLOWANCE)) {
+  if (contents && contents.end - contents.start > Math.max((end - start) * MAX_CONTENTS_CUT_SHARE, MIN_CONTENTS_ALLOWANCE)) {
     warnings.push(
       `a "Contents" line at ${percentOf(contents.start, file.length)} of the file is kept as text: as a table of contents it would cut ` +
-        `${percentOf(contents.end - contents.start, end - start)} of the work, more than the ${percentOf(MAX_CONTENTS_SHARE, 1)} a table of contents takes`,
+        `${percentOf(contents.end - contents.start, end - start)} of the work, more than the ${percentOf(MAX_CONTENTS_CUT_SHARE, 1)} a table of contents takes`,
     );
     contents = undefined;
   }
