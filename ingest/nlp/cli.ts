@@ -57,6 +57,7 @@ export function main(argv: string[]): number {
     writeSync(STDERR, `${file}: ${decoded.reason}\n`);
     return 1;
   }
+  if (decoded.replaced > 0) writeSync(STDERR, `warning: ${decoded.replaced} invalid byte sequences in the ${decoded.encoding.toUpperCase()} file were replaced by U+FFFD\n`);
   const work = extractWork(decoded.text);
   for (const warning of work.warnings) writeSync(STDERR, `warning: ${warning}\n`);
   const text = work.text;
