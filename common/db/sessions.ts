@@ -117,14 +117,21 @@ export async function getSessionWithRecentMessages(
   return row ? camelize(row) : null;
 }
 
-/** The session's last `limit` messages, oldest first. */
-export async function getRecentMessages(db: Queryable, sessionId: string, limit: number): Promise<Message[]> {
+/** A message as read with a bound on its text: `contentChars` is the length of the whole stored text. */
+export type BoundedMessage = Message & { contentChars: number };
+
+/**
+ * The session's last `limit` messages, oldest first, each message's text cut to its first
+ * `maxChars` characters in the database (the frontend writes rows of any length: a reader of the
+ * history must not have to carry them whole).
+ */
+export async function getRecentMessages(db: Queryable, sessionId: string, limit: number, maxChars = 2_147_483_647): Promise<BoundedMessage[]> {
   if (!isUuid(sessionId)) return [];
-  const rows = await db.query<MessageRow>(
-    `SELECT id, session_id, role, content, created_at FROM
+  const rows = await db.query<MessageRow & { content_chars: number }>(
+    `SELECT id, session_id, role, left(content, $3) AS content, char_length(content) AS content_chars, created_at FROM
        (SELECT * FROM messages WHERE session_id = $1 ORDER BY ${MESSAGE_ORDER_DESC} LIMIT $2) recent
      ORDER BY ${MESSAGE_ORDER}`,
-    [sessionId, limit],
+    [sessionId, limit, maxChars],
   );
   return rows.map(camelize);
 }
