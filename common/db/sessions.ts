@@ -32,6 +32,11 @@ export type SavedExchange = ChatSession & {
    * save whose answer was lost). Equal to messageCount when the count is at MESSAGE_COUNT_MAX.
    */
   previousCount: number | null;
+  /**
+   * Messages the database orders after this exchange: those stamped more than
+   * MESSAGE_STAMP_LEAD_SECONDS ahead, which stay last. 0 but for rows a frontend wrote so.
+   */
+  stampedAfter: number;
 };
 
 /**
@@ -59,7 +64,7 @@ export async function appendExchange(
   ids: ExchangeIds = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() },
 ): Promise<SavedExchange | null> {
   if (!isUuid(sessionId)) return null;
-  const [session] = await db.query<ChatSessionRow & { previous_count: number | null }>(
+  const [session] = await db.query<ChatSessionRow & { previous_count: number | null; stamped_after: number }>(
     `WITH done AS (
        SELECT 1 FROM messages WHERE id = $5 AND session_id = $1
      ), previous AS (
@@ -79,9 +84,9 @@ export async function appendExchange(
               CASE m.role WHEN 'user' THEN asked.at ELSE GREATEST(clock_timestamp(), asked.at + interval '1 microsecond') END
        FROM session, asked, (VALUES ($5::uuid, 'user', $3::text), ($6::uuid, 'assistant', $4::text)) AS m (id, role, content)
      )
-     SELECT * FROM session
+     SELECT session.*, (SELECT count(*)::int FROM messages WHERE session_id = $1 AND created_at > now() + make_interval(secs => $8)) AS stamped_after FROM session
      UNION ALL
-     SELECT ${SESSION_COLUMNS}, NULL FROM chat_sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM done)`,
+     SELECT ${SESSION_COLUMNS}, NULL, 0 FROM chat_sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM done)`,
     [sessionId, preview, userMessage, assistantMessage, ids.userMessageId, ids.assistantMessageId, MESSAGE_COUNT_MAX, MESSAGE_STAMP_LEAD_SECONDS],
   );
   return session ? camelize(session) : null;
