@@ -153,3 +153,19 @@ export async function setSessionSummary(db: Queryable, sessionId: string, summar
   );
   return rows.length > 0;
 }
+
+/**
+ * The ids a book's chat cache entries are kept under: every character of the book (retired ones
+ * too) and every chat session of the book or of one of its characters. Read before the book's row is
+ * deleted (the rows go with it).
+ */
+export async function listBookChatIds(db: Queryable, bookId: string): Promise<{ characterIds: string[]; sessionIds: string[] }> {
+  if (!isUuid(bookId)) return { characterIds: [], sessionIds: [] };
+  const [row] = await db.query<{ character_ids: string[]; session_ids: string[] }>(
+    `SELECT COALESCE((SELECT array_agg(id::text) FROM characters WHERE book_id = $1), '{}') AS character_ids,
+            COALESCE((SELECT array_agg(id::text) FROM chat_sessions
+                       WHERE book_id = $1 OR character_id IN (SELECT id FROM characters WHERE book_id = $1)), '{}') AS session_ids`,
+    [bookId],
+  );
+  return { characterIds: row?.character_ids ?? [], sessionIds: row?.session_ids ?? [] };
+}
