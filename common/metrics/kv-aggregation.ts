@@ -365,7 +365,9 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
           }
           let readings = gaugeReadings.get(series.family);
           if (!readings) gaugeReadings.set(series.family, (readings = new Map()));
-          readings.set(field, [...(readings.get(field) ?? []), value]);
+          const values = readings.get(field);
+          if (values) values.push(value);
+          else readings.set(field, [value]);
         }
       }
       if (skipped > 0) log.warn("metrics store fields that are no series of this catalogue skipped", { fields: skipped });
