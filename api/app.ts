@@ -8,6 +8,7 @@ import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { Config } from "../common/config.ts";
+import { INTERNAL_ERROR, internalErrorResponse } from "../common/http-server.ts";
 import type { LocalChatOptions } from "../common/local/sessions.ts";
 import { localFileRoute } from "./local-file.ts";
 import { playgroundRoutes } from "./playground/index.ts";
@@ -54,13 +55,30 @@ export function createApp(deps: AppDeps) {
   const chat = createChatService(deps);
   const app = buildRoutes(deps, chat);
   const refuse = createRequestGuard(deps.requestGuard);
-  const guardedHealth = (request: Request) => refuse(request) ?? health();
+  const log = deps.logger.child({ component: "api" });
+  // The framework's own error handler sees only what its routes throw; this sees the rest (the guard,
+  // the docs' examples), so that no failure reaches the runtime's error page or prints a stack.
+  const failed = (request: Request, error: unknown) => {
+    log.error("unhandled error", { method: request.method, url: request.url, error });
+    return internalErrorResponse();
+  };
+  const guardedHealth = (request: Request) => {
+    try {
+      return refuse(request) ?? health();
+    } catch (error) {
+      return failed(request, error);
+    }
+  };
   const handle = async (request: Request) => {
-    const refused = refuse(request);
-    if (refused) return refused;
-    const response = await app.handle(request);
-    const examples = deps.requestExamples?.();
-    return examples && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withRequestExamples(response, examples) : response;
+    try {
+      const refused = refuse(request);
+      if (refused) return refused;
+      const response = await app.handle(request);
+      const examples = deps.requestExamples?.();
+      return examples && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withRequestExamples(response, examples) : response;
+    } catch (error) {
+      return failed(request, error);
+    }
   };
   return {
     app,
@@ -126,7 +144,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
       }
       log.error("unhandled error", { method: request.method, url: request.url, code, error });
       set.status = 500;
-      return { error: "internal error" };
+      return { error: INTERNAL_ERROR } satisfies ErrorBody;
     })
     .use(docs(swaggerUiAssets))
     // The API's front page is its documentation.

@@ -44,7 +44,8 @@ function compileRoutes(table: RouteTable): (method: string, path: string) => str
 
 /** The path of a request URL without building a URL object (this runs on every request). */
 function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
+  // A request without Host has the bare path as its URL on Bun.
+  const start = url.startsWith("/") ? 0 : url.indexOf("/", url.indexOf("//") + 2);
   if (start < 0) return "/";
   const end = url.slice(start).search(/[?#]/);
   return end < 0 ? url.slice(start) : url.slice(start, start + end);

@@ -2,6 +2,7 @@ import type { Deps } from "../common/deps.ts";
 import { downloadBook } from "../common/file-url.ts";
 import { createApp, type AppDeps } from "./app.ts";
 import { DOCS_PATH } from "./docs.ts";
+import { serverErrorHandling } from "../common/http-server.ts";
 import { listenAddress } from "../common/local/listen-address.ts";
 
 /** Builds the app from the composition root's dependencies and serves it on config.host:config.port. */
@@ -23,6 +24,7 @@ export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "requ
     idleTimeout: 255,
     routes,
     fetch,
+    ...serverErrorHandling(deps.logger.child({ component: "api" })),
   });
   const { bound, url } = listenAddress(config.host, server.port!);
   deps.logger.info("api listening", { address: bound, url, docs: `${url}${DOCS_PATH}` });

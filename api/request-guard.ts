@@ -4,6 +4,11 @@ import type { ErrorBody } from "../common/contract/schemas.ts";
  * What the API refuses before any route sees a request, so that a web page on another site cannot
  * use a browser as its way in (the API has no authentication of its own):
  *
+ * - a request with no host at all (400): HTTP/1.1 requires `Host` (RFC 9112 §3.2), HTTP/1.0 may leave
+ *   it out. Such a request cannot be DNS rebinding (every browser sends `Host`), but nothing names
+ *   what it is addressed to, so it is refused rather than guessed. A runtime that names the request
+ *   itself (Deno puts its listening address in the URL) and in-process callers give an absolute URL,
+ *   whose host is judged like a `Host` header.
  * - a `Host` that is not one of ours (403): a page on evil.example whose name is made to resolve to
  *   127.0.0.1 (DNS rebinding) reaches a loopback-bound API as a *same-origin* page and can read
  *   every answer. Host names that cannot be re-pointed are always allowed: IP literals, `localhost`
@@ -26,6 +31,7 @@ export interface RequestGuardOptions {
 export const DEFAULT_ALLOWED_HOSTS: readonly string[] = [];
 export const DEFAULT_ALLOWED_ORIGINS: readonly string[] = [];
 
+export const NO_HOST_ERROR = "the request has no Host header: name the host the request is for";
 export const NOT_JSON_ERROR = "the request body must be application/json";
 export const FOREIGN_ORIGIN_EXAMPLE = "requests from the origin https://elsewhere.example are not allowed: add it to ALLOWED_ORIGINS";
 
@@ -41,6 +47,16 @@ const FOREIGN_FETCH_SITES = new Set(["cross-site", "same-site"]);
 export function isJsonMediaType(contentType: string | null): boolean {
   const mediaType = contentType?.split(";")[0]!.trim().toLowerCase() ?? "";
   return mediaType === "application/json" || /^application\/[a-z0-9.!#$&^_-]+\+json$/.test(mediaType);
+}
+
+/**
+ * The host a request is addressed to: its `Host` header, else the host of its URL when that is
+ * absolute; undefined when there is none (Bun gives a request without `Host` the bare path as URL).
+ */
+export function requestHost(request: Request): string | undefined {
+  const header = request.headers.get("host");
+  if (header !== null) return header;
+  return URL.canParse(request.url) ? new URL(request.url).host : undefined;
 }
 
 /** The host name of a `Host` value (`name[:port]`, `[v6][:port]`), lower case; undefined when it is not one. */
@@ -71,7 +87,7 @@ function hasBody(request: Request): boolean {
 /** Host values whose verdict is remembered (see createRequestGuard). */
 export const HOST_VERDICTS_KEPT = 64;
 
-const refusal = (status: 403 | 415, error: string) => Response.json({ error } satisfies ErrorBody, { status });
+const refusal = (status: 400 | 403 | 415, error: string) => Response.json({ error } satisfies ErrorBody, { status });
 
 /** Returns the refusal for a request the API must not serve, or undefined to serve it. */
 export function createRequestGuard(options: RequestGuardOptions = {}): (request: Request) => Response | undefined {
@@ -92,7 +108,8 @@ export function createRequestGuard(options: RequestGuardOptions = {}): (request:
   const verdicts = new Map<string, string | null>();
 
   return (request) => {
-    const host = request.headers.get("host") ?? new URL(request.url).host;
+    const host = requestHost(request);
+    if (host === undefined) return refusal(400, NO_HOST_ERROR);
     let verdict = verdicts.get(host);
     if (verdict === undefined) {
       verdict = judgeHost(host);

@@ -112,6 +112,12 @@ function listOrAny(valid: (item: string) => boolean, normalise: (item: string) =
   );
 }
 
+/** A dotted quad of decimals 0-255. */
+const IPV4_LITERAL = /^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
+
+/** A name whose last label is a number (as the URL standard reads hosts): no DNS name, an IPv4 address in some spelling. */
+const endsInNumber = (host: string) => /(^|\.)(\d+|0x[0-9a-f]*)\.?$/.test(host);
+
 const HOST_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i;
 
 function isOrigin(value: string): boolean {
@@ -126,7 +132,20 @@ function isOrigin(value: string): boolean {
 /** Expected-value descriptions, keyed by variable; used in the one-line start-up error. */
 const envSchema = z.object({
   PORT: integer(1, 65535, "a port number 1-65535"),
-  HOST: z.preprocess(empty, z.string().regex(/^([0-9a-z.-]+|[0-9a-f:.]*:[0-9a-f:.]*)$/i, "a host name or IP address to listen on").optional()),
+  HOST: z.preprocess(
+    empty,
+    z
+      .string()
+      .transform((h) => h.replace(/^\[(.*)\]$/, "$1").toLowerCase())
+      .pipe(
+        z
+          .string()
+          .regex(/^([0-9a-z.-]+|[0-9a-f:.]*:[0-9a-f:.]*)$/, "a host name or IP address to listen on")
+          // 127.1, 2130706433 and 0x7f.1 are 127.0.0.1 to the resolver but look like names: one spelling only.
+          .refine((h) => h.includes(":") || !endsInNumber(h) || IPV4_LITERAL.test(h), "an IPv4 address as four decimal numbers (127.0.0.1)"),
+      )
+      .optional(),
+  ),
   PLAYGROUND: z.preprocess(empty, z.enum(["on", "off"]).optional()),
   DATA_DIR: optionalString,
   DATABASE_URL: url(["postgres:", "postgresql:"], "a postgres:// or postgresql:// URL"),

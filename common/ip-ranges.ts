@@ -122,3 +122,30 @@ export function isForbiddenAddress(address: string): boolean {
 export function isIpLiteral(host: string): boolean {
   return parseIpv4(host) !== null || parseIpv6(host) !== null;
 }
+
+const V4_LOOPBACK = parseIpv4("127.0.0.0")!;
+const V4_MAPPED_PREFIX = 0xffffn;
+
+/**
+ * The IPv4 address a literal reaches, whatever its spelling: a dotted quad itself, and an IPv6
+ * literal that is IPv4-mapped (::ffff:127.0.0.1, which a dual-stack socket binds as 127.0.0.1).
+ */
+function reachedV4(address: string): bigint | null {
+  const v4 = parseIpv4(address);
+  if (v4 !== null) return v4;
+  const v6 = parseIpv6(address);
+  return v6 !== null && v6 >> 32n === V4_MAPPED_PREFIX ? v6 & 0xffffffffn : null;
+}
+
+/** Whether an IP literal is loopback however written (127.0.0.0/8, ::1 in any spelling, IPv4-mapped 127/8); false for anything else. */
+export function isLoopbackAddress(address: string): boolean {
+  const v4 = reachedV4(address);
+  if (v4 !== null) return inRange(v4, [V4_LOOPBACK, 8], 32);
+  return parseIpv6(address) === 1n;
+}
+
+/** Whether an IP literal is the unspecified address (every interface) however written: 4 for 0.0.0.0, 6 for ::, else undefined. */
+export function unspecifiedAddressFamily(address: string): 4 | 6 | undefined {
+  if (parseIpv4(address) === 0n) return 4;
+  return parseIpv6(address) === 0n ? 6 : undefined;
+}

@@ -1,3 +1,4 @@
+import { serverErrorHandling } from "../common/http-server.ts";
 import { listenAddress } from "../common/local/listen-address.ts";
 import type { WorkerDeps, WorkerHandle } from "./queue-consumer.ts";
 
@@ -7,7 +8,8 @@ export function serveWorkerMetrics(deps: Pick<WorkerDeps, "metrics" | "logger">,
     port,
     hostname: host,
     async fetch(request) {
-      const { pathname } = new URL(request.url);
+      // An HTTP/1.0 probe may send no Host; Bun then gives the bare path as the URL.
+      const { pathname } = new URL(request.url, "http://worker");
       if (request.method !== "GET") return new Response("method not allowed", { status: 405 });
       if (pathname === "/metrics") {
         return new Response(await deps.metrics.registry.metrics(), { headers: { "content-type": deps.metrics.registry.contentType } });
@@ -18,6 +20,7 @@ export function serveWorkerMetrics(deps: Pick<WorkerDeps, "metrics" | "logger">,
       }
       return new Response("not found", { status: 404 });
     },
+    ...serverErrorHandling(deps.logger),
   });
   const { bound, url } = listenAddress(host, server.port!);
   deps.logger.info("worker metrics listening", { address: bound, url: `${url}/metrics` });

@@ -8,7 +8,7 @@ import type { LogFields, Logger } from "../../common/log.ts";
 import type { ChatOutcome } from "../../common/metrics/chat.ts";
 import type { Metrics } from "../../common/metrics/index.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
-import { CONVERSATION_WINDOW_MESSAGES } from "../../common/prompt/conversation.ts";
+import { CONVERSATION_WINDOW_MESSAGES, withExchange } from "../../common/prompt/conversation.ts";
 import { messagesLeavingWindow } from "../../common/prompt/summary.ts";
 import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
 import type { Reranker } from "../../common/rerank/index.ts";
@@ -283,11 +283,14 @@ export function createChatService(deps: ChatDeps): ChatService {
         yield { error: SAVE_FAILED, code: 502 };
         return;
       }
-      const conversation: ChatSessionState["messages"] = [
-        ...session.messages,
-        { role: "user", content: request.user_message },
-        { role: "assistant", content: full },
-      ];
+      const conversation: ChatSessionState["messages"] = withExchange(
+        session.messages,
+        [
+          { role: "user", content: request.user_message },
+          { role: "assistant", content: full },
+        ],
+        saved.stampedAfter,
+      );
       const state: ChatSessionState = {
         ...session,
         message_count: saved.messageCount,

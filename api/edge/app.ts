@@ -1,6 +1,7 @@
 import type { ElysiaAdapter } from "elysia";
 import type { Config } from "../../common/config.ts";
 import { buildEdgeDeps, type EdgeBuildOptions } from "../../common/edge-deps.ts";
+import { internalErrorResponse } from "../../common/http-server.ts";
 import { downloadBook } from "../../common/file-url.ts";
 import { enableKvMetricsAggregation } from "../../common/metrics/kv-aggregation.ts";
 import { createApp } from "../app.ts";
@@ -52,7 +53,16 @@ export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): Edg
   return {
     async fetch(request, waitUntil) {
       const scope = deps.db.openScope();
-      const response = await scope.run(() => fetch(request));
+      // The app answers its own failures; this catches what fails around it, so that neither Deno's
+      // error answer (text and a multi-line stack) nor a Worker's error page is ever what a client sees.
+      let response: Response;
+      try {
+        response = await scope.run(() => fetch(request));
+      } catch (error) {
+        deps.logger.error("unhandled error", { method: request.method, url: request.url, error });
+        waitUntil(scope.end());
+        return internalErrorResponse();
+      }
       const afterResponse = scope.run(async () => {
         await sseStreamEnd(response);
         await settleStarted();

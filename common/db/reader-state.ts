@@ -8,6 +8,18 @@ type ReadingPagesRow = { current_page: number | null; page_count: number | null 
 /** The reader's page in the book (user_library) and the book's page count: where the reader is. */
 export type ReadingPages = Camelize<ReadingPagesRow>;
 
+/** The reader's page in the book and the book's page count, as two columns, for the given parameter placeholders. */
+const pagesSelect = (user: string, book: string) =>
+  `(SELECT l.current_page FROM user_library l WHERE l.user_id = ${user} AND l.book_id = ${book}) AS current_page,
+   (SELECT b.page_count FROM books b WHERE b.id = ${book}) AS page_count`;
+
+/** The reader's page in the book (user_library) and the book's page count; nulls when either is unknown. */
+export async function getReadingPages(db: Queryable, userId: string, bookId: string): Promise<ReadingPages> {
+  if (!isUuid(userId) || !isUuid(bookId)) return { currentPage: null, pageCount: null };
+  const [row] = await db.query<ReadingPagesRow>(`SELECT ${pagesSelect("$1", "$2")}`, [userId, bookId]);
+  return { currentPage: row?.current_page ?? null, pageCount: row?.page_count ?? null };
+}
+
 /** A user_preferences row as UserPreferencesRow: the modifier lists as JSON arrays whatever their column type. */
 const PREFERENCES_SELECT = `SELECT user_id, character_id, relationship_mode::text AS relationship_mode, custom_relationship, preference_summary,
             COALESCE(to_jsonb(speech_modifiers), '[]'::jsonb) AS speech_modifiers,
@@ -35,8 +47,7 @@ export async function getReaderState(
 ): Promise<ReaderState> {
   if (!isUuid(ids.userId) || !isUuid(ids.characterId) || !isUuid(ids.bookId)) return { currentPage: null, pageCount: null, preferences: null };
   const [row] = await db.query<ReadingPagesRow & { preferences: UserPreferencesRow | null }>(
-    `SELECT (SELECT l.current_page FROM user_library l WHERE l.user_id = $1 AND l.book_id = $3) AS current_page,
-            (SELECT b.page_count FROM books b WHERE b.id = $3) AS page_count,
+    `SELECT ${pagesSelect("$1", "$3")},
             (SELECT to_jsonb(p) FROM (${PREFERENCES_SELECT} AND $4::boolean) p) AS preferences`,
     [ids.userId, ids.characterId, ids.bookId, withPreferences],
   );

@@ -32,6 +32,11 @@ export type SavedExchange = ChatSession & {
    * save whose answer was lost). Equal to messageCount when the count is at MESSAGE_COUNT_MAX.
    */
   previousCount: number | null;
+  /**
+   * Messages the database orders after this exchange: those stamped more than
+   * MESSAGE_STAMP_LEAD_SECONDS ahead, which stay last. 0 but for rows a frontend wrote so.
+   */
+  stampedAfter: number;
 };
 
 /**
@@ -59,7 +64,7 @@ export async function appendExchange(
   ids: ExchangeIds = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() },
 ): Promise<SavedExchange | null> {
   if (!isUuid(sessionId)) return null;
-  const [session] = await db.query<ChatSessionRow & { previous_count: number | null }>(
+  const [session] = await db.query<ChatSessionRow & { previous_count: number | null; stamped_after: number }>(
     `WITH done AS (
        SELECT 1 FROM messages WHERE id = $5 AND session_id = $1
      ), previous AS (
@@ -79,9 +84,9 @@ export async function appendExchange(
               CASE m.role WHEN 'user' THEN asked.at ELSE GREATEST(clock_timestamp(), asked.at + interval '1 microsecond') END
        FROM session, asked, (VALUES ($5::uuid, 'user', $3::text), ($6::uuid, 'assistant', $4::text)) AS m (id, role, content)
      )
-     SELECT * FROM session
+     SELECT session.*, (SELECT count(*)::int FROM messages WHERE session_id = $1 AND created_at > now() + make_interval(secs => $8)) AS stamped_after FROM session
      UNION ALL
-     SELECT ${SESSION_COLUMNS}, NULL FROM chat_sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM done)`,
+     SELECT ${SESSION_COLUMNS}, NULL, 0 FROM chat_sessions WHERE id = $1 AND EXISTS (SELECT 1 FROM done)`,
     [sessionId, preview, userMessage, assistantMessage, ids.userMessageId, ids.assistantMessageId, MESSAGE_COUNT_MAX, MESSAGE_STAMP_LEAD_SECONDS],
   );
   return session ? camelize(session) : null;
@@ -117,14 +122,21 @@ export async function getSessionWithRecentMessages(
   return row ? camelize(row) : null;
 }
 
-/** The session's last `limit` messages, oldest first. */
-export async function getRecentMessages(db: Queryable, sessionId: string, limit: number): Promise<Message[]> {
+/** A message as read with a bound on its text: `contentChars` is the length of the whole stored text. */
+export type BoundedMessage = Message & { contentChars: number };
+
+/**
+ * The session's last `limit` messages, oldest first, each message's text cut to its first
+ * `maxChars` characters in the database (the frontend writes rows of any length: a reader of the
+ * history must not have to carry them whole).
+ */
+export async function getRecentMessages(db: Queryable, sessionId: string, limit: number, maxChars = 2_147_483_647): Promise<BoundedMessage[]> {
   if (!isUuid(sessionId)) return [];
-  const rows = await db.query<MessageRow>(
-    `SELECT id, session_id, role, content, created_at FROM
+  const rows = await db.query<MessageRow & { content_chars: number }>(
+    `SELECT id, session_id, role, left(content, $3) AS content, char_length(content) AS content_chars, created_at FROM
        (SELECT * FROM messages WHERE session_id = $1 ORDER BY ${MESSAGE_ORDER_DESC} LIMIT $2) recent
      ORDER BY ${MESSAGE_ORDER}`,
-    [sessionId, limit],
+    [sessionId, limit, maxChars],
   );
   return rows.map(camelize);
 }
@@ -140,4 +152,20 @@ export async function setSessionSummary(db: Queryable, sessionId: string, summar
     [sessionId, summary],
   );
   return rows.length > 0;
+}
+
+/**
+ * The ids a book's chat cache entries are kept under: every character of the book (retired ones
+ * too) and every chat session of the book or of one of its characters. Read before the book's row is
+ * deleted (the rows go with it).
+ */
+export async function listBookChatIds(db: Queryable, bookId: string): Promise<{ characterIds: string[]; sessionIds: string[] }> {
+  if (!isUuid(bookId)) return { characterIds: [], sessionIds: [] };
+  const [row] = await db.query<{ character_ids: string[]; session_ids: string[] }>(
+    `SELECT COALESCE((SELECT array_agg(id::text) FROM characters WHERE book_id = $1), '{}') AS character_ids,
+            COALESCE((SELECT array_agg(id::text) FROM chat_sessions
+                       WHERE book_id = $1 OR character_id IN (SELECT id FROM characters WHERE book_id = $1)), '{}') AS session_ids`,
+    [bookId],
+  );
+  return { characterIds: row?.character_ids ?? [], sessionIds: row?.session_ids ?? [] };
 }

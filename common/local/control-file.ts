@@ -2,6 +2,7 @@ import { mkdir, readFile, rm, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import type { Database } from "../db/index.ts";
+import { serverErrorHandling } from "../http-server.ts";
 import type { Logger } from "../log.ts";
 import { LocalChoiceError, openLocalChat, type LocalChat, type LocalChatOptions, type LocalChoice } from "./sessions.ts";
 
@@ -47,7 +48,7 @@ export async function startLocalControl(deps: { db: Database; logger: Logger }, 
     port: 0,
     hostname: "127.0.0.1",
     async fetch(request) {
-      if (new URL(request.url).pathname !== SESSION_PATH) return Response.json({ error: "not found" }, { status: 404 });
+      if (new URL(request.url, "http://127.0.0.1").pathname !== SESSION_PATH) return Response.json({ error: "not found" }, { status: 404 });
       if (request.method !== "POST") return Response.json({ error: "method not allowed" }, { status: 405 });
       const choice = ChoiceBody.safeParse(await request.json().catch(() => undefined));
       if (!choice.success) return Response.json({ error: "body must be {book?: string, character?: string}" }, { status: 400 });
@@ -59,6 +60,7 @@ export async function startLocalControl(deps: { db: Database; logger: Logger }, 
         return Response.json({ error: "database unavailable" }, { status: 500 });
       }
     },
+    ...serverErrorHandling(log),
   });
   const url = `http://127.0.0.1:${server.port}`;
   const file = controlFilePath(options.dataDir);

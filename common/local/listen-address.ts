@@ -1,12 +1,31 @@
+import { isLoopbackAddress, unspecifiedAddressFamily } from "../ip-ranges.ts";
+
 /**
  * What a listening server tells the person who started it: the address it actually bound, and a URL
  * that reaches it from this machine (a wildcard address is not one a browser or curl can open).
  */
 
-const WILDCARDS: Record<string, string> = { "0.0.0.0": "127.0.0.1", "::": "::1" };
+/** The address a browser or curl on this machine opens for a server bound to every interface. */
+const WILDCARD_LOCAL = { 4: "127.0.0.1", 6: "::1" } as const;
+
+/**
+ * Names that are loopback without asking DNS: `localhost` and names under it (RFC 6761), and the
+ * IPv6 loopback names every Debian-family /etc/hosts carries.
+ */
+const LOOPBACK_NAMES = new Set(["localhost", "ip6-localhost", "ip6-loopback"]);
 
 function hostPart(host: string): string {
   return host.includes(":") ? `[${host}]` : host;
+}
+
+/**
+ * Whether a listening host is loopback, by what it is rather than how it is spelt: an IP literal by
+ * its parsed address (`0:0:0:0:0:0:0:1`, `::ffff:127.0.0.1`, `127.0.0.2`), a name by the names that
+ * are loopback everywhere, in any case. Any other name counts as a network one.
+ */
+export function isLoopbackHost(host: string): boolean {
+  const name = host.toLowerCase();
+  return isLoopbackAddress(name) || LOOPBACK_NAMES.has(name) || name.endsWith(".localhost");
 }
 
 export interface ListenAddress {
@@ -19,9 +38,9 @@ export interface ListenAddress {
 }
 
 export function listenAddress(hostname: string, port: number): ListenAddress {
-  const local = WILDCARDS[hostname] ?? hostname;
-  const loopback = hostname === "localhost" || hostname === "::1" || hostname.startsWith("127.");
-  return { bound: `${hostPart(hostname)}:${port}`, url: `http://${hostPart(local)}:${port}`, network: !loopback };
+  const wildcard = unspecifiedAddressFamily(hostname);
+  const local = wildcard ? WILDCARD_LOCAL[wildcard] : hostname;
+  return { bound: `${hostPart(hostname)}:${port}`, url: `http://${hostPart(local)}:${port}`, network: !isLoopbackHost(hostname) };
 }
 
 /**

@@ -69,20 +69,101 @@ function seriesField(metricName: string, labels: Record<string, string | number>
   return JSON.stringify([metricName, Object.keys(labels).sort().map((k) => [k, String(labels[k])])]);
 }
 
-function parseField(field: string): { metricName: string; labels: Record<string, string> } | undefined {
-  try {
-    const [metricName, pairs] = JSON.parse(field) as [unknown, unknown];
+interface Series {
+  family: string;
+  metricName: string;
+  labels: Record<string, string>;
+}
+
+/**
+ * Fields of the two hashes read at one scrape, at most. The catalogue has a few hundred series; the
+ * hashes are shared with whatever else can write to the store, and a scrape must not stall the API
+ * however many fields someone added (100,000 took 3 s to merge).
+ */
+export const MAX_AGGREGATED_FIELDS = 10_000;
+/** A longer field is no series of this catalogue (label values are route templates, statuses, names). */
+const MAX_FIELD_CHARS = 1_000;
+
+/** Label names as the exposition format allows them (names starting `__` are reserved). */
+const LABEL_NAME = /^(?!__)[a-zA-Z_][a-zA-Z0-9_]*$/;
+
+/**
+ * Reads hash fields back into series of this process's catalogue, or undefined for a field that is
+ * not one: not this format, a family this process does not have, a sample name or a label the family
+ * cannot have, a bucket without its bound. Only such series reach the exposition, so whatever else
+ * is in the hashes can never make it invalid. Each distinct field is read once per scrape.
+ */
+function createSeriesReader(families: readonly Family[], labelNamesOf: (family: string) => readonly string[]) {
+  const kinds = new Map(families.map((f) => [f.name, f.type]));
+  const allowedLabels = new Map(families.map((f) => [f.name, new Set(labelNamesOf(f.name))]));
+  /** The family of a sample name: histograms' samples carry `_bucket`, `_sum` and `_count`. */
+  const familyOf = (metricName: string): { family: string; bucket: boolean } | undefined => {
+    const suffix = /_(bucket|sum|count)$/.exec(metricName);
+    const base = suffix ? metricName.slice(0, suffix.index) : undefined;
+    if (base !== undefined && kinds.get(base) === "histogram") return { family: base, bucket: suffix![1] === "bucket" };
+    return kinds.has(metricName) && kinds.get(metricName) !== "histogram" ? { family: metricName, bucket: false } : undefined;
+  };
+  const read = (field: string): Series | undefined => {
+    if (field.length > MAX_FIELD_CHARS) return undefined;
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(field);
+    } catch {
+      return undefined;
+    }
+    if (!Array.isArray(parsed) || parsed.length !== 2) return undefined;
+    const [metricName, pairs] = parsed as [unknown, unknown];
     if (typeof metricName !== "string" || !Array.isArray(pairs)) return undefined;
-    return { metricName, labels: Object.fromEntries(pairs as [string, string][]) };
+    const owner = familyOf(metricName);
+    if (!owner) return undefined;
+    const allowed = allowedLabels.get(owner.family)!;
+    const labels: Record<string, string> = {};
+    for (const pair of pairs) {
+      if (!Array.isArray(pair) || pair.length !== 2) return undefined;
+      const [name, value] = pair as [unknown, unknown];
+      if (typeof name !== "string" || typeof value !== "string" || !LABEL_NAME.test(name) || Object.hasOwn(labels, name)) return undefined;
+      if (name === "le" ? !owner.bucket || !(value === "+Inf" || Number.isFinite(Number(value))) : !allowed.has(name)) return undefined;
+      labels[name] = value;
+    }
+    if (owner.bucket && labels.le === undefined) return undefined;
+    // One series, one field: as the writer spells it (keys sorted), or it would be a second sample of the same series.
+    if (seriesField(metricName, labels) !== field) return undefined;
+    return { family: owner.family, metricName, labels };
+  };
+  const known = new Map<string, Series | undefined>();
+  return (field: string): Series | undefined => {
+    if (!known.has(field)) known.set(field, read(field));
+    return known.get(field);
+  };
+}
+
+/**
+ * A hash's entries, at most MAX_AGGREGATED_FIELDS of them beyond those `keep` names (this process's
+ * own series, so that fields added by others can crowd out only each other); how many were left out
+ * goes to the log.
+ */
+function boundedEntries(hash: Record<string, string>, what: string, log: Logger, keep: (field: string) => boolean = () => false): [string, string][] {
+  const entries = Object.entries(hash);
+  if (entries.length <= MAX_AGGREGATED_FIELDS) return entries;
+  let others = 0;
+  const kept = entries.filter(([field]) => keep(field) || others++ < MAX_AGGREGATED_FIELDS);
+  log.warn(`metrics ${what} hash too large: fields beyond ${MAX_AGGREGATED_FIELDS} left out`, { fields: entries.length, left_out: entries.length - kept.length });
+  return kept;
+}
+
+/** Far more than an isolate's gauges take as JSON (the catalogue has a few dozen gauge series). */
+const MAX_GAUGE_ENTRY_CHARS = 100_000;
+
+/** An isolate's gauges as it wrote them, or undefined for anything else found in the gauges hash. */
+function parseIsolateGauges(json: string): IsolateGauges | undefined {
+  if (json.length > MAX_GAUGE_ENTRY_CHARS) return undefined;
+  try {
+    const entry = JSON.parse(json) as Partial<IsolateGauges> | null;
+    if (typeof entry?.expiresAt !== "number" || typeof entry.values !== "object" || entry.values === null || Array.isArray(entry.values)) return undefined;
+    return { expiresAt: entry.expiresAt, values: entry.values };
   } catch {
     return undefined;
   }
-}
-
-/** The family a series belongs to: histograms' series carry `_bucket`, `_sum` and `_count`. */
-function familyOf(metricName: string, histograms: ReadonlySet<string>): string {
-  const base = metricName.replace(/_(bucket|sum|count)$/, "");
-  return base !== metricName && histograms.has(base) ? base : metricName;
 }
 
 /** Exposition order: by labels (le aside), then buckets by bound, then sum and count. */
@@ -145,6 +226,8 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
   let again = false;
   let closed = false;
 
+  const labelNamesOf = (name: string): readonly string[] =>
+    (metrics.registry.getSingleMetric(name) as unknown as { labelNames?: readonly string[] } | undefined)?.labelNames ?? [];
   const families = async (): Promise<Family[]> =>
     ((await metrics.registry.getMetricsAsJSON()) as unknown as Family[]).filter((f) => !PER_PROCESS_PREFIXES.some((p) => f.name.startsWith(p)));
 
@@ -240,49 +323,66 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
     async render() {
       await flush();
       const local = await families();
+      const kinds = new Map(local.map((f) => [f.name, f.type]));
       const [totals, gaugeEntries] = await Promise.all([kv.hgetall(totalsKey), kv.hgetall(gaugesKey)]);
+      const seriesOf = createSeriesReader(local, labelNamesOf);
       const at = now();
       const live: IsolateGauges[] = [];
-      const expired: string[] = [];
-      for (const [isolate, json] of Object.entries(gaugeEntries)) {
-        const entry = JSON.parse(json) as IsolateGauges;
-        if (entry.expiresAt > at) live.push(entry);
-        else expired.push(isolate);
+      // Expired isolates, and entries no isolate wrote: neither will ever count again.
+      const stale: string[] = [];
+      for (const [isolate, json] of boundedEntries(gaugeEntries, "gauges", log)) {
+        const entry = parseIsolateGauges(json);
+        if (entry && entry.expiresAt > at) live.push(entry);
+        else stale.push(isolate);
       }
-      if (expired.length > 0) await kv.hdel(gaugesKey, expired);
+      if (stale.length > 0) await kv.hdel(gaugesKey, stale);
 
-      const histograms = new Set(local.filter((f) => f.type === "histogram").map((f) => f.name));
+      /** Per family, each series (by field) and its value; a field that is no series of ours is skipped. */
       const byFamily = new Map<string, Map<string, number>>();
-      const add = (field: string, value: number) => {
-        const series = parseField(field);
-        if (!series) return;
-        const family = familyOf(series.metricName, histograms);
+      const fieldsOf = (family: string) => {
         let fields = byFamily.get(family);
         if (!fields) byFamily.set(family, (fields = new Map()));
-        fields.set(field, value);
+        return fields;
       };
-      for (const [field, value] of Object.entries(totals)) add(field, Number(value));
-      const gaugeReadings = new Map<string, number[]>();
+      let skipped = 0;
+      const own = new Set(local.flatMap((f) => f.values.map((v) => seriesField(v.metricName ?? f.name, v.labels))));
+      for (const [field, text] of boundedEntries(totals, "totals", log, (field) => own.has(field))) {
+        const series = seriesOf(field);
+        const value = Number(text);
+        // Counters and histograms only ever go up from zero.
+        if (series && kinds.get(series.family) !== "gauge" && Number.isFinite(value) && value >= 0) fieldsOf(series.family).set(field, value);
+        else skipped++;
+      }
+      const gaugeReadings = new Map<string, Map<string, number[]>>();
+      let readingsSeen = 0;
       for (const entry of live) {
         for (const [field, value] of Object.entries(entry.values)) {
-          const readings = gaugeReadings.get(field) ?? [];
-          readings.push(value);
-          gaugeReadings.set(field, readings);
+          if (readingsSeen++ >= MAX_AGGREGATED_FIELDS) break;
+          const series = seriesOf(field);
+          if (!series || kinds.get(series.family) !== "gauge" || typeof value !== "number" || !Number.isFinite(value)) {
+            skipped++;
+            continue;
+          }
+          let readings = gaugeReadings.get(series.family);
+          if (!readings) gaugeReadings.set(series.family, (readings = new Map()));
+          const values = readings.get(field);
+          if (values) values.push(value);
+          else readings.set(field, [value]);
         }
       }
+      if (skipped > 0) log.warn("metrics store fields that are no series of this catalogue skipped", { fields: skipped });
       const exposition = new Registry();
       for (const family of local) {
-        const fields = byFamily.get(family.name) ?? new Map<string, number>();
+        const fields = fieldsOf(family.name);
         // Series this isolate knows (at zero if nobody moved them yet) beside those only others recorded.
         for (const v of family.values) {
           const field = seriesField(v.metricName ?? family.name, v.labels);
           if (!fields.has(field)) fields.set(field, 0);
         }
         if (family.type === "gauge") {
-          for (const field of fields.keys()) fields.set(field, combineGauge(family.aggregator, gaugeReadings.get(field) ?? []));
-          for (const [field, readings] of gaugeReadings) {
-            if (parseField(field)?.metricName === family.name) fields.set(field, combineGauge(family.aggregator, readings));
-          }
+          const readings = gaugeReadings.get(family.name) ?? new Map<string, number[]>();
+          for (const field of fields.keys()) fields.set(field, combineGauge(family.aggregator, readings.get(field) ?? []));
+          for (const [field, values] of readings) fields.set(field, combineGauge(family.aggregator, values));
         }
         // Labels in the order this process writes them (fields keep them sorted), so the exposition reads as on Bun.
         const labelOrder = new Map<string, string[]>();
@@ -293,7 +393,10 @@ export function enableKvMetricsAggregation(metrics: Metrics, kv: KeyValueStore, 
           return Object.fromEntries(Object.entries(labels).sort(([a], [b]) => rank(a) - rank(b)));
         };
         const values = [...fields]
-          .map(([field, value]) => ({ ...parseField(field)!, value }))
+          .flatMap(([field, value]) => {
+            const series = seriesOf(field);
+            return series ? [{ metricName: series.metricName, labels: series.labels, value }] : [];
+          })
           .sort(compareSeries)
           .map(({ metricName, labels, value }) => ({ metricName, labels: ordered(metricName, labels), value }));
         exposition.registerMetric({ name: family.name, help: family.help, type: family.type, get: async () => ({ ...family, values }) } as unknown as Parameters<Registry["registerMetric"]>[0]);

@@ -16,6 +16,8 @@ export class SeriesHistogram<T extends string> {
   readonly aggregator = "sum";
   readonly name: string;
   readonly help: string;
+  /** As on prom-client's metrics: what the series may be labelled with (read by common/metrics/kv-aggregation.ts). */
+  readonly labelNames: readonly T[];
   private readonly bounds: readonly number[];
   private readonly entries: { labels: Record<T, string>; buckets: Float64Array; sum: number; count: number }[] = [];
 
@@ -23,6 +25,7 @@ export class SeriesHistogram<T extends string> {
   constructor(config: { name: string; help: string; labelNames: readonly T[]; buckets: readonly number[]; registers: readonly Registry[] }) {
     this.name = config.name;
     this.help = config.help;
+    this.labelNames = [...config.labelNames];
     this.bounds = [...config.buckets].sort((a, b) => a - b);
     for (const registry of config.registers) registry.registerMetric(this as unknown as Parameters<Registry["registerMetric"]>[0]);
   }

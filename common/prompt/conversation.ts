@@ -50,3 +50,13 @@ export function fitHistory(messages: readonly ConversationMessage[], limits: Pro
 export function transcript(messages: readonly ConversationMessage[], characterName: string): string {
   return messages.map((m) => `${m.role === "assistant" ? characterName : READER_LABEL}: ${m.content}`).join("\n");
 }
+
+/**
+ * The history after an exchange is saved, in the order the database keeps (and the frontend shows):
+ * the exchange goes before the last `stampedAfter` messages, those a frontend stamped so far ahead of
+ * the clock that they stay last (common/db/sessions.ts, appendExchange).
+ */
+export function withExchange<T>(history: readonly T[], exchange: readonly T[], stampedAfter: number): T[] {
+  const at = Math.max(0, history.length - Math.max(0, stampedAfter));
+  return [...history.slice(0, at), ...exchange, ...history.slice(at)];
+}

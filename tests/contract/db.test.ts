@@ -566,8 +566,10 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
             "INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'From the future', COALESCE($2::timestamptz, now() + interval '1 year'))",
             [session.id, stamp],
           );
-          await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
-          await appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+          const first = await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+          const second = await appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
+          // Each save says how many messages the database keeps after it: the stray one.
+          expect([first?.stampedAfter, second?.stampedAfter]).toEqual([1, 1]);
           const rows = await db.query<{ content: string; near_now: boolean; same_time: boolean }>(
             `SELECT content, created_at BETWEEN now() - interval '1 hour' AND now() + interval '1 hour' AS near_now,
                     count(*) OVER (PARTITION BY created_at) > 1 AS same_time
@@ -586,7 +588,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
         await db.query("INSERT INTO messages (session_id, role, content, created_at) VALUES ($1, 'user', 'A minute ahead', now() + interval '1 minute')", [session.id]);
-        await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
+        expect((await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know"))?.stampedAfter).toBe(0);
         const shown = await db.query<{ content: string }>("SELECT content FROM messages WHERE session_id = $1 ORDER BY created_at", [session.id]);
         expect(shown.map((r) => r.content)).toEqual(["A minute ahead", "Who are you?", "I hardly know, sir."]);
       });
@@ -613,7 +615,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         await appendExchange(db, session.id, "Who are you?", "I hardly know, sir.", "I hardly know");
         const saved = await appendExchange(db, session.id, "Where are you going?", "Down the rabbit hole!", "Down the rabbit hole");
         await setSessionSummary(db, session.id, "Alice met a reader.");
-        const { previousCount: _, ...savedSession } = saved!;
+        const { previousCount: _, stampedAfter: __, ...savedSession } = saved!;
         expect(await getSessionWithRecentMessages(db, session.id, 3)).toEqual({
           ...savedSession,
           summary: "Alice met a reader.",

@@ -7,7 +7,8 @@ import { createDatabase } from "../../common/db/create.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { DatabaseError, type Database, type Row } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
-import { MESSAGE_COUNT_MAX } from "../../common/db/sessions.ts";
+import { getSessionWithRecentMessages, MESSAGE_COUNT_MAX } from "../../common/db/sessions.ts";
+import { CONVERSATION_WINDOW_MESSAGES } from "../../common/prompt/conversation.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
@@ -262,6 +263,11 @@ for (const variant of variants) {
             ...["First.", "Echo: First.", "Second.", "Echo: Second."].map((content) => ({ content, near_now: true })),
             { content: "Out of time", near_now: false },
           ]);
+          // The cached history is in the database's order too: the stray stays last there as well.
+          const cached = JSON.parse((await h.kv.get(sessionCacheKey(session)))!) as { messages: { content: string }[] };
+          const fromDb = (await getSessionWithRecentMessages(h.deps.db, session, CONVERSATION_WINDOW_MESSAGES))!.recentMessages;
+          expect(cached.messages.map((m) => m.content)).toEqual(fromDb.map((m) => m.content));
+          expect(cached.messages.at(-1)!.content).toBe("Out of time");
         },
       );
 

@@ -13,6 +13,7 @@ import { createPostgresDatabase } from "../../common/db/postgres.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { parseSseEvents } from "../support/chat.ts";
+import { rawExchange } from "../support/raw-http.ts";
 import { EDGE_RUNTIMES, edgeRuntimeMissing, startEdgeRuntime, type EdgeService } from "../support/edge-runtime.ts";
 import { startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
 import { startFakeLlmGateway, type ChatCompletionRequest, type FakeLlmGateway } from "../support/fake-llm-gateway.ts";
@@ -185,6 +186,13 @@ for (const runtime of EDGE_RUNTIMES) {
       expect(metrics).toMatch(/^http_requests_total\{[^}]*endpoint="\/health"[^}]*\} [1-9]/m);
       // The isolate has no process to describe: no process metrics.
       expect(metrics).not.toContain("process_cpu_seconds_total");
+    });
+
+    test("an HTTP/1.0 request with no Host gets no error page: Deno serves it as addressed to its listening address, workerd refuses it itself", async () => {
+      const answer = await rawExchange(api.url, "GET /health HTTP/1.0\r\n\r\n");
+      const status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1]);
+      const body = answer.slice(answer.indexOf("\r\n\r\n") + 4);
+      expect([status, body]).toEqual(runtime === "deno" ? [200, "ok"] : [400, "Bad Request"]);
     });
 
     test("serves the OpenAPI document and Swagger UI's files from its own bundle, and no chat page", async () => {

@@ -9,7 +9,8 @@ import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
-import { combineGauge, enableKvMetricsAggregation, type KvMetricsAggregationOptions } from "../../common/metrics/kv-aggregation.ts";
+import { combineGauge, enableKvMetricsAggregation, MAX_AGGREGATED_FIELDS, type KvMetricsAggregationOptions } from "../../common/metrics/kv-aggregation.ts";
+import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
@@ -266,5 +267,96 @@ describe("metrics aggregation through the key-value store", () => {
     ["max", [], 0],
   ] as const)("a gauge aggregated by %s over %p reads %d", (aggregator, readings, expected) => {
     expect(combineGauge(aggregator, readings)).toBe(expected);
+  });
+});
+
+describe("fields in the metrics hashes that no isolate of this catalogue wrote", () => {
+  const FAR_FUTURE = 9e15;
+  const foreignTotals: [string, string, string][] = [
+    ["not JSON", "hello", "1"],
+    ["labels that are not a list", '["http_requests_total","x"]', "1"],
+    ["labels that are not pairs", '["http_requests_total",[1,2]]', "1"],
+    ["a label name the format forbids", '["http_requests_total",[["bad label","x"]]]', "1"],
+    ["a label the family does not have", '["http_requests_total",[["endpoint","/x"],["evil","1"],["method","GET"],["status_code","200"]]]', "1"],
+    ["a reserved label name", '["http_requests_total",[["__name__","x"]]]', "1"],
+    ["a histogram's bare name", '["http_request_duration_seconds",[["endpoint","/x"],["method","GET"]]]', "1"],
+    ["a bucket without its bound", '["http_request_duration_seconds_bucket",[["endpoint","/x"],["method","GET"]]]', "1"],
+    ["a bucket with a bound that is no number", '["http_request_duration_seconds_bucket",[["endpoint","/x"],["le","abc"],["method","GET"]]]', "1"],
+    ["a bound on a counter", '["http_requests_total",[["endpoint","/x"],["le","1"]]]', "1"],
+    ["a family this process does not have", '["foreign_metric_total",[]]', "1"],
+    ["a gauge's series among the sums", '["http_requests_in_progress",[["endpoint","/x"],["method","GET"]]]', "1"],
+    ["a series spelt with its labels unsorted", '["http_requests_total",[["method","GET"],["endpoint","/health"],["status_code","200"]]]', "1"],
+    ["a value that is no number", '["http_requests_total",[["endpoint","/y"],["method","GET"],["status_code","200"]]]', "abc"],
+    ["a negative count", '["http_requests_total",[["endpoint","/y"],["method","GET"],["status_code","200"]]]', "-4"],
+    ["a field too long to be a series", `["http_requests_total",[["endpoint","/${"x".repeat(2_000)}"],["method","GET"],["status_code","200"]]]`, "1"],
+  ];
+  const foreignGauges: [string, string][] = [
+    ["not JSON", "hello"],
+    ["null", "null"],
+    ["an expiry that is no number", '{"expiresAt":"soon","values":{}}'],
+    ["values that are a list", `{"expiresAt":${FAR_FUTURE},"values":[1]}`],
+    ["a reading of no gauge", `{"expiresAt":${FAR_FUTURE},"values":{"garbage":1,"[\\"http_requests_total\\",[]]":1}}`],
+    ["a reading that is no number", `{"expiresAt":${FAR_FUTURE},"values":{"[\\"processing_queue_depth\\",[]]":"x"}}`],
+  ];
+
+  async function withForeign(write: (kv: KeyValueStore) => Promise<void>) {
+    const kv = createMemoryKeyValueStore();
+    const a = await isolate(kv, { isolateId: "a" });
+    for (let i = 0; i < 3; i++) await a.request("/health");
+    a.metrics.processing.queueDepth.set(2);
+    const clean = await a.aggregation.render();
+    await write(kv);
+    return { a, clean };
+  }
+
+  test.each(foreignTotals)("a field in the sums with %s is skipped: /metrics answers 200 and the exposition is the same", async (_, field, value) => {
+    const { a, clean } = await withForeign((kv) => kv.hset("metrics:api:totals", { [field]: value }));
+    expect(await a.aggregation.render()).toBe(clean);
+    expect((await a.request("/metrics")).status).toBe(200);
+    await a.aggregation.close();
+  });
+
+  test.each(foreignGauges)("an entry in the gauges with %s is skipped and removed: /metrics answers 200 and the exposition is the same", async (_, json) => {
+    const { a, clean } = await withForeign((kv) => kv.hset("metrics:api:gauges", { intruder: json }));
+    expect(await a.aggregation.render()).toBe(clean);
+    expect((await a.request("/metrics")).status).toBe(200);
+    await a.aggregation.close();
+  });
+
+  test.skipIf(!PROMTOOL)("promtool accepts the exposition with every foreign field at once", async () => {
+    const { a } = await withForeign(async (kv) => {
+      await kv.hset("metrics:api:totals", Object.fromEntries(foreignTotals.map(([, field, value]) => [field, value])));
+      await kv.hset("metrics:api:gauges", Object.fromEntries(foreignGauges.map(([what, json]) => [what, json])));
+    });
+    const dir = await mkdtemp(join(tmpdir(), "metrics-aggregation-"));
+    try {
+      await writeFile(join(dir, "metrics.txt"), await a.aggregation.render());
+      const check = Bun.spawnSync([PROMTOOL!, "check", "metrics"], { stdin: Bun.file(join(dir, "metrics.txt")), stdout: "pipe", stderr: "pipe" });
+      expect(check.stdout.toString() + check.stderr.toString()).toBe("");
+      expect(check.exitCode).toBe(0);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+    await a.aggregation.close();
+  });
+
+  test("100,000 well-formed series added by someone else: a scrape reads at most MAX_AGGREGATED_FIELDS of them, and this process's own series all", async () => {
+    const kv = createMemoryKeyValueStore();
+    const lines: string[] = [];
+    const metrics = createMetrics({ defaultMetrics: false });
+    const aggregation = enableKvMetricsAggregation(metrics, kv, { flushIntervalMs: NEVER_MS, isolateId: "a", logger: createLogger({ write: (l) => lines.push(l) }) });
+    const a = await buildTestApp({ db, kv, metrics });
+    const flood = Object.fromEntries(
+      Array.from({ length: 100_000 }, (_, i) => [JSON.stringify(["http_requests_total", [["endpoint", `/f${i}`], ["method", "GET"], ["status_code", "200"]]]), "1"]),
+    );
+    // Written before this process's own series, so that they come first in the hash.
+    await kv.hset("metrics:api:totals", flood);
+    for (let i = 0; i < 3; i++) await a.request("/health");
+    const exposition = await aggregation.render();
+    const samples = exposition.split("\n").filter((line) => line.startsWith("http_requests_total{"));
+    expect(samples.length).toBeLessThanOrEqual(MAX_AGGREGATED_FIELDS + 1);
+    expect(metricValue(exposition, HEALTH_OK)).toBe(3);
+    expect(lines.some((line) => line.includes("metrics totals hash too large"))).toBe(true);
+    await aggregation.close();
   });
 });

@@ -1,8 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { DEFAULT_HISTORY_MESSAGES } from "../../api/playground/index.ts";
-import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
+import { DEFAULT_HISTORY_MESSAGES, HISTORY_CHARS, HISTORY_MESSAGE_CHARS } from "../../api/playground/index.ts";
+import { addToLibrary, createSession, insertBook } from "../../common/db/frontend-rows.ts";
+import { saveBookReadingPositions } from "../../common/db/reading-positions.ts";
 import { appendExchange } from "../../common/db/sessions.ts";
 import { saveCharacters } from "../../common/db/characters.ts";
 import { LOCAL_USER_ID } from "../../common/local/sessions.ts";
@@ -84,7 +85,52 @@ describe("the chat page's passages", () => {
     expect(((await res.json()) as { passages: unknown[] }).passages).toHaveLength(10);
     expect(asked).toEqual([[0, 1, 2, 3, 4, 5, 6, 7, 8, 9]]);
     const huge = await t.request(`/playground/passages?book_id=${bookId}&chunks=99999999999999999999`);
-    expect([huge.status, await huge.json()]).toEqual([400, { error: "query must be ?book_id=<uuid>&chunks=<n>[,<n>…]" }]);
+    expect([huge.status, await huge.json()]).toEqual([400, { error: "query must be ?book_id=<uuid>&chunks=<n>[,<n>…][&reading_position=<0-1>]" }]);
+  });
+
+  /** A book of three indexed chunks ending at 30 %, 60 % and the end, on 10 pages. */
+  async function positionedBook(withPositions = true) {
+    const asked: number[][] = [];
+    const textIndex = createEmbeddedTextIndex({ dir: await freshDir() });
+    const t = await playground({ ...textIndex, get: (bookId, indexes) => (asked.push([...indexes]), textIndex.get(bookId, indexes)) });
+    const bookId = await bookRow(t.deps.db, "package.json");
+    await t.deps.db.query("UPDATE books SET page_count = 10 WHERE id = $1", [bookId]);
+    await textIndex.upsert(bookId, INDEXED);
+    if (withPositions) await saveBookReadingPositions(t.deps.db, bookId, { chunkEnds: [0.3, 0.6, 1], checkpoints: [] });
+    const passages = async (query: string) => {
+      const res = await t.request(`/playground/passages?book_id=${bookId}&chunks=0,1,2${query}`);
+      expect(res.status).toBe(200);
+      return ((await res.json()) as { passages: { chunk_index: number; text: string | null; past_position?: true }[] }).passages.map((p) =>
+        p.past_position ? `${p.chunk_index}: withheld` : `${p.chunk_index}: ${p.text === null ? "none" : "text"}`,
+      );
+    };
+    return { t, bookId, asked, passages };
+  }
+
+  test.each([
+    ["no position anywhere: the whole book", "", null, ["0: text", "1: text", "2: text"]],
+    ["the page's position, 50 %", "&reading_position=0.5", null, ["0: text", "1: withheld", "2: withheld"]],
+    ["the page's position, 0.6 exactly", "&reading_position=0.6", null, ["0: text", "1: text", "2: withheld"]],
+    ["the page's position before the first chunk ends", "&reading_position=0.1", null, ["0: withheld", "1: withheld", "2: withheld"]],
+    ["the page's position, the end", "&reading_position=1", null, ["0: text", "1: text", "2: text"]],
+    ["the local reader's library page 4 of 10", "", 4, ["0: text", "1: withheld", "2: withheld"]],
+    ["the page's position over the library's", "&reading_position=0.9", 4, ["0: text", "1: text", "2: withheld"]],
+  ])("a passage past the reader's position is withheld, as the chat withholds it: %s", async (_, query, libraryPage, expected) => {
+    const { t, bookId, asked, passages } = await positionedBook();
+    if (libraryPage !== null) {
+      await addToLibrary(t.deps.db, LOCAL_USER_ID, bookId);
+      await t.deps.db.query("UPDATE user_library SET current_page = $3 WHERE user_id = $1 AND book_id = $2", [LOCAL_USER_ID, bookId, libraryPage]);
+    }
+    expect(await passages(query)).toEqual(expected);
+    // A withheld passage is not even looked up.
+    expect(asked.flat()).toEqual(expected.filter((p) => !p.endsWith("withheld")).map((p) => Number(p.split(":")[0])));
+  });
+
+  test("a book ingested before positions were recorded shows no passage to a reader part-way through; a bad position is a 400", async () => {
+    const { t, bookId, passages } = await positionedBook(false);
+    expect(await passages("&reading_position=0.9")).toEqual(["0: withheld", "1: withheld", "2: withheld"]);
+    expect(await passages("")).toEqual(["0: text", "1: text", "2: text"]);
+    for (const bad of ["1.5", "-0.1", "abc", ""]) expect((await t.request(`/playground/passages?book_id=${bookId}&chunks=0&reading_position=${bad}`)).status).toBe(400);
   });
 });
 
@@ -138,6 +184,30 @@ describe("the chat page's earlier messages", () => {
     const other = await t.request(`/playground/messages?session_id=${theirs.id}`);
     expect([other.status, await other.json()]).toEqual([404, { error: "no such local session" }]);
     const bad = await t.request("/playground/messages?session_id=not-a-uuid");
-    expect([bad.status, await bad.json()]).toEqual([400, { error: "query must be ?session_id=<uuid>" }]);
+    expect([bad.status, await bad.json()]).toEqual([400, { error: "query must be ?session_id=<uuid>[&limit=<1-50>]" }]);
+  });
+
+  test("rows the frontend wrote of any length: each message is cut, the answer stays within its bound, and ?limit= takes fewer", async () => {
+    const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
+    const book = await insertBook(t.deps.db, { title: "Harbour Tales", processingStatus: "completed" });
+    const {
+      characters: [character],
+    } = await saveCharacters(t.deps.db, book.id, [{ name: "Maren", systemPrompt: "I am Maren." }]);
+    const mine = await createSession(t.deps.db, { userId: LOCAL_USER_ID, characterId: character!.id });
+    const huge = "x".repeat(1_000_000);
+    for (let i = 0; i < 25; i++) await appendExchange(t.deps.db, mine.id, `${i}${huge}`, `Answer ${i}.`, "");
+
+    const res = await t.request(`/playground/messages?session_id=${mine.id}`);
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text.length).toBeLessThan(HISTORY_CHARS + 10_000);
+    const { messages } = JSON.parse(text) as { messages: { role: string; content: string; truncated?: true }[] };
+    expect(messages.at(-1)).toEqual({ role: "assistant", content: "Answer 24." });
+    expect(messages.at(-2)).toEqual({ role: "user", content: `24${"x".repeat(HISTORY_MESSAGE_CHARS - 2)}`, truncated: true });
+    expect(messages.length).toBeLessThan(DEFAULT_HISTORY_MESSAGES);
+
+    const two = await t.request(`/playground/messages?session_id=${mine.id}&limit=2`);
+    expect(((await two.json()) as { messages: unknown[] }).messages).toHaveLength(2);
+    for (const limit of ["0", "51", "x"]) expect((await t.request(`/playground/messages?session_id=${mine.id}&limit=${limit}`)).status).toBe(400);
   });
 });

@@ -1,5 +1,7 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { createRequestGuard, HOST_VERDICTS_KEPT, hostNameOf, isFixedHostName, isJsonMediaType, type RequestGuardOptions } from "../../api/request-guard.ts";
+import { createRequestGuard, HOST_VERDICTS_KEPT, hostNameOf, isFixedHostName, isJsonMediaType, NO_HOST_ERROR, type RequestGuardOptions } from "../../api/request-guard.ts";
+import { createLogger } from "../../common/log.ts";
+import { buildTestApp } from "../support/app.ts";
 import { startService, type ServiceProcess } from "../support/process.ts";
 import { rawExchange } from "../support/raw-http.ts";
 
@@ -111,7 +113,7 @@ describe("a loopback API under another site's requests", () => {
   let api: ServiceProcess;
   let port: string;
   beforeAll(async () => {
-    api = await startService("api/server.ts", { PLAYGROUND: "on" });
+    api = await startService("api/server.ts", { PLAYGROUND: "on", LOG_FORMAT: "json" });
     port = new URL(api.url).port;
   });
   afterAll(async () => {
@@ -120,7 +122,7 @@ describe("a loopback API under another site's requests", () => {
 
   const exchange = (lines: string[], body = "") =>
     rawExchange(api.url, [...lines, `Content-Length: ${Buffer.byteLength(body)}`, "Connection: close", "", body].join("\r\n"));
-  const statusOf = (answer: string) => Number(/^HTTP\/1\.1 (\d{3})/.exec(answer)?.[1]);
+  const statusOf = (answer: string) => Number(/^HTTP\/1\.[01] (\d{3})/.exec(answer)?.[1]);
   const bodyOf = (answer: string) => JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4)) as unknown;
 
   test.each(["/playground/books", `/playground/passages?book_id=${crypto.randomUUID()}&chunks=0`, "/metrics", "/health", "/docs/json"])(
@@ -154,4 +156,40 @@ describe("a loopback API under another site's requests", () => {
     const json = await exchange([`POST /playground/session HTTP/1.1`, `Host: 127.0.0.1:${port}`, `Content-Type: ${JSON_TYPE}; charset=utf-8`, `Origin: http://127.0.0.1:${port}`], SESSION);
     expect(statusOf(json)).toBe(404);
   });
+
+  test.each(["/health", "/metrics", "/docs/json", "/playground/books", "/nowhere"])(
+    "an HTTP/1.0 GET %s with no Host is refused with 400 {error}, never an error page or a stack; with a Host it is served",
+    async (path) => {
+      const answer = await rawExchange(api.url, `GET ${path} HTTP/1.0\r\n\r\n`);
+      expect(statusOf(answer)).toBe(400);
+      expect(answer.slice(0, answer.indexOf("\r\n\r\n")).toLowerCase()).toContain("content-type: application/json");
+      expect(bodyOf(answer)).toEqual({ error: NO_HOST_ERROR });
+      const withHost = await rawExchange(api.url, `GET ${path} HTTP/1.0\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      expect(statusOf(withHost)).toBe(path === "/nowhere" ? 404 : 200);
+    },
+  );
+
+  test("with LOG_FORMAT=json the server writes nothing but one JSON object per line, the hostless requests included", async () => {
+    await rawExchange(api.url, "GET /health HTTP/1.0\r\n\r\n");
+    const { stdout, stderr } = api.output();
+    expect(stderr).toBe("");
+    const lines = stdout.split("\n").filter((line) => line !== "");
+    expect(lines.filter((line) => !/^\{.*\}$/.test(line) || typeof JSON.parse(line) !== "object")).toEqual([]);
+  });
+});
+
+test("a failure outside the framework's routes (here, the docs' examples) is a 500 {error}, logged as one line without a stack", async () => {
+  const lines: string[] = [];
+  const { request } = await buildTestApp({
+    logger: createLogger({ format: "json", write: (line) => lines.push(line) }),
+    requestExamples: () => {
+      throw new Error("failed at /srv/app/api/docs.ts:12");
+    },
+  });
+  const response = await request("/docs/json");
+  expect(response.status).toBe(500);
+  expect(await response.json()).toEqual({ error: "internal error" });
+  expect(lines).toHaveLength(1);
+  expect(JSON.parse(lines[0]!)).toMatchObject({ level: "error", msg: "unhandled error", error: { message: "failed at /srv/app/api/docs.ts:12" } });
+  expect(lines[0]).not.toContain("    at ");
 });

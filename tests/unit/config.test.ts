@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
+import { createRequestGuard } from "../../api/request-guard.ts";
 import { ConfigError, loadConfig, loadEdgeConfig } from "../../common/config.ts";
 
 describe("loadConfig", () => {
@@ -124,6 +125,26 @@ describe("loadConfig", () => {
       "127.0.0.1:8080",
       "[::1]:9000",
     ]);
+  });
+
+  test.each([
+    ["0:0:0:0:0:0:0:1", "0:0:0:0:0:0:0:1"],
+    ["::ffff:127.0.0.1", "::ffff:127.0.0.1"],
+    ["LOCALHOST", "localhost"],
+    ["ip6-localhost", "ip6-localhost"],
+    ["127.0.0.2", "127.0.0.2"],
+    ["[::1]", "::1"],
+    ["Api.Localhost", "api.localhost"],
+  ])("HOST %p is loopback however it is spelt (listening on %p): no ALLOWED_HOSTS beyond localhost names and IP literals", (spelling, host) => {
+    const config = loadConfig({ HOST: spelling });
+    expect(config.host).toBe(host);
+    expect(config.allowedHosts).toEqual([]);
+    const guard = createRequestGuard({ allowedHosts: config.allowedHosts });
+    expect(guard(new Request("http://127.0.0.1:3000/health", { headers: { host: "evil.example" } }))?.status).toBe(403);
+  });
+
+  test.each(["127.1", "2130706433", "0x7f.0.0.1", "0177.0.0.1", "127.0.0.1."])("HOST %p, an IPv4 address in a resolver's shorthand, is refused", (host) => {
+    expect(() => loadConfig({ HOST: host })).toThrow("invalid HOST: expected an IPv4 address as four decimal numbers (127.0.0.1)");
   });
 
   test("ALLOWED_HOSTS is none on a loopback HOST and any on a network HOST unless set; ALLOWED_ORIGINS is none unless set", () => {

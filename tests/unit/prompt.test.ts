@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { buildRewriteMessages, parseRewrite, rewriteCacheKey } from "../../common/prompt/rewrite.ts";
 import { buildSummaryMessages, messagesLeavingWindow } from "../../common/prompt/summary.ts";
-import type { ConversationMessage } from "../../common/prompt/conversation.ts";
+import { withExchange, type ConversationMessage } from "../../common/prompt/conversation.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN, PASSAGES_HEADING, PREFERENCES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
 import { neutraliseFences } from "../../common/prompt/fences.ts";
 import { countO200kTokens } from "../../common/chunking.ts";
@@ -196,6 +196,19 @@ describe("buildChatMessages", () => {
     const messages = buildChatMessages("SYSTEM", long, "Now?");
     expect(messages.map((m) => m.content)).toEqual(["SYSTEM", ...long.slice(4).map((m) => m.content), "Now?"]);
     expect(messages.at(-1)?.role).toBe("user");
+  });
+});
+
+describe("withExchange", () => {
+  test.each([
+    [["a", "b"], 0, ["a", "b", "Q", "A"]],
+    [["a", "stray"], 1, ["a", "Q", "A", "stray"]],
+    [["a", "s1", "s2"], 2, ["a", "Q", "A", "s1", "s2"]],
+    [["s1", "s2"], 5, ["Q", "A", "s1", "s2"]],
+    [[], 1, ["Q", "A"]],
+    [["a"], -1, ["a", "Q", "A"]],
+  ])("history %p with %d messages stamped after the exchange reads %p", (history, stampedAfter, expected) => {
+    expect(withExchange(history, ["Q", "A"], stampedAfter)).toEqual(expected);
   });
 });
 
