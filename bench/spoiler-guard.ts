@@ -10,7 +10,8 @@
  */
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { buildShingleIndex, decodeShingleIndex, shingleKey, SHINGLE_WORDS, WORD_PATTERN } from "../common/prompt/book-shingles.ts";
+import { buildShingleIndex, decodeShingleIndex, shingleKey, SHINGLE_WORDS } from "../common/prompt/book-shingles.ts";
+import { wordsOf } from "../common/text-normalise.ts";
 import { createSpoilerGuard } from "../common/prompt/spoiler-guard.ts";
 import { extractWork } from "../ingest/book-text.ts";
 import { answerHelp } from "./support.ts";
@@ -29,7 +30,7 @@ const ms = (start: number) => performance.now() - start;
 const mb = (bytes: number) => (bytes / 1e6).toFixed(2);
 
 function shinglesOf(text: string): [number, number][] {
-  const words = [...text.matchAll(WORD_PATTERN)].map((m) => m[0].toLowerCase());
+  const words = wordsOf(text).map((w) => w.key);
   return Array.from({ length: Math.max(0, words.length - SHINGLE_WORDS + 1) }, (_, i) => shingleKey(words.slice(i, i + SHINGLE_WORDS)));
 }
 
@@ -38,7 +39,7 @@ const texts = await Promise.all(paths.map(async (p) => extractWork(await Bun.fil
 console.log("| book | words | shingles | build ms | stored MB | memory MB | decode ms | µs per token | other book's 8-word runs found |");
 console.log("|---|---:|---:|---:|---:|---:|---:|---:|---:|");
 for (const [i, text] of texts.entries()) {
-  const words = text.match(WORD_PATTERN)?.length ?? 0;
+  const words = wordsOf(text).length;
   let start = performance.now();
   const index = buildShingleIndex(text);
   const build = ms(start);
