@@ -48,6 +48,12 @@ const TITLES = new Set(
 const MIN_TERM_CHARS = 3;
 /** People the book names with a title, beyond its characters, that the guard keeps (the most often named). */
 const MAX_NAMED_PEOPLE = 500;
+/**
+ * Distinct words (and titled names) whose use the pass over a book records. A book's vocabulary is far
+ * smaller; text that is not language would otherwise grow the record with its length. A word first met
+ * past the bound has no record: it counts as never used as an ordinary word, which errs towards stopping.
+ */
+const MAX_TRACKED_WORDS = 250_000;
 /** A name word used as an ordinary word at least this often (share of its uses) is not taken for a name where capitals say nothing. */
 const MOSTLY_ORDINARY = 0.5;
 /** What ends a sentence before a word, so that its capital says nothing. */
@@ -141,22 +147,24 @@ function readBook(text: string, terms: ReadonlySet<string>) {
     const previous = before;
     before = w;
     let use = uses.get(w.key);
-    if (!use) uses.set(w.key, (use = { ordinary: 0, named: 0, alone: 0, first: Infinity }));
+    if (!use && uses.size < MAX_TRACKED_WORDS) uses.set(w.key, (use = { ordinary: 0, named: 0, alone: 0, first: Infinity }));
     if (w.kase === "lower") {
-      use.ordinary++;
+      if (use) use.ordinary++;
       return;
     }
-    if (use.first === Infinity) use.first = w.start / length;
-    if (!w.opening) {
-      use.named++;
-      const afterName = previous !== undefined && previous.kase !== "lower" && !TITLES.has(previous.key) && /^\s+$/.test(text.slice(previous.end, w.start));
-      if (!afterName) use.alone++;
+    if (use) {
+      if (use.first === Infinity) use.first = w.start / length;
+      if (!w.opening) {
+        use.named++;
+        const afterName = previous !== undefined && previous.kase !== "lower" && !TITLES.has(previous.key) && /^\s+$/.test(text.slice(previous.end, w.start));
+        if (!afterName) use.alone++;
+      }
     }
     if (previous && TITLES.has(previous.key) && previous.key !== "the" && previous.kase !== "lower" && w.kase === "capitalised" && !TITLES.has(w.key) && w.key.length >= MIN_TERM_CHARS) {
       const form = `${previous.key} ${w.key}`;
       const seen = titled.get(form);
       if (seen) seen.count++;
-      else titled.set(form, { count: 1, first: previous.start / length });
+      else if (titled.size < MAX_TRACKED_WORDS) titled.set(form, { count: 1, first: previous.start / length });
     }
     for (const key of w.key.endsWith("s") ? singulars(w.key) : [w.key]) {
       for (const parts of byLast.get(key) ?? []) {
