@@ -119,8 +119,8 @@ interface WordUse {
 const ordinaryShare = (use: WordUse) => (use.ordinary > 0 ? Math.round((use.ordinary / (use.ordinary + use.named)) * 100) / 100 : 0);
 
 /**
- * One pass over the book: where each of the characters' terms occurs as a name (a use with a
- * capital), how every word is used, and the people it names after a title ("Colonel Dacre") with
+ * One pass over the book: where each known term (the characters' and the NLP step's people's)
+ * occurs as a name (a use with a capital), how every word is used, and the people it names after a title ("Colonel Dacre") with
  * how often and where first.
  */
 function readBook(text: string, terms: ReadonlySet<string>) {
@@ -191,38 +191,57 @@ function readBook(text: string, terms: ReadonlySet<string>) {
   return { at, useOf, titled };
 }
 
+/** Whether a form is a proper name: it has a capitalised word that is not a title ("Rostóv", not "The officer"). */
+const isProperName = (form: string) => wordsOf(form).some((w) => w.kase !== "lower" && !TITLES.has(w.key));
+
 /**
- * What the guard knows of a book's people, written at ingestion: its characters, and the people it
- * names with a title who are not among them. A person's first appearance is the first of their forms
+ * What the guard knows of a book's people, written at ingestion: its characters, the other people the
+ * NLP step found (`people`, by their proper names), and the people the book names with a title who
+ * are none of those. A person's first appearance is the first of their forms
  * that no one else shares (Lady Catherine is not met where Kitty is called Catherine); a term shared
  * with others is the first-appearing owner's from its first occurrence, and each other owner's from
  * their own first appearance on. A character none of whose names is found counts as met from the
  * start (first 0), as their first appearance does elsewhere.
  */
-export function guardCharacters(text: string, characters: readonly { id: string; name: string; aliases: readonly string[] }[]): GuardCharacter[] {
+export function guardCharacters(
+  text: string,
+  characters: readonly { id: string; name: string; aliases: readonly string[] }[],
+  people: readonly { name: string; aliases: readonly string[] }[] = [],
+): GuardCharacter[] {
+  const formsOf = (names: readonly string[]) => [...new Set(names.map((f) => f.trim()).filter((f) => keysOf(f).length > 0))];
   const entries: Entry[] = characters.map((c) => {
-    const forms = [...new Set([c.name, ...c.aliases].map((f) => f.trim()).filter((f) => keysOf(f).length > 0))];
+    const forms = formsOf([c.name, ...c.aliases]);
     return { id: c.id, forms: forms.map((f) => keysOf(f).join(" ")), terms: new Map(forms.flatMap(termsOf)) };
   });
+  const characterForms = new Set(entries.flatMap((e) => e.forms));
   const characterTerms = new Set(entries.flatMap((e) => [...e.forms, ...e.terms.keys()]));
-  const { at, useOf, titled } = readBook(text, characterTerms);
+  for (const person of people) {
+    const forms = formsOf([person.name, ...person.aliases]);
+    // The NLP step's list holds the selected characters too: a person by one of their names is them.
+    if (forms.some((f) => characterForms.has(keysOf(f).join(" ")))) continue;
+    const proper = forms.filter(isProperName);
+    const terms = new Map(proper.flatMap(termsOf).filter(([key]) => !characterTerms.has(key)));
+    if (terms.size > 0) entries.push({ id: "", forms: proper.map((f) => keysOf(f).join(" ")), terms });
+  }
+  const known = new Set(entries.flatMap((e) => [...e.forms, ...e.terms.keys()]));
+  const { at, useOf, titled } = readBook(text, known);
   // A title before what is mostly an ordinary word ("Mr Right", "Lady Luck") names no one in particular.
-  const people = [...titled].filter(([form]) => !characterTerms.has(form) && ordinaryShare(useOf(form.split(" ")[1]!)) < MOSTLY_ORDINARY);
-  for (const [form] of people.sort((a, b) => b[1].count - a[1].count).slice(0, MAX_NAMED_PEOPLE)) {
+  const titledPeople = [...titled].filter(([form]) => !known.has(form) && ordinaryShare(useOf(form.split(" ")[1]!)) < MOSTLY_ORDINARY);
+  for (const [form] of titledPeople.sort((a, b) => b[1].count - a[1].count).slice(0, MAX_NAMED_PEOPLE)) {
     const name = form.split(" ")[1]!;
-    entries.push({ id: "", forms: [form], terms: new Map([[form, form], ...(characterTerms.has(name) ? [] : [[name, name] as [string, string]])]) });
+    entries.push({ id: "", forms: [form], terms: new Map([[form, form], ...(known.has(name) ? [] : [[name, name] as [string, string]])]) });
   }
   const owners = new Map<string, Entry[]>();
   for (const e of entries) for (const key of new Set([...e.forms, ...e.terms.keys()])) owners.set(key, [...(owners.get(key) ?? []), e]);
   /**
-   * The first occurrence of a term at or after `from`, or null. The characters' terms have every
+   * The first occurrence of a term at or after `from`, or null. The known terms have every
    * occurrence; a titled person's ("colonel dacre", "dacre") only the first, and one at or after
    * `from` is taken to be at `from`, which errs towards the reader having met them.
    */
   const firstOf = (key: string, from = 0): number | null => {
     const positions = at.get(key);
     if (positions) return positions.find((p) => p >= from) ?? null;
-    if (characterTerms.has(key)) return null;
+    if (known.has(key)) return null;
     const first = titled.get(key)?.first ?? useOf(key).first;
     return Number.isFinite(first) ? Math.max(first, from) : null;
   };

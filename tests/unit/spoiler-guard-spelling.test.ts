@@ -33,8 +33,14 @@ const CHARACTERS = [
   { id: "vane", name: "Lady Catherine Vane", aliases: ["Lady Catherine", "Catherine"] },
   { id: "crane", name: "Silas Crane", aliases: ["Crane"] },
 ];
+/** The NLP step's list of people: the selected characters among them, others, and a description that is no name. */
+const PEOPLE = [
+  { name: "Anne Marlowe", aliases: ["Anne"] },
+  { name: "Jonah", aliases: [] },
+  { name: "The stranger", aliases: [] },
+];
 const POSITION = 0.3;
-const guarded = guardCharacters(BOOK, CHARACTERS);
+const guarded = guardCharacters(BOOK, CHARACTERS, PEOPLE);
 const shingles = buildShingleIndex(BOOK);
 
 const zw = (s: string, mark: string) => s.replace(/(\p{L})(?=\p{L})/gu, `$1${mark}`);
@@ -61,6 +67,7 @@ export const ATTEMPTS: { category: string; reply: string; stop: boolean }[] = [
   // A person named in the book who is not a selected character.
   { category: "named person", reply: "Colonel Dacre will bring the news.", stop: true },
   { category: "named person", reply: "It was Dacre who rode in that night.", stop: true },
+  { category: "named person (the NLP step's list)", reply: "It was Jonah who set the fire.", stop: true },
   // Accents and combining marks.
   { category: "accents", reply: "Beware of Ashbý, my dear.", stop: true },
   { category: "accents", reply: "Beware of Ásh\u0301by and Sílas Crâne.", stop: true },
@@ -85,6 +92,7 @@ export const ATTEMPTS: { category: string; reply: string; stop: boolean }[] = [
   { category: "late sentence, full-width", reply: fullWidth(LATE_SENTENCE), stop: true },
   // Innocent replies: nothing late in them.
   { category: "innocent", reply: "Crane flies gathered at the window.", stop: false },
+  { category: "innocent", reply: "The stranger smiled at the harbour.", stop: false },
   { category: "innocent", reply: "A crane stood in the shallows, and the cranes came back.", stop: false },
   { category: "innocent", reply: "Catherine, my sister, sings too loudly in the kitchen.", stop: false },
   { category: "innocent", reply: zw("Anne Marlowe kept the lamp at Gull Point through the long winter.", "\u200b"), stop: false },
@@ -104,7 +112,7 @@ function outcome(reply: string): { stop: SpoilerKind | undefined; sent: string }
   return { stop: last.stop, sent: sent + last.forward };
 }
 
-describe("the spoiler guard against spelling (36 attempts, a reader at 30 %)", () => {
+describe("the spoiler guard against spelling (38 attempts, a reader at 30 %)", () => {
   test.each(ATTEMPTS)("$category: $reply", ({ reply, stop }) => {
     const result = outcome(reply);
     if (stop) expect(result.stop).toBeDefined();
@@ -114,6 +122,6 @@ describe("the spoiler guard against spelling (36 attempts, a reader at 30 %)", (
   test("the corpus: no leak, no false stop", () => {
     const leaks = ATTEMPTS.filter((a) => a.stop && outcome(a.reply).stop === undefined).map((a) => a.reply);
     const falseStops = ATTEMPTS.filter((a) => !a.stop && outcome(a.reply).stop !== undefined).map((a) => a.reply);
-    expect({ attempts: ATTEMPTS.length, leaks, falseStops }).toEqual({ attempts: 36, leaks: [], falseStops: [] });
+    expect({ attempts: ATTEMPTS.length, leaks, falseStops }).toEqual({ attempts: 38, leaks: [], falseStops: [] });
   });
 });
