@@ -279,18 +279,29 @@ export interface LateName {
 }
 
 /**
+ * A term's word keys, remembered per term: a book's terms are kept in the API's memory and read on
+ * every turn (War and Peace's 900 would otherwise cost several milliseconds a turn).
+ */
+const keysOfTerm = new WeakMap<GuardCharacter["terms"][number], string[]>();
+function termKeys(term: GuardCharacter["terms"][number]): string[] {
+  let keys = keysOfTerm.get(term);
+  if (!keys) keysOfTerm.set(term, (keys = keysOf(term.text)));
+  return keys;
+}
+
+/**
  * The names a reader at `position` has not met: the terms of people who first appear after it, less
  * those by which the reader has met anyone. The character being spoken to is left out (the reader
  * chose them by name), and so are the titled people who share a name word with them.
  */
 export function lateNames(characters: readonly GuardCharacter[], position: number, speakerId: string): LateName[] {
-  const met = new Set(characters.flatMap((c) => c.terms.filter((t) => t.first <= position).map((t) => keysOf(t.text).join(" "))));
-  const speakerWords = new Set(characters.filter((c) => c.character_id === speakerId).flatMap((c) => c.terms.flatMap((t) => keysOf(t.text))));
+  const met = new Set(characters.flatMap((c) => c.terms.filter((t) => t.first <= position).map((t) => termKeys(t).join(" "))));
+  const speakerWords = new Set(characters.filter((c) => c.character_id === speakerId).flatMap((c) => c.terms.flatMap(termKeys)));
   const late = new Map<string, LateName>();
   for (const c of characters) {
     if (c.character_id === speakerId || c.first <= position) continue;
     for (const t of c.terms) {
-      const words = keysOf(t.text);
+      const words = termKeys(t);
       const key = words.join(" ");
       if (t.first <= position || met.has(key) || words.length === 0 || (c.character_id === "" && words.some((w) => speakerWords.has(w)))) continue;
       late.set(key, { words, ordinary: t.ordinary ?? words.map(() => 0), alone: t.alone ?? true });
@@ -357,7 +368,9 @@ export function createSpoilerGuard(options: SpoilerGuardOptions): SpoilerGuard {
     .filter((name) => name.words.length > 0);
   const byLast = new Map<string, LateName[]>();
   for (const name of names) byLast.set(name.words.at(-1)!, [...(byLast.get(name.words.at(-1)!) ?? []), name]);
-  const longer = names.filter((name) => name.words.length > 1);
+  /** Names of several words by their first word: what a reply's tail may be the start of. */
+  const byFirst = new Map<string, LateName[]>();
+  for (const name of names) if (name.words.length > 1) byFirst.set(name.words[0]!, [...(byFirst.get(name.words[0]!) ?? []), name]);
   const keep = Math.max(n, ...names.map((name) => name.words.length));
   let text = "";
   let scanned = 0;
@@ -393,8 +406,11 @@ export function createSpoilerGuard(options: SpoilerGuardOptions): SpoilerGuard {
   /** Where the held-back words start: the first of the longest tail that begins a late name. */
   function heldFrom(): number {
     for (let m = Math.min(words.length, keep); m > 0; m--) {
+      const first = words[words.length - m]!;
+      const begun = byFirst.get(first.key);
+      if (!begun) continue;
       const tail = words.slice(-m);
-      if (longer.some((name) => name.words.length > m && tail.every((w, i) => w.key === name.words[i]))) return tail[0]!.start;
+      if (begun.some((name) => name.words.length > m && tail.every((w, i) => w.key === name.words[i]))) return first.start;
     }
     return text.length;
   }
