@@ -98,9 +98,30 @@ export function spelledKey(text: string): string {
 export type WordCase = "lower" | "capitalised" | "upper";
 
 export function wordCase(word: string): WordCase {
-  const letters = skeleton(word).replace(NOT_WORD, "");
+  const letters = skeleton(word).replace(/\P{L}/gu, "");
   if (!/^\p{Lu}|^\p{Lt}/u.test(letters)) return "lower";
   return letters.length > 1 && !/\p{Ll}/u.test(letters) ? "upper" : "capitalised";
+}
+
+/**
+ * The case of a word of ASCII letters and digits (wordCase, without normalising), or null for any
+ * other word: most words of most books, told apart without a look-up.
+ */
+function asciiCase(word: string): WordCase | null {
+  let letters = 0;
+  let upper = 0;
+  let firstUpper = false;
+  for (let i = 0; i < word.length; i++) {
+    const c = word.charCodeAt(i);
+    if (c >= 97 && c <= 122) letters++;
+    else if (c >= 65 && c <= 90) {
+      if (letters === 0) firstUpper = true;
+      letters++;
+      upper++;
+    } else if (c < 48 || c > 57) return null;
+  }
+  if (!firstUpper) return "lower";
+  return letters > 1 && upper === letters ? "upper" : "capitalised";
 }
 
 /** Distinct spellings whose key and case `eachWord` remembers. */
@@ -116,6 +137,11 @@ export function eachWord(text: string, visit: (key: string, kase: WordCase, star
   const pattern = new RegExp(WORD_PATTERN);
   for (let m = pattern.exec(text); m; m = pattern.exec(text)) {
     const word = m[0];
+    const ascii = asciiCase(word);
+    if (ascii !== null) {
+      visit(ascii === "lower" ? word : word.toLowerCase(), ascii, m.index, m.index + word.length);
+      continue;
+    }
     let seen = known.get(word);
     if (seen === undefined) {
       if (known.size >= MAX_REMEMBERED_SPELLINGS) known.clear();

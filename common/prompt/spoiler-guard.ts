@@ -84,23 +84,6 @@ function termsOf(form: string): [key: string, text: string][] {
   return out.filter(([key]) => !TITLES.has(key) && (key.includes(" ") || key.length >= MIN_TERM_CHARS));
 }
 
-interface BookWord {
-  key: string;
-  kase: WordCase;
-  start: number;
-  end: number;
-  /** First word of a sentence (its capital says nothing). */
-  opening: boolean;
-}
-
-function eachBookWord(text: string, visit: (word: BookWord) => void): void {
-  let lastEnd = -1;
-  eachWord(text, (key, kase, start, end) => {
-    visit({ key, kase, start, end, opening: lastEnd < 0 || breaksSentence(text, lastEnd, start) });
-    lastEnd = end;
-  });
-}
-
 /** The keys a word may stand for: itself, and the singular of a plural ("ashbys", "vanes"). */
 const singulars = (key: string) => [key, ...(key.endsWith("s") ? [key.slice(0, -1)] : []), ...(key.endsWith("es") ? [key.slice(0, -2)] : [])];
 
@@ -139,35 +122,47 @@ function readBook(text: string, terms: ReadonlySet<string>) {
   const keys: string[] = new Array<string>(longest).fill("");
   const starts: number[] = new Array<number>(longest).fill(0);
   let count = 0;
-  let before: BookWord | undefined;
-  eachBookWord(text, (w) => {
-    keys[count % longest] = w.key;
-    starts[count % longest] = w.start;
+  // The word before, as fields: a book's pass makes no object per word.
+  let beforeKey = "";
+  let beforeKase: WordCase | undefined;
+  let beforeStart = 0;
+  let beforeEnd = -1;
+  eachWord(text, (key, kase, start, end) => {
+    const opening = beforeEnd < 0 || breaksSentence(text, beforeEnd, start);
+    const previousKey = beforeKey;
+    const previousKase = beforeKase;
+    const previousStart = beforeStart;
+    const previousEnd = beforeEnd;
+    beforeKey = key;
+    beforeKase = kase;
+    beforeStart = start;
+    beforeEnd = end;
+    keys[count % longest] = key;
+    starts[count % longest] = start;
     count++;
-    const previous = before;
-    before = w;
-    let use = uses.get(w.key);
-    if (!use && uses.size < MAX_TRACKED_WORDS) uses.set(w.key, (use = { ordinary: 0, named: 0, alone: 0, first: Infinity }));
-    if (w.kase === "lower") {
+    let use = uses.get(key);
+    if (!use && uses.size < MAX_TRACKED_WORDS) uses.set(key, (use = { ordinary: 0, named: 0, alone: 0, first: Infinity }));
+    if (kase === "lower") {
       if (use) use.ordinary++;
       return;
     }
+    const afterTitle = previousKase !== undefined && previousKase !== "lower" && TITLES.has(previousKey);
     if (use) {
-      if (use.first === Infinity) use.first = w.start / length;
-      if (!w.opening) {
+      if (use.first === Infinity) use.first = start / length;
+      if (!opening) {
         use.named++;
-        const afterName = previous !== undefined && previous.kase !== "lower" && !TITLES.has(previous.key) && /^\s+$/.test(text.slice(previous.end, w.start));
+        const afterName = previousKase !== undefined && previousKase !== "lower" && !afterTitle && /^\s+$/.test(text.slice(previousEnd, start));
         if (!afterName) use.alone++;
       }
     }
-    if (previous && TITLES.has(previous.key) && previous.key !== "the" && previous.kase !== "lower" && w.kase === "capitalised" && !TITLES.has(w.key) && w.key.length >= MIN_TERM_CHARS) {
-      const form = `${previous.key} ${w.key}`;
+    if (afterTitle && previousKey !== "the" && kase === "capitalised" && !TITLES.has(key) && key.length >= MIN_TERM_CHARS) {
+      const form = `${previousKey} ${key}`;
       const seen = titled.get(form);
       if (seen) seen.count++;
-      else if (titled.size < MAX_TRACKED_WORDS) titled.set(form, { count: 1, first: previous.start / length });
+      else if (titled.size < MAX_TRACKED_WORDS) titled.set(form, { count: 1, first: previousStart / length });
     }
-    for (const key of w.key.endsWith("s") ? singulars(w.key) : [w.key]) {
-      for (const parts of byLast.get(key) ?? []) {
+    for (const last of key.endsWith("s") ? singulars(key) : [key]) {
+      for (const parts of byLast.get(last) ?? []) {
         if (parts.length > count) continue;
         const back = (i: number) => (count - parts.length + i) % longest;
         if (!parts.every((p, i) => i === parts.length - 1 || keys[back(i)] === p)) continue;

@@ -86,6 +86,11 @@ describe("wordCase: how a word is written", () => {
 });
 
 describe("the words of a text", () => {
+  test.each(["crane", "Crane", "CRANE", "McDonald", "1984", "3D", "A", "a1", "Élise", "ÉLISE", "ᴄʀᴀɴᴇ", "Ｃｒａｎｅ"])("%p keys and cases as spelledKey and wordCase say", (word) => {
+    expect(wordsOf(word)).toEqual([{ key: spelledKey(word), kase: wordCase(word), word }]);
+  });
+
+
   test("invisible characters and combining marks stay inside a word; a word of them alone is none", () => {
     const words = wordsOf("The str\u200banger said, Ashb\u0301y\u00ad's \u200b ＷＯＲＤ.");
     expect(words.map((w) => w.key)).toEqual(["the", "stranger", "said", "ashby", "s", "word"]);
