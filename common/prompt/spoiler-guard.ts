@@ -6,17 +6,18 @@ import { SHINGLE_WORDS, shingleKey, type ShingleIndex } from "./book-shingles.ts
  * The spoiler guard on the chat's way out. A model that knows a famous book can name the murderer
  * from its own memory even when nothing late reached its prompt; the guard reads the streamed reply
  * word by word and stops it at the first
- * - `name`: a name of a person the reader has not met (a character, or someone the book names with a
- *   title, "Colonel Dacre", whose first appearance is after the reader's position), by a form the
- *   reader has met no one by (so a surname the reader knows from a met relative passes, and so does
+ * - `name`: a name of a person the reader has not met (a character, anyone else the NLP step found,
+ *   or someone the book names with a title, "Colonel Dacre", whose first appearance is after the
+ *   reader's position), by a form the reader has met no one by (so a surname the reader knows from a met relative passes, and so does
  *   "Catherine" when the reader has met a Catherine, while "Lady Catherine" stops), or
  * - `passage`: a run of SHINGLE_WORDS words whose first occurrence in the book ends after the position.
  *
  * Words are compared by what they spell (common/text-normalise.ts): case, accents, invisible
  * characters and look-alike letters never hide a name or a passage, and a name's plural ("the
- * Ashbys") is the name. A name word the book also uses as an ordinary word ("crane") is a name in a
- * reply only where it is written as one: capitalised inside a sentence, or, at the start of a sentence
- * or in capitals, when the book uses it more often as a name than as a word.
+ * Ashbys") is the name. Case is evidence, not part of the key: a name word capitalised inside a
+ * sentence is the name; where case says nothing (a sentence's first word, capitals, lower case) the
+ * book's own usage of the word decides (writtenAsName), so "Crane flies gathered at the window"
+ * passes in a book that only ever says "Silas Crane".
  *
  * It holds back only the word being written, and the words that could begin a late name ("Silas"
  * while "Silas Crane" is one): a name is never shown in part. A late passage is recognised on its
@@ -78,7 +79,7 @@ function termsOf(form: string): [key: string, text: string][] {
   const words = wordsOf(form);
   const out: [string, string][] = [[words.map((w) => w.key).join(" "), form.trim()]];
   if (words.length > 1) {
-    for (const w of words) if (wordCase(w.word) !== "lower" && !TITLES.has(w.key)) out.push([w.key, w.word]);
+    for (const w of words) if (w.kase !== "lower" && !TITLES.has(w.key)) out.push([w.key, w.word]);
     if (TITLES.has(words[0]!.key) && !TITLES.has(words[1]!.key)) out.push([`${words[0]!.key} ${words[1]!.key}`, `${words[0]!.word} ${words[1]!.word}`]);
   }
   return out.filter(([key]) => !TITLES.has(key) && (key.includes(" ") || key.length >= MIN_TERM_CHARS));
@@ -103,8 +104,8 @@ const ordinaryShare = (use: WordUse) => (use.ordinary > 0 ? Math.round((use.ordi
 
 /**
  * One pass over the book: where each known term (the characters' and the NLP step's people's)
- * occurs as a name (a use with a capital), how every word is used, and the people it names after a title ("Colonel Dacre") with
- * how often and where first.
+ * occurs as a name (a use with a capital), how every word is used, and the people it names after a
+ * title ("Colonel Dacre") with how often and where first.
  */
 function readBook(text: string, terms: ReadonlySet<string>) {
   const byLast = new Map<string, string[][]>();
@@ -192,10 +193,10 @@ const isProperName = (form: string) => wordsOf(form).some((w) => w.kase !== "low
 /**
  * What the guard knows of a book's people, written at ingestion: its characters, the other people the
  * NLP step found (`people`, by their proper names), and the people the book names with a title who
- * are none of those. A person's first appearance is the first of their forms
- * that no one else shares (Lady Catherine is not met where Kitty is called Catherine); a term shared
- * with others is the first-appearing owner's from its first occurrence, and each other owner's from
- * their own first appearance on. A character none of whose names is found counts as met from the
+ * are none of those. A person's first appearance is the first of their forms that no one else shares
+ * (Lady Catherine is not met where Kitty is called Catherine); a term shared with others is the
+ * first-appearing owner's from its first occurrence, and each other owner's from their own first
+ * appearance on. A character none of whose names is found counts as met from the
  * start (first 0), as their first appearance does elsewhere.
  */
 export function guardCharacters(
@@ -260,7 +261,9 @@ export function guardCharacters(
       return [{ text, first: termFirst, ...(ordinary.some((o) => o > 0) ? { ordinary } : {}), ...(uses.length === 1 ? { alone: uses[0]!.alone > 0 } : {}) }];
     });
     return { character_id: e.id, first, terms };
-  });
+  })
+    // A person the book never names as the NLP step wrote them guards nothing; a character is kept (it is met from the start).
+    .filter((person) => person.character_id !== "" || person.terms.length > 0);
 }
 
 /**

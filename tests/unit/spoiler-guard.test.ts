@@ -134,6 +134,20 @@ describe("the characters' names as the guard knows them", () => {
     expect(characters.find((c) => c.character_id === "ghost")).toEqual({ character_id: "ghost", first: 0, terms: [] });
   });
 
+  test("the NLP step's people: a selected character among them is left to the character, a description is no name, one the book never names guards nothing", () => {
+    const people = [
+      { name: "Silas Crane", aliases: ["Crane"] },
+      { name: "Jonah", aliases: [] },
+      { name: "The stranger", aliases: [] },
+      { name: "Nobody Here", aliases: [] },
+    ];
+    const guarded = guardCharacters(BOOK, [{ id: "silas", name: "Silas Crane", aliases: [] }], people);
+    expect(guarded.map((p) => [p.character_id, p.terms.map((t) => t.text)])).toEqual([
+      ["silas", ["Silas Crane", "Silas", "Crane"]],
+      ["", ["Jonah"]],
+    ]);
+  });
+
   test("a name word the reader has met elsewhere is not late", () => {
     const book = `Old Tom Crane mended nets. ${MIDDLE} Silas Crane came ashore.`;
     const [silas] = guardCharacters(book, [{ id: "silas", name: "Silas Crane", aliases: [] }]);
