@@ -30,6 +30,14 @@ const LOOK_ALIKE_ROWS: readonly (readonly [script: string, from: string, to: str
   ["Latin letters without a decomposition", "ıȷɑɡɩøØłŁđĐħĦŧŦ", "ijagioOlLdDhHtT"],
 ];
 
+/**
+ * Characters drawn as angle brackets, or as two of them ("«", "≪"): "<" and ">", their full-width,
+ * small and vertical forms, and the look-alikes of other blocks (Canadian syllabics, modifier letters,
+ * ornaments, mathematical brackets); every character NFKC turns into one of them is one of them. A
+ * fence marker is a run of them.
+ */
+export const ANGLE_BRACKETS = "<>‹›«»\u2329\u232a〈〉《》︽︾︿﹀⟨⟩⟪⟫≪≫⋘⋙＜＞﹤﹥˂˃ᐸᐳ❬❭❮❯❰❱⧼⧽⦉⦊⦑⦒";
+
 /** Letters in blocks laid out A to Z with no compatibility decomposition (negative circled and squared, regional indicators). */
 const ALPHABET_BLOCKS = [0x1f150, 0x1f170, 0x1f1e6];
 

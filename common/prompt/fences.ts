@@ -15,15 +15,14 @@ import {
   SUMMARY_MESSAGES_LABEL,
   SUMMARY_PREVIOUS_LABEL,
 } from "../llm/prompt-format.ts";
-import { spelledKey } from "../text-normalise.ts";
+import { ANGLE_BRACKETS, spelledKey } from "../text-normalise.ts";
 
 /**
- * Characters that read as angle brackets: a run of two or more of them is what a fence marker is
- * made of, so in stored text such a run is taken out (replaced by a space), invisible characters and
- * marks between them (which draw nothing) included. A single one is left, as in "«oui»".
+ * A run of two or more characters that read as angle brackets is what a fence marker is made of, so
+ * in stored text such a run is taken out (replaced by a space), invisible characters and marks between
+ * them (which draw nothing) included. A single one is left, as in "«oui»".
  */
-const ANGLE_LIKE = "<>‹›«»〈〉《》⟨⟩⟪⟫≪≫⋘⋙＜＞﹤﹥˂˃ᐸᐳ❬❭❮❯❰❱〈〉⧼⧽⦉⦊⦑⦒";
-const ANGLE_RUN = new RegExp(`[${ANGLE_LIKE}](?:[\\p{Default_Ignorable_Code_Point}\\p{M}]*[${ANGLE_LIKE}])+`, "gu");
+const ANGLE_RUN = new RegExp(`[${ANGLE_BRACKETS}](?:[\\p{Default_Ignorable_Code_Point}\\p{M}]*[${ANGLE_BRACKETS}])+`, "gu");
 /** Every character a model may take for the end of a line. */
 const LINE_END = /(\r\n|[\n\r\v\f\u0085\u2028\u2029])/;
 

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { LOOK_ALIKES, wordsOf, skeleton, spelledKey, wordCase } from "../../common/text-normalise.ts";
+import { ANGLE_BRACKETS, LOOK_ALIKES, wordsOf, skeleton, spelledKey, wordCase } from "../../common/text-normalise.ts";
 
 describe("spelledKey: what a word spells", () => {
   test.each<[string, string, string]>([
@@ -68,6 +68,20 @@ describe("the look-alike table", () => {
     ["full-width (by NFKC)", "\uff21\uff22\uff23\uff41\uff42\uff43", "ABCabc"],
   ])("%s look-alikes read as the Latin letters they are drawn like", (_, from, to) => {
     expect(skeleton(from)).toBe(to);
+  });
+});
+
+describe("the angle brackets", () => {
+  test("every character that NFKC turns into angle brackets is one of them", () => {
+    const brackets = new Set(ANGLE_BRACKETS);
+    const missing: string[] = [];
+    for (let cp = 0x80; cp < 0x30000; cp++) {
+      if (cp >= 0xd800 && cp < 0xe000) continue;
+      const c = String.fromCodePoint(cp);
+      const n = c.normalize("NFKC");
+      if (n !== c && [...n].every((x) => brackets.has(x)) && !brackets.has(c)) missing.push(`U+${cp.toString(16)}`);
+    }
+    expect(missing).toEqual([]);
   });
 });
 
