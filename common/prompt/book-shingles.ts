@@ -27,7 +27,6 @@ const POSITION_STEPS = 65535;
 const FORMAT_VERSION = 1;
 const HEADER_BYTES = 8;
 
-
 /** Two independent 32-bit hashes of words joined by single spaces. */
 export function shingleKey(words: readonly string[]): [number, number] {
   let fnv = 0x811c9dc5;
