@@ -267,15 +267,19 @@ function paragraphBounds(tokens: TokenColumns): Map<number, { start: number; end
  * passages are cut from it by the tokens' offsets; without it they are rebuilt from the tokens.
  * `tokens` defaults to the columns of parsed.tokens.
  */
+/** Every character of the NLP output before any threshold: what selection starts from, and the people the spoiler guard knows beside the selected ones. */
+export const characterList = (parsed: ParsedBookNlp): CharacterSummary[] =>
+  toCharacterList(parsed, { minMentions: 0, minQuotes: 0, maxCharacters: Number.MAX_SAFE_INTEGER });
+
 export function selectCharacters(
   parsed: ParsedBookNlp,
   options: SelectionOptions = {},
   book: { text?: string; tokens?: TokenColumns } = {},
+  list: readonly CharacterSummary[] = characterList(parsed),
 ): FoundCharacter[] {
   const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
   const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
   // Thresholds apply after merging: two halves of one person may only qualify together.
-  const list = toCharacterList(parsed, { minMentions: 0, minQuotes: 0, maxCharacters: Number.MAX_SAFE_INTEGER });
   const eligible = mergeByName(list)
     .filter((m) => m.summary.mentionCount >= minMentions && m.summary.quoteCount >= minQuotes)
     .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount));

@@ -1,5 +1,6 @@
 import { Worker } from "node:worker_threads";
-import type { NlpFound, NlpReply, NlpTask } from "./nlp-thread.ts";
+import type { FoundCharacter } from "./character-selection.ts";
+import type { NlpReply, NlpResult, NlpTask } from "./nlp-thread.ts";
 
 /**
  * The booknlp phase's two engines: real BookNLP as a child process (BOOKNLP_COMMAND), whose files are
@@ -23,16 +24,16 @@ function abortReason(signal: AbortSignal): unknown {
 }
 
 /** Runs one task in a fresh worker thread; aborting terminates the thread. */
-export function runInThread(task: NlpTask, signal?: AbortSignal): Promise<NlpFound> {
+export function runInThread(task: NlpTask, signal?: AbortSignal): Promise<NlpResult> {
   if (signal?.aborted) return Promise.reject(abortReason(signal));
   const thread = new Worker(new URL("./nlp-thread.ts", import.meta.url));
-  return new Promise<NlpFound>((resolve, reject) => {
+  return new Promise<NlpResult>((resolve, reject) => {
     const onAbort = () => reject(abortReason(signal!));
     signal?.addEventListener("abort", onAbort, { once: true });
     const settle = () => signal?.removeEventListener("abort", onAbort);
     thread.once("message", (reply: NlpReply) => {
       settle();
-      if (reply.ok) resolve({ characters: reply.characters, quotes: reply.quotes });
+      if (reply.ok) resolve({ characters: reply.characters, people: reply.people, quotes: reply.quotes });
       else reject(new NlpError(reply.error));
     });
     thread.once("error", (err: Error) => {

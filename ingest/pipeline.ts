@@ -16,6 +16,7 @@ import { BookDeletedError, BookRejectedError } from "./errors.ts";
 import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
 import { extractProfiles, writePersonas, type SavedCharacter } from "./phases/character-passes.ts";
 import { admitNames, findCharacters } from "./phases/nlp.ts";
+import type { NamedPerson } from "./nlp-thread.ts";
 import { createRun, forgetCached, type PipelineDeps, type PipelineJob, type PipelineOptions, type Run, type SkipKind } from "./phases/run.ts";
 import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
 
@@ -101,10 +102,10 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       // Only the NLP engine or BookNLP competes for the cores; discovery (other languages) waits on the model.
       const waitForNlp = book.language === "English" && (options.indexAfterNlp ?? availableParallelism() < MIN_CORES_FOR_INDEX_BESIDE_NLP);
       const nlpEnded = Promise.withResolvers<void>();
-      const [{ characters, written, items }, prepared] = await sideBySide(
+      const [{ characters, written, items, people }, prepared] = await sideBySide(
         run,
         async (branch) => {
-          const extracted = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir)).finally(() => nlpEnded.resolve());
+          const { characters: extracted, people } = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir)).finally(() => nlpEnded.resolve());
           deps.metrics.processing.charactersExtracted.inc(extracted.length);
           const found = admitNames(branch, extracted);
           await stillThere(branch);
@@ -112,7 +113,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
           await stillThere(branch);
           const saved = await timed("prompt", () => writePersonas(branch, book, text, found, items));
           deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, saved.characters.length);
-          return { ...saved, items };
+          return { ...saved, items, people };
         },
         async (branch) => {
           if (waitForNlp) await nlpEnded.promise;
@@ -129,7 +130,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
       const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-      await saveGuard(run, text, characters);
+      await saveGuard(run, text, characters, people);
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
@@ -152,10 +153,10 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
 }
 
 /** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts). */
-async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[]): Promise<void> {
+async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[], people: readonly NamedPerson[]): Promise<void> {
   const started = performance.now();
   const shingles = buildShingleIndex(text);
-  const guarded = guardCharacters(text, characters.map((c) => c.character));
+  const guarded = guardCharacters(text, characters.map((c) => c.character), people);
   await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: shingles.encode() });
   run.log.info("spoiler guard written", { shingles: shingles.size, bytes: shingles.bytes, seconds: Math.round(performance.now() - started) / 1000 });
 }

@@ -3,8 +3,10 @@
  * (common/prompt/spoiler-guard.ts): for every run of SHINGLE_WORDS words of the book, where its first
  * occurrence ends, so a reply can be told to be quoting text the reader has not reached.
  *
- * Words are runs of letters and digits, lower-cased: punctuation, line breaks, quotes and apostrophes
- * ("Darcy's" is "darcy" "s") never tell a quotation apart from the book. A shingle is keyed by two
+ * Words are runs of letters and digits keyed by what they spell (common/text-normalise.ts: case,
+ * accents, invisible characters and look-alike letters folded): punctuation, line breaks, quotes and
+ * apostrophes ("Darcy's" is "darcy" "s") never tell a quotation apart from the book, and neither do
+ * "ｓｔｒａｎｇｅｒ", "str\u200banger" or "strаnger" with a Cyrillic а. A shingle is keyed by two
  * independent 32-bit hashes of its words (64 bits: at 500 000 shingles a reply of 1 000 words meets a
  * false key about once in 10^10 replies; one 32-bit hash would meet one in about 10).
  *
@@ -18,13 +20,12 @@
  */
 
 import { Buffer } from "node:buffer";
+import { eachWord } from "../text-normalise.ts";
 
 export const SHINGLE_WORDS = 8;
 const POSITION_STEPS = 65535;
 const FORMAT_VERSION = 1;
 const HEADER_BYTES = 8;
-
-export const WORD_PATTERN = /[\p{L}\p{N}]+/gu;
 
 /** Two independent 32-bit hashes of words joined by single spaces. */
 export function shingleKey(words: readonly string[]): [number, number] {
@@ -87,10 +88,10 @@ function indexOf(hi: Uint32Array, lo: Uint32Array, at: Uint16Array): ShingleInde
 export function buildShingleIndex(text: string, words = SHINGLE_WORDS): ShingleIndex {
   const found: string[] = [];
   const ends: number[] = [];
-  for (const m of text.matchAll(WORD_PATTERN)) {
-    found.push(m[0].toLowerCase());
-    ends.push(m.index + m[0].length);
-  }
+  eachWord(text, (key, _, __, end) => {
+    found.push(key);
+    ends.push(end);
+  });
   const count = Math.max(0, found.length - words + 1);
   const hiAll = new Uint32Array(count);
   const loAll = new Uint32Array(count);

@@ -15,31 +15,25 @@ import {
   SUMMARY_MESSAGES_LABEL,
   SUMMARY_PREVIOUS_LABEL,
 } from "../llm/prompt-format.ts";
+import { ANGLE_BRACKETS, spelledKey } from "../text-normalise.ts";
 
 /**
- * Characters that read as angle brackets: a run of two or more of them is what a fence marker is
- * made of, so in stored text such a run is taken out (replaced by a space).
+ * A run of two or more characters that read as angle brackets is what a fence marker is made of, so
+ * in stored text such a run is taken out (replaced by a space), invisible characters and marks between
+ * them (which draw nothing) included. A single one is left, as in "«oui»".
  */
-const ANGLE_LIKE = "<>‹›«»〈〉《》⟨⟩⟪⟫≪≫⋘⋙＜＞﹤﹥˂˃ᐸᐳ❬❭❮❯❰❱〈〉⧼⧽⦉⦊⦑⦒";
-const ANGLE_RUN = new RegExp(`[${ANGLE_LIKE}]{2,}`, "gu");
+const ANGLE_RUN = new RegExp(`[${ANGLE_BRACKETS}](?:[\\p{Default_Ignorable_Code_Point}\\p{M}]*[${ANGLE_BRACKETS}])+`, "gu");
 /** Every character a model may take for the end of a line. */
 const LINE_END = /(\r\n|[\n\r\v\f\u0085\u2028\u2029])/;
-/** Lower-case Cyrillic and Greek letters drawn like the Latin ones of our markers. */
-const LOOKALIKES: Readonly<Record<string, string>> = {
-  а: "a", в: "b", е: "e", ё: "e", з: "3", і: "i", ј: "j", к: "k", м: "m", н: "h", о: "o", р: "p", с: "c", т: "t", у: "y", х: "x", ѕ: "s", ԁ: "d", ԛ: "q", ԝ: "w", ɡ: "g", ı: "i", ℓ: "l",
-  α: "a", β: "b", ε: "e", η: "n", ι: "i", κ: "k", μ: "u", ν: "v", ο: "o", ρ: "p", τ: "t", υ: "u", χ: "x",
-};
 
-/** Longer than our longest marker or heading, spelled: such a line cannot be one, and its look-alikes need no folding. */
+/** Longer than our longest marker or heading, spelled: such a line cannot be one. */
 const MAX_RESERVED_LETTERS = 40;
 
-/** A line as the words it spells: compatibility forms and look-alikes folded, case, accents, spacing and punctuation dropped. */
-function spelled(line: string): string {
-  const letters = line.normalize("NFKD").toLowerCase().replace(/[^\p{L}\p{N}]/gu, "");
-  return letters.length > MAX_RESERVED_LETTERS ? letters : letters.replace(/\p{L}/gu, (c) => LOOKALIKES[c] ?? c);
-}
-
-/** Our markers, headings and labels, spelled: a stored line that spells one of them is left out. */
+/**
+ * Our markers, headings and labels as they are spelled (common/text-normalise.ts: compatibility
+ * forms, invisible characters, accents, case and look-alike letters folded, punctuation and spacing
+ * dropped): a stored line that spells one of them is left out.
+ */
 const RESERVED_LINES = new Set(
   [
     PASSAGE_OPEN,
@@ -52,14 +46,15 @@ const RESERVED_LINES = new Set(
     REWRITE_MESSAGE_LABEL,
     SUMMARY_PREVIOUS_LABEL,
     SUMMARY_MESSAGES_LABEL,
-  ].map(spelled),
+  ].map(spelledKey),
 );
 
 /**
  * Stored text as it may appear in a prompt: it can neither close nor open a passage fence, nor start
  * the preference block or any other section of ours. Runs of angle brackets (look-alikes included)
- * become a space, and a line that spells one of our markers or headings (in any case, spacing or
- * look-alike letters) is left out. Everything else is kept as written.
+ * become a space, and a line that spells one of our markers or headings (in any case, spacing,
+ * compatibility form, look-alike letters, with accents or invisible characters) is left out.
+ * Everything else is kept as written.
  */
 export function neutraliseFences(text: string): string {
   const unbracketed = text.replace(ANGLE_RUN, " ");
@@ -71,10 +66,10 @@ export function neutraliseFences(text: string): string {
   return out;
 }
 
-/** More Latin letters than any marker spells (folding keeps them letters): most lines of prose, ruled out without folding. */
+/** More Latin letters than any marker spells (folding never removes one): most lines of prose, ruled out without folding. */
 const MANY_LETTERS = new RegExp(`^(?:[^A-Za-z]*[A-Za-z]){${MAX_RESERVED_LETTERS + 1}}`);
 
 function isReservedLine(line: string): boolean {
   if (line.length > MAX_RESERVED_LETTERS && MANY_LETTERS.test(line)) return false;
-  return RESERVED_LINES.has(spelled(line));
+  return RESERVED_LINES.has(spelledKey(line));
 }

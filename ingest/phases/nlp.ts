@@ -8,7 +8,7 @@ import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples,
 import { BookRejectedError, PassUnavailableError } from "../errors.ts";
 import { createGate } from "../gate.ts";
 import { NlpError, runBookNlpCommand, runInThread } from "../nlp-step.ts";
-import type { NlpTask } from "../nlp-thread.ts";
+import type { NlpResult, NlpTask } from "../nlp-thread.ts";
 import { mapBounded, retryItem } from "../work-items.ts";
 import { bookInfo, type Run } from "./run.ts";
 
@@ -17,12 +17,13 @@ import { bookInfo, type Run } from "./run.ts";
 /** One book at a time in the NLP step per process, whatever the worker's concurrency. */
 const nlpGate = createGate();
 
-export async function findCharacters(run: Run, book: Book, text: string, textPath: string, workDir: string): Promise<FoundCharacter[]> {
-  if (book.language !== "English") return discover(run, book, text);
+export async function findCharacters(run: Run, book: Book, text: string, textPath: string, workDir: string): Promise<NlpResult> {
+  // Discovery names the characters only: the spoiler guard gets no other people from it.
+  if (book.language !== "English") return { characters: await discover(run, book, text), people: [], quotes: 0 };
   return nlpGate.run(() => runBookNlp(run, book, textPath, workDir));
 }
 
-async function runBookNlp(run: Run, book: Book, textPath: string, workDir: string): Promise<FoundCharacter[]> {
+async function runBookNlp(run: Run, book: Book, textPath: string, workDir: string): Promise<NlpResult> {
   const selection = run.options.selection ?? {};
   const command = run.deps.config.booknlpCommand;
   run.progress("booknlp", 0, 1);
@@ -37,10 +38,10 @@ async function runBookNlp(run: Run, book: Book, textPath: string, workDir: strin
       });
       task = { kind: "files", textPath, dir, id: book.id, selection };
     }
-    const { characters: found, quotes } = await runInThread(task, run.signal);
+    const found = await runInThread(task, run.signal);
     run.progress("booknlp", 1, 1);
-    run.log.info("characters found", { engine: command ? "booknlp" : "native", characters: found.length, quotes });
-    if (found.length === 0) run.log.warn(noCharactersReason(quotes), { engine: command ? "booknlp" : "native" });
+    run.log.info("characters found", { engine: command ? "booknlp" : "native", characters: found.characters.length, quotes: found.quotes });
+    if (found.characters.length === 0) run.log.warn(noCharactersReason(found.quotes), { engine: command ? "booknlp" : "native" });
     return found;
   } catch (err) {
     if (err instanceof NlpError) throw new BookRejectedError(book.id, `text could not be analysed: ${err.message}`, { cause: err });

@@ -11,7 +11,8 @@ import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/prompt/reading-position.ts";
-import { SPOILER_CLOSING } from "../../common/prompt/spoiler-guard.ts";
+import { GuardCharacter, SPOILER_CLOSING } from "../../common/prompt/spoiler-guard.ts";
+import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
@@ -182,6 +183,14 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
     ({ db, kv } = await open().then((stores) => (defer(() => stores.close()), stores)));
     ({ env } = await setup({ db, kv, configure: echoMaterial }));
     story = await ingestStory(env, db, DEFAULT_CHARACTER_CHECKPOINTS);
+  });
+
+  test("the spoiler guard's row knows every selected character and the people the NLP step found beyond them", async () => {
+    const row = await getSpoilerGuard(db, story.bookId);
+    const people = GuardCharacter.array().parse(row?.characters);
+    for (const character of story.characters) expect(people.map((p) => p.character_id)).toContain(character.id);
+    // Tom Bristow is named twice, too few to be selected: a model that knows the book can still name him.
+    expect(people.filter((p) => p.character_id === "").flatMap((p) => p.terms.map((t) => t.text))).toContain("Tom Bristow");
   });
 
   test("ingestion writes each character as of each of their checkpoints from only what comes before it, within the budget", async () => {
