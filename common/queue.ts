@@ -127,6 +127,11 @@ export interface ReliableQueue {
   claim(onInvalid?: (entry: DeadLetter) => void): Promise<ClaimedJob | null>;
   /** Extends the lease; false when it was lost (expired and reaped), so the job is no longer ours. */
   renew(claim: ClaimedJob): Promise<boolean>;
+  /**
+   * Takes a lapsed lease again when no reaper has handed the job back meanwhile (its worker was busy
+   * past the lease, not gone); false when the job is no longer ours.
+   */
+  reclaim(claim: ClaimedJob): Promise<boolean>;
   /** The job is done, successfully or for good: it leaves the queue. */
   complete(claim: ClaimedJob): Promise<void>;
   /** The attempt failed: back on the queue, or dead-lettered after maxAttempts. */
@@ -193,6 +198,16 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
       const key = leaseKeyOf(claim.job);
       if ((await kv.get(key)) !== claim.token) return false;
       return kv.expire(key, visibility);
+    },
+
+    async reclaim(claim) {
+      const key = leaseKeyOf(claim.job);
+      if (!(await kv.set(key, claim.token, { nx: true, ex: visibility }))) return (await kv.get(key)) === claim.token;
+      // Still in flight: no reaper handed it back. A reaper between its push and its removal would make
+      // a duplicate, which the pipeline absorbs, as after a crash in the same place.
+      if ((await kv.lrange(keys.inFlight, 0, -1)).includes(claim.raw)) return true;
+      await kv.deleteIfEquals(key, claim.token);
+      return false;
     },
 
     async complete(claim) {

@@ -12,9 +12,11 @@ import type { LeaseThreadMessage, LeaseThreadReply } from "./lease-thread.ts";
  * of their own (lease-thread.ts), with its own connection and timer, which no step on the main thread
  * can starve.
  *
- * The in-process store lives on the main thread, where a thread cannot reach it; no other process can
- * reap its jobs either, and this worker renews the leases it holds before it reaps, so a busy step
- * costs no attempt there as well. The main thread's timer renews them otherwise.
+ * The in-process store lives on the main thread, where a thread cannot reach it, and no other process
+ * can reap its jobs. There the main thread's timer renews the leases; after a busy step it takes a
+ * lapsed lease again when no reaper handed the job back meanwhile (a reaper waits `claimGraceMs` after
+ * first seeing a job without a lease), and it renews them all before this worker reaps, so a busy
+ * step costs no attempt there either.
  */
 
 /** Renewals per visibility timeout, so a late or failed renewal still leaves time for the next. */
@@ -56,7 +58,8 @@ export function createLeaseKeeper(queue: ReliableQueue, kv: KeyValueStore, optio
     const lease = held.get(id);
     if (!lease) return;
     try {
-      if (!(await queue.renew(lease.claim))) {
+      // A lease that lapsed while this thread was busy is taken again if no reaper took the job.
+      if (!(await queue.renew(lease.claim)) && !(await queue.reclaim(lease.claim))) {
         held.delete(id);
         lease.events.lost();
       }

@@ -3,6 +3,7 @@ import { Worker } from "node:worker_threads";
 import { getBook } from "../../common/db/books.ts";
 import { getIngestion } from "../../common/db/ingestions.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
+import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { enqueueJob, queueKeys } from "../../common/queue.ts";
 import { startWorker } from "../../ingest/queue-consumer.ts";
@@ -90,5 +91,46 @@ describe.skipIf(!redis.reachable)("a step that keeps the worker busy past its le
       await deleteKeysWithPrefix(prefix, redis.url).catch(() => undefined);
       await kv.close();
     }
+  });
+});
+
+describe("a step that keeps the worker busy past its lease, with the in-process store", () => {
+  test("costs no attempt: a lease that lapsed meanwhile is taken again before any reaper hands the job back", async () => {
+    // The store lives on the main thread, so the leases lapse during the busy step whatever renews them.
+    const kv = createMemoryKeyValueStore();
+    const { env } = await setup({ kv });
+    const ids: string[] = [];
+    for (const title of ["The busy book, in process", "The book beside it, in process"]) {
+      const book = await insertBook(db, { title });
+      ids.push(book.id);
+      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
+    }
+    let downloads = 0;
+    const worker = startWorker(env.deps, {
+      concurrency: 2,
+      minPollMs: 10,
+      maxPollMs: 50,
+      visibilityTimeoutSeconds: VISIBILITY_SECONDS,
+      claimGraceMs: 0,
+      reapIntervalMs: 50,
+      pipeline: {
+        ...TEST_PIPELINE_OPTIONS,
+        fetch: async (input, init) => {
+          if (++downloads === 2) busy(BUSY_MS);
+          return fetch(input, init);
+        },
+      },
+    });
+    await eventually(
+      async () => (await Promise.all(ids.map((id) => getBook(db, id)))).every((b) => b?.processingStatus === "completed"),
+      "both books to complete",
+    );
+    await worker.stop();
+
+    // Before: the renewal found both leases lapsed and gave both jobs up; the reaper handed them out again.
+    expect(downloads).toBe(2);
+    const metrics = await env.deps.metrics.registry.metrics();
+    expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(0);
+    expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(2);
   });
 });
