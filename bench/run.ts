@@ -2,7 +2,7 @@
  * `bun run bench`: every benchmark in one run, printed as markdown and written to
  * bench/results/<date>.md.
  *
- *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http,runtimes]
+ *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http,runtimes,hostile-text]
  *
  * --quick is a smoke run (one repetition, small loads; its figures are not worth publishing) and
  * writes <date>-quick.md; --only runs some sections and writes <date>-<sections>.md.
@@ -15,6 +15,7 @@ import { bookNlpSection } from "./book-nlp.ts";
 import { chatSection } from "./chat.ts";
 import { pacedChatSection } from "./chat-paced.ts";
 import { chunkingSection } from "./chunking.ts";
+import { hostileTextSection } from "./hostile-text.ts";
 import { httpSection } from "./http.ts";
 import { ingestionSection } from "./ingestion.ts";
 import { retrievalSection } from "./retrieval.ts";
@@ -31,6 +32,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {
   "chat-paced": pacedChatSection,
   http: httpSection,
   runtimes: runtimesSection,
+  "hostile-text": hostileTextSection,
 };
 
 const { values } = parseArgs({

@@ -53,6 +53,20 @@ export function countO200kTokens(text: string): number {
  * call small however large the book's paragraphs are.
  */
 const MAX_CHARS_PER_TOKEN = 12;
+/**
+ * The tokeniser's byte-pair merge is quadratic in the length of a piece it cannot split (a run of
+ * letters, of punctuation, of whitespace: 16,000 spaces cost 170 ms, 65,000 nearly 3 s), and it
+ * cannot split runs without whitespace. So no text it counts holds a run longer than this: a longer
+ * run of non-whitespace is cut into pieces of at most this many characters, each one a chunk of its own
+ * (two would make one long run again), and a longer run of whitespace is collapsed (see paragraphs()).
+ * Ordinary words and CJK sentences are far shorter; a chunk of such a run carries fewer tokens than the budget.
+ */
+export const MAX_RUN_CHARS = 1024;
+/** A run of whitespace longer than this in a paragraph says nothing its first character does not. */
+const MAX_WHITESPACE_RUN = 64;
+/** A piece of a run is taken once it is this close to the budget (a share of it). */
+const FITTING_SLACK = 1 / 32;
+const LONG_WHITESPACE = new RegExp(`(?<!\\s)\\s{${MAX_WHITESPACE_RUN + 1},}`, "g");
 
 /** Two or more line ends (CRLF, LF or a lone CR), with only spaces between them. */
 const PARAGRAPH_BREAK = /(?:\r\n|\r(?!\n)|\n)(?:[^\S\r\n]*(?:\r\n|\r(?!\n)|\n))+/g;
@@ -60,16 +74,16 @@ const PARAGRAPH_SEPARATOR = "\n\n";
 
 /**
  * Latin, Urdu (۔ ؟) and ellipsis enders need whitespace after them; CJK enders do not. Closing quotes
- * and brackets stay with their sentence.
+ * and brackets stay with their sentence. A match starts only where a run of enders starts: tried
+ * inside a long run ("!!!…!x"), each start would read the rest of the run again.
  */
-const SENTENCE_END = /[.!?…۔؟]+["'”’»)\]]*(?=\s)|[。！？]+["'”’」』)\]]*/gu;
+const SENTENCE_END = /(?<![.!?…۔؟])[.!?…۔؟]+["'”’»)\]]*(?=\s)|[。！？]+["'”’」』)\]]*/gu;
 /** A full stop after these is not the end of a sentence ("Mr. Darcy", "J. Smith"). */
 const ABBREVIATION_BEFORE_DOT = /(?:^|[\s("'“‘])(?:Mr|Mrs|Ms|Dr|St|Prof|Sr|Jr|Mme|Mlle|Messrs|\p{Lu})\.$/u;
 const SENTENCE_FINAL = /[.!?…۔؟。！？:;,]["'”’»)\]」』]*$/u;
 const MAX_HEADING_CHARS = 80;
 /** Headings carried to the next chunk may take at most this fraction of the budget. */
 const HEADING_CARRY_FRACTION = 8;
-const LINE_BREAK = /\s*\n\s*/g;
 const WHITESPACE = /\s+/g;
 
 /** Ever finer ways to cut a unit that does not fit (plain constants: enums are not erasable syntax). */
@@ -110,7 +124,11 @@ function* paragraphs(text: string): Generator<string> {
   for (;;) {
     const match = breaks.exec(text);
     const end = match ? match.index : text.length;
-    const paragraph = text.slice(start, end).replace(/\r\n?/g, "\n").trim();
+    const paragraph = text
+      .slice(start, end)
+      .replace(/\r\n?/g, "\n")
+      .trim()
+      .replace(LONG_WHITESPACE, (run) => (run.includes("\n") ? "\n" : run[0]!));
     if (paragraph) yield paragraph;
     if (!match) return;
     start = match.index + match[0].length;
@@ -132,7 +150,7 @@ function* units(text: string, budget: number): Generator<Unit> {
 
 /** The unit itself when it fits the budget, else its pieces at the next finer level. */
 function* fit(text: string, level: Level, budget: number, breakIfSplit: boolean): Generator<Unit> {
-  if (text.length <= budget * MAX_CHARS_PER_TOKEN) {
+  if (text.length <= budget * MAX_CHARS_PER_TOKEN && longestRun(text) <= MAX_RUN_CHARS) {
     const tokens = countO200kTokens(text);
     if (tokens <= budget) {
       yield { text, tokens, level, breakBefore: false };
@@ -184,31 +202,35 @@ function* cuts(text: string, level: Level): Generator<number> {
     }
     return;
   }
-  const separators = new RegExp((level === Level.Line ? LINE_BREAK : WHITESPACE).source, "g");
+  // Lines are cut at the runs of whitespace that hold a line break: one pass over the runs, where a
+  // pattern such as /\s*\n\s*/ would read a long run of spaces again from each of its characters.
+  const separators = new RegExp(WHITESPACE.source, "g");
   separators.lastIndex = contentStart;
-  for (let m = separators.exec(text); m; m = separators.exec(text)) yield m.index;
+  for (let m = separators.exec(text); m; m = separators.exec(text)) if (level === Level.Word || m[0].includes("\n")) yield m.index;
+}
+
+/** The length of the longest run of characters that are not whitespace. */
+function longestRun(text: string): number {
+  let longest = 0;
+  let run = 0;
+  for (let i = 0; i < text.length; i++) {
+    run = isWhitespace(text.charCodeAt(i)) ? 0 : run + 1;
+    if (run > longest) longest = run;
+  }
+  return longest;
 }
 
 /**
- * Splits a run without usable whitespace by characters: the longest prefix within the budget, found
- * by binary search over a window that grows until it overflows, backed off so that no code point,
- * combining mark or joined emoji is cut in two. Counting whole strings (never decoding token slices)
- * is what rules out U+FFFD.
+ * Splits a run without usable whitespace by characters: a prefix within the budget (see fittingEnd),
+ * backed off so that no code point, combining mark or joined emoji is cut in two. Counting whole
+ * strings (never decoding token slices) is what rules out U+FFFD.
  */
 function* characterRuns(text: string, budget: number): Generator<Unit> {
   let start = 0;
   while (start < text.length) {
     // One code point is at most 4 bytes, so it always fits a budget >= MIN_CHUNK_TOKENS.
     const minEnd = isCodePointBoundary(text, start + 1) ? start + 1 : start + 2;
-    let window = budget * 4;
-    while (start + window < text.length && countO200kTokens(text.slice(start, start + window)) <= budget) window *= 2;
-    let low = minEnd;
-    let high = Math.min(text.length, start + window);
-    while (low < high) {
-      const mid = Math.ceil((low + high) / 2);
-      if (countO200kTokens(text.slice(start, mid)) <= budget) low = mid;
-      else high = mid - 1;
-    }
+    const low = fittingEnd(text, start, minEnd, budget);
     let end = low;
     while (end > minEnd && !isClusterBoundary(text, end)) end--;
     if (!isClusterBoundary(text, end)) {
@@ -225,9 +247,47 @@ function* characterRuns(text: string, budget: number): Generator<Unit> {
       piece = text.slice(start, end);
       tokens = countO200kTokens(piece);
     }
-    yield { text: piece, tokens, level: Level.Character, breakBefore: false };
+    // Every piece after the first opens a chunk: two pieces of one run in a chunk would be a run longer than MAX_RUN_CHARS.
+    yield { text: piece, tokens, level: Level.Character, breakBefore: start > 0 };
     start = end;
   }
+}
+
+/**
+ * The end of a prefix of text from `start`, at most MAX_RUN_CHARS long, within the budget: the whole
+ * window when it fits, else a prefix within FITTING_SLACK of the budget, found by interpolating the
+ * token counts (a run's count grows about evenly with its length), every other step halving instead
+ * so that an uneven run still ends in as many steps as a binary search. `minEnd` always fits.
+ */
+function fittingEnd(text: string, start: number, minEnd: number, budget: number): number {
+  const limit = Math.min(text.length, start + MAX_RUN_CHARS);
+  let low = minEnd;
+  let lowTokens = 0;
+  // A window of `budget` characters, doubled while it fits: dense text (a token or more a character)
+  // never pays for counting a whole MAX_RUN_CHARS window.
+  let high = Math.max(minEnd, Math.min(limit, start + budget));
+  let highTokens = countO200kTokens(text.slice(start, high));
+  while (highTokens <= budget) {
+    if (high === limit) return high;
+    [low, lowTokens] = [high, highTokens];
+    high = Math.min(limit, start + 2 * (high - start));
+    highTokens = countO200kTokens(text.slice(start, high));
+  }
+  const slack = Math.max(1, Math.floor(budget * FITTING_SLACK));
+  for (let step = 0; high - low > 1; step++) {
+    const guess = step % 2 === 0 ? low + Math.floor(((high - low) * (budget - lowTokens)) / (highTokens - lowTokens)) : (low + high) >>> 1;
+    const mid = Math.min(high - 1, Math.max(low + 1, guess));
+    const tokens = countO200kTokens(text.slice(start, mid));
+    if (tokens > budget) {
+      high = mid;
+      highTokens = tokens;
+      continue;
+    }
+    low = mid;
+    lowTokens = tokens;
+    if (budget - tokens <= slack) break;
+  }
+  return low;
 }
 
 const CLUSTER_CONTINUATION = /[\p{M}\u200C\u200D\uFE00-\uFE0F]/u;

@@ -80,6 +80,11 @@ export function queueKeys(queue: string = PROCESSING_QUEUE): QueueKeys {
   };
 }
 
+/** The key of a job's lease: present while a worker holds the job. */
+export function leaseKey(keys: QueueKeys, job: Pick<JobRecord, "job_id">): string {
+  return `${keys.leasePrefix}${job.job_id}`;
+}
+
 /** A job this consumer holds. `raw` is the exact in-flight entry, which is how it is removed. */
 export interface ClaimedJob {
   job: JobRecord;
@@ -122,6 +127,11 @@ export interface ReliableQueue {
   claim(onInvalid?: (entry: DeadLetter) => void): Promise<ClaimedJob | null>;
   /** Extends the lease; false when it was lost (expired and reaped), so the job is no longer ours. */
   renew(claim: ClaimedJob): Promise<boolean>;
+  /**
+   * Takes a lapsed lease again when no reaper has handed the job back meanwhile (its worker was busy
+   * past the lease, not gone); false when the job is no longer ours.
+   */
+  reclaim(claim: ClaimedJob): Promise<boolean>;
   /** The job is done, successfully or for good: it leaves the queue. */
   complete(claim: ClaimedJob): Promise<void>;
   /** The attempt failed: back on the queue, or dead-lettered after maxAttempts. */
@@ -144,7 +154,7 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
   /** In-flight entries seen without a lease, and since when (this process's own observation). */
   const leaseless = new Map<string, number>();
 
-  const leaseKey = (job: JobRecord) => `${keys.leasePrefix}${job.job_id}`;
+  const leaseKeyOf = (job: JobRecord) => leaseKey(keys, job);
 
   const deadLetter = async (raw: string, job: JobRecord | null, reason: string): Promise<DeadLetter> => {
     const entry: DeadLetter = { job, raw, reason, dead_lettered_at: new Date(now()).toISOString() };
@@ -179,25 +189,35 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
           continue;
         }
         const token = crypto.randomUUID();
-        await kv.set(leaseKey(job), token, { ex: visibility });
+        await kv.set(leaseKeyOf(job), token, { ex: visibility });
         return { job, raw, token };
       }
     },
 
     async renew(claim) {
-      const key = leaseKey(claim.job);
+      const key = leaseKeyOf(claim.job);
       if ((await kv.get(key)) !== claim.token) return false;
       return kv.expire(key, visibility);
     },
 
+    async reclaim(claim) {
+      const key = leaseKeyOf(claim.job);
+      if (!(await kv.set(key, claim.token, { nx: true, ex: visibility }))) return (await kv.get(key)) === claim.token;
+      // Still in flight: no reaper handed it back. A reaper between its push and its removal would make
+      // a duplicate, which the pipeline absorbs, as after a crash in the same place.
+      if ((await kv.lrange(keys.inFlight, 0, -1)).includes(claim.raw)) return true;
+      await kv.deleteIfEquals(key, claim.token);
+      return false;
+    },
+
     async complete(claim) {
       await kv.lrem(keys.inFlight, 1, claim.raw);
-      await kv.deleteIfEquals(leaseKey(claim.job), claim.token);
+      await kv.deleteIfEquals(leaseKeyOf(claim.job), claim.token);
     },
 
     async fail(claim, reason) {
       const { status, attempts } = await failAttempt(claim.raw, claim.job, reason);
-      await kv.deleteIfEquals(leaseKey(claim.job), claim.token);
+      await kv.deleteIfEquals(leaseKeyOf(claim.job), claim.token);
       return { status, attempts };
     },
 
@@ -205,7 +225,7 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
       // RPUSH is not in the port; LPUSH puts the job at the back, behind what arrived meanwhile.
       await kv.lpush(keys.queue, claim.raw);
       await kv.lrem(keys.inFlight, 1, claim.raw);
-      await kv.deleteIfEquals(leaseKey(claim.job), claim.token);
+      await kv.deleteIfEquals(leaseKeyOf(claim.job), claim.token);
     },
 
     async reap() {
@@ -217,12 +237,12 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
         const present = new Set(entries);
         for (const raw of leaseless.keys()) if (!present.has(raw)) leaseless.delete(raw);
         const jobs = entries.map(parseJob);
-        const leaseKeys = jobs.flatMap((job) => (job ? [leaseKey(job)] : []));
+        const leaseKeys = jobs.flatMap((job) => (job ? [leaseKeyOf(job)] : []));
         const values = leaseKeys.length > 0 ? await kv.mget(leaseKeys) : [];
         const leased = new Set(leaseKeys.filter((_, i) => values[i] !== null));
         for (const [i, raw] of entries.entries()) {
           const job = jobs[i] ?? null;
-          if (job && leased.has(leaseKey(job))) {
+          if (job && leased.has(leaseKeyOf(job))) {
             leaseless.delete(raw);
             continue;
           }

@@ -30,8 +30,9 @@ export function sampleText(text: string, count: number, chunkTokens: number = DE
   const samples: string[] = [];
   for (let i = 0; i < count; i++) {
     let start = Math.floor((i * (text.length - windowChars)) / Math.max(1, count - 1));
-    const paragraph = text.indexOf("\n\n", start);
-    if (i > 0 && paragraph >= 0 && paragraph - start < PARAGRAPH_SEARCH_CHARS) start = paragraph;
+    // Searched within its reach only: a book with no blank line would be read to its end for each sample.
+    const paragraph = text.slice(start, start + PARAGRAPH_SEARCH_CHARS + 1).indexOf("\n\n");
+    if (i > 0 && paragraph >= 0) start += paragraph;
     const first = chunkText(text.slice(start, start + windowChars), { chunkTokens }).next();
     if (!first.done && !samples.includes(first.value.text)) samples.push(first.value.text);
   }

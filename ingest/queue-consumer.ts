@@ -4,6 +4,7 @@ import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
 import { BookRejectedError } from "./errors.ts";
+import { createLeaseKeeper } from "./lease-keeper.ts";
 import { runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
 
 /**
@@ -13,7 +14,8 @@ import { runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline
  * book at a time per process (ingest/phases/nlp.ts).
  *
  * Polls with exponential back-off while the queue is empty or the store fails (blocking pops are not
- * available on every key-value adapter). Renews the job's lease while the pipeline runs. On stop()
+ * available on every key-value adapter). Keeps the job's lease alive while the pipeline runs, from a
+ * thread of its own with a shared store (ingest/lease-keeper.ts). On stop()
  * (SIGTERM) it lets the current jobs finish within a grace period, then aborts them and hands them
  * back to the queue untouched.
  *
@@ -28,8 +30,6 @@ export const DEFAULT_REAP_INTERVAL_MS = 15_000;
 export const DEFAULT_SHUTDOWN_GRACE_MS = 20_000;
 /** Jobs one worker runs at once: the second keeps the queue moving while the first waits on a download or the model. */
 export const DEFAULT_WORKER_CONCURRENCY = 2;
-/** Renewals per visibility timeout, so a late or failed renewal still leaves time for the next. */
-const RENEWALS_PER_LEASE = 3;
 
 export interface WorkerDeps extends PipelineDeps {
   kv: KeyValueStore;
@@ -45,6 +45,8 @@ export interface WorkerOptions {
   shutdownGraceMs?: number;
   concurrency?: number;
   pipeline?: Omit<PipelineOptions, "signal">;
+  /** How long a silent main thread keeps its leases (ingest/lease-keeper.ts, DEFAULT_MAX_SILENCE_MS). */
+  maxSilenceMs?: number;
 }
 
 export interface WorkerState {
@@ -95,6 +97,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
     ...(options.visibilityTimeoutSeconds ? { visibilityTimeoutSeconds: options.visibilityTimeoutSeconds } : {}),
     ...(options.claimGraceMs !== undefined ? { claimGraceMs: options.claimGraceMs } : {}),
   });
+  const leases = createLeaseKeeper(queue, deps.kv, { kvConfig: deps.config.kv, ...(options.maxSilenceMs ? { maxSilenceMs: options.maxSilenceMs } : {}) });
   const minPoll = options.minPollMs ?? DEFAULT_MIN_POLL_MS;
   const maxPoll = options.maxPollMs ?? DEFAULT_MAX_POLL_MS;
   const reapInterval = options.reapIntervalMs ?? DEFAULT_REAP_INTERVAL_MS;
@@ -148,16 +151,12 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
   async function handle(claim: ClaimedJob, controller: AbortController): Promise<Handled> {
     const { job } = claim;
     const jobLog = log.child({ job_id: job.job_id, book_id: job.book_id, attempt: (job.attempts ?? 0) + 1 });
-    const renewal = setInterval(
-      () =>
-        void queue.renew(claim).then(
-          (held) => {
-            if (!held && !controller.signal.aborted) controller.abort(new LeaseLost());
-          },
-          (err: unknown) => jobLog.warn("lease renewal failed; retrying at the next interval", { error: err }),
-        ),
-      (queue.visibilityTimeoutSeconds * 1000) / RENEWALS_PER_LEASE,
-    );
+    const releaseLease = leases.hold(claim, {
+      lost: () => {
+        if (!controller.signal.aborted) controller.abort(new LeaseLost());
+      },
+      failed: (err) => jobLog.warn("lease renewal failed; retrying at the next interval", { error: err }),
+    });
     metrics.processing.activeWorkers.inc();
     let ran = false;
     try {
@@ -183,7 +182,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
       }
       return await settleFailure(controller.signal, err);
     } finally {
-      clearInterval(renewal);
+      releaseLease();
       metrics.processing.activeWorkers.dec();
       jobsHandled++;
     }
@@ -256,6 +255,8 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
         try {
           if (Date.now() >= nextReap) {
             nextReap = Date.now() + reapInterval;
+            // After a busy step, this worker's own leases are renewed before it judges anyone's.
+            await leases.renewAll();
             await afterReap(await queue.reap());
           }
           const claim = await queue.claim((entry) => {
@@ -280,6 +281,7 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
       delay = Math.min(delay * 2, maxPoll);
     }
     await Promise.allSettled([...current.values()].map((job) => job.done));
+    await leases.close();
     log.info("worker stopped", { jobs_handled: jobsHandled });
   }
 

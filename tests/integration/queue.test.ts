@@ -111,6 +111,27 @@ for (const variant of variants) {
       await h.kv.close();
     });
 
+    test("a lease that lapsed while its worker was busy is taken again, unless a reaper handed the job back", async () => {
+      const h = harness(variant.kind);
+      const queue = h.queue();
+      await h.enqueue("a.txt");
+      await h.enqueue("b.txt");
+      const busy = await queue.claim();
+      const gone = await queue.claim();
+      await h.advance(VISIBILITY_SECONDS * 1000 + 200);
+      expect(await queue.renew(busy!)).toBe(false);
+      // Not yet handed back: the busy worker's job is its own again, with a lease the reaper respects.
+      expect(await queue.reclaim(busy!)).toBe(true);
+      await queue.reap();
+      const reaped = await queue.reap();
+      expect(reaped.requeued.map((j) => j.job_id)).toEqual([gone!.job.job_id]);
+      // Handed back: the lease is not taken, and nothing of it is left behind.
+      expect(await queue.reclaim(gone!)).toBe(false);
+      expect(await h.kv.get(`${queue.keys.leasePrefix}${gone!.job.job_id}`)).toBeNull();
+      expect(await h.kv.lrange(queue.keys.inFlight, 0, -1)).toEqual([busy!.raw]);
+      await h.kv.close();
+    });
+
     test("a renewed lease keeps the job with its worker past the visibility timeout", async () => {
       const h = harness(variant.kind);
       const queue = h.queue({ visibilityTimeoutSeconds: 3 });
