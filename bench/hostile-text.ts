@@ -1,6 +1,6 @@
 /**
  * Section: hostile text. A file of 10 MB of whitespace, or a single 10 MB "word", through every text
- * step a book goes through: decoding, Project Gutenberg stripping, the prose and script checks, the
+ * step a book goes through: decoding, Project Gutenberg stripping, the prose, script and language checks, the
  * native NLP engine in its thread (tokens, quotes, names, story boundaries, the characters), chunking,
  * the BM25 terms of the embedded text index, the spoiler guard's data and the discovery samples of a
  * book in another language. Each step's CPU time at 1 MB and at 10 MB: linear work gives a ratio of
@@ -18,6 +18,7 @@ import { decodeBookBytes } from "../common/text-decoding.ts";
 import { extractWork, hasProse } from "../ingest/book-text.ts";
 import { sampleText } from "../ingest/discovery.ts";
 import { runInThread } from "../ingest/nlp-step.ts";
+import { languageEvidence, notLanguage } from "../ingest/text-language.ts";
 import { detectScript } from "../ingest/text-script.ts";
 import { hostileBook, hostileGutenbergFile, type HostileKind } from "../tests/support/hostile-text.ts";
 import { markdownTable, runsInBench, type BenchContext, type BenchSection } from "./support.ts";
@@ -29,7 +30,7 @@ const KINDS: readonly { kind: HostileKind; label: string }[] = [
   { kind: "one letter", label: "one word of one letter" },
 ];
 
-const STEPS = ["decoding", "Gutenberg stripping", "prose and script checks", "NLP engine (its thread)", "chunking", "BM25 terms", "spoiler-guard data", "discovery samples"] as const;
+const STEPS = ["decoding", "Gutenberg stripping", "prose, script and language checks", "NLP engine (its thread)", "chunking", "BM25 terms", "spoiler-guard data", "discovery samples"] as const;
 type Step = (typeof STEPS)[number];
 
 /** CPU seconds of the whole process (every thread) while `fn` runs. */
@@ -52,7 +53,7 @@ async function runSteps(kind: HostileKind, n: number, dir: string): Promise<Reco
   seconds["Gutenberg stripping"] = work.seconds;
   const text = work.result.text;
   if (text !== hostileBook(kind, n).trim()) throw new Error(`stripping changed the ${kind} book`);
-  seconds["prose and script checks"] = (await cpuSeconds(() => hasProse(text) && detectScript(text))).seconds;
+  seconds["prose, script and language checks"] = (await cpuSeconds(() => [hasProse(text), detectScript(text), notLanguage(languageEvidence(text))])).seconds;
   const textPath = join(dir, `${kind}-${n}.txt`);
   await writeFile(textPath, text);
   const nlp = await cpuSeconds(() => runInThread({ kind: "native", textPath, selection: {} }));
@@ -68,11 +69,12 @@ async function runSteps(kind: HostileKind, n: number, dir: string): Promise<Reco
   });
   seconds.chunking = chunks.seconds;
   seconds["BM25 terms"] = (await cpuSeconds(() => chunks.result.reduce((n, chunk) => n + tokenize(chunk).length, 0))).seconds;
-  const cast = nlp.result.length > 0 ? nlp.result : [{ name: "Margaret Hale", aliases: ["Margaret"] }];
+  const found = nlp.result.characters;
+  const cast = found.length > 0 ? found : [{ name: "Margaret Hale", aliases: ["Margaret"] }];
   seconds["spoiler-guard data"] = (
     await cpuSeconds(() => {
       buildShingleIndex(text).encode();
-      return guardCharacters(text, cast.map((c, i) => ({ id: String(i), name: c.name, aliases: c.aliases })));
+      return guardCharacters(text, cast.map((c, i) => ({ id: String(i), name: c.name, aliases: c.aliases })), nlp.result.people);
     })
   ).seconds;
   seconds["discovery samples"] = (await cpuSeconds(() => sampleText(text, 12))).seconds;
