@@ -10,7 +10,7 @@
  */
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { buildShingleIndex, decodeShingleIndex, shingleKey, SHINGLE_WORDS, WORD_PATTERN } from "../common/prompt/book-shingles.ts";
+import { buildShingleIndex, decodeShingleIndex, passageWord, shingleKey, SHINGLE_WORDS, WORD_PATTERN } from "../common/prompt/book-shingles.ts";
 import { createSpoilerGuard } from "../common/prompt/spoiler-guard.ts";
 import { extractWork } from "../ingest/book-text.ts";
 import { answerHelp } from "./support.ts";
@@ -29,7 +29,7 @@ const ms = (start: number) => performance.now() - start;
 const mb = (bytes: number) => (bytes / 1e6).toFixed(2);
 
 function shinglesOf(text: string): [number, number][] {
-  const words = [...text.matchAll(WORD_PATTERN)].map((m) => m[0].toLowerCase());
+  const words = [...text.matchAll(WORD_PATTERN)].map((m) => passageWord(m[0]));
   return Array.from({ length: Math.max(0, words.length - SHINGLE_WORDS + 1) }, (_, i) => shingleKey(words.slice(i, i + SHINGLE_WORDS)));
 }
 

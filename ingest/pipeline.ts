@@ -20,8 +20,8 @@ import { createRun, forgetCached, type PipelineDeps, type PipelineJob, type Pipe
 import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
 
 /**
- * One book from its books row to `completed`: verify → download → booknlp → extract → prompt →
- * index, each phase timed in processing_pipeline_duration_seconds{phase}.
+ * One book from its books row to `completed`: verify → download → text → booknlp → extract → prompt
+ * → index → guard, each phase timed (common/metrics/processing.ts, PIPELINE_PHASES).
  *
  * Errors come in two kinds. A book that cannot be ingested as it is (no books row, a file that cannot
  * be downloaded or is not text, text the NLP step cannot analyse) throws BookRejectedError after the
@@ -90,8 +90,13 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
     const workDir = await mkdtemp(join(options.workDir ?? tmpdir(), `ingest-${job.bookId}-`));
     try {
       const downloaded = await timed("download", () => download(run, workDir));
-      const { text, textPath } = await readBookText(run, downloaded, workDir);
-      const book = inLanguageOfText(run, registered, text);
+      const { text, textPath, book } = await timed("text", async () => {
+        run.progress("text", 0, 1);
+        const read = await readBookText(run, downloaded, workDir);
+        const book = inLanguageOfText(run, registered, read.text);
+        run.progress("text", 1, 1);
+        return { ...read, book };
+      });
       await stillThere(run);
       const checkpointSetting = options.characterCheckpoints ?? deps.config.characterCheckpoints;
       // The index needs only the text: it is chunked and embedded while the characters are found and
@@ -129,7 +134,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
       const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
       await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-      await saveGuard(run, text, characters);
+      await timed("guard", () => saveGuard(run, text, characters));
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
@@ -153,11 +158,13 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
 
 /** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts). */
 async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[]): Promise<void> {
-  const started = performance.now();
+  run.progress("guard", 0, 1);
   const shingles = buildShingleIndex(text);
   const guarded = guardCharacters(text, characters.map((c) => c.character));
-  await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: shingles.encode() });
-  run.log.info("spoiler guard written", { shingles: shingles.size, bytes: shingles.bytes, seconds: Math.round(performance.now() - started) / 1000 });
+  const encoded = shingles.encode();
+  await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: encoded });
+  run.progress("guard", 1, 1);
+  run.log.info("spoiler guard written", { shingles: shingles.size, window: shingles.window, stored_bytes: encoded.length });
 }
 
 async function verifyBook(run: Run): Promise<Book> {

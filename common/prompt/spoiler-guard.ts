@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { SHINGLE_WORDS, shingleKey, WORD_PATTERN, type ShingleIndex } from "./book-shingles.ts";
+import { passageWord, SHINGLE_WORDS, shingleKey, WORD_PATTERN, type ShingleIndex } from "./book-shingles.ts";
 
 /**
  * The spoiler guard on the chat's way out. A model that knows a famous book can name the murderer
@@ -13,7 +13,8 @@ import { SHINGLE_WORDS, shingleKey, WORD_PATTERN, type ShingleIndex } from "./bo
  * It holds back only the word being written, and the words that could begin a late name ("Silas"
  * while "Silas Crane" is one): a name is never shown in part. A late passage is recognised on its
  * SHINGLE_WORDS-th word, so up to SHINGLE_WORDS - 1 words of it have gone out (holding them back
- * would delay every reply by as many words).
+ * would delay every reply by as many words); in a book too long for every run to be held (more than
+ * MAX_FINGERPRINTS of them, book-shingles.ts), at most the index's window - 1 words later.
  *
  * Pure: no I/O.
  */
@@ -124,7 +125,7 @@ export function createSpoilerGuard(options: SpoilerGuardOptions): SpoilerGuard {
   function passageEndingHere(): number | null {
     if (!options.shingles || words.length < n) return null;
     const tail = words.slice(-n);
-    const first = options.shingles.firstEnd(shingleKey(tail.map((w) => w.text.toLowerCase())));
+    const first = options.shingles.firstEnd(shingleKey(tail.map((w) => passageWord(w.text))));
     return first !== null && first > options.position ? tail[0]!.start : null;
   }
 
