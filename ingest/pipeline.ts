@@ -8,7 +8,7 @@ import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
 import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
-import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
+import { buildShingleIndex, type ShingleIndex } from "../common/prompt/book-shingles.ts";
 import { guardCharacters } from "../common/prompt/spoiler-guard.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { removeIndexesAndBackups } from "./book-removal.ts";
@@ -103,10 +103,11 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       // written (on a small machine, once they are found), and reaches the indexes only once they are
       // saved (see ingest/indexing.ts).
       let prepareSeconds = 0;
+      let shingleSeconds = 0;
       // Only the NLP engine or BookNLP competes for the cores; discovery (other languages) waits on the model.
       const waitForNlp = book.language === "English" && (options.indexAfterNlp ?? availableParallelism() < MIN_CORES_FOR_INDEX_BESIDE_NLP);
       const nlpEnded = Promise.withResolvers<void>();
-      const [{ characters, written, items }, prepared] = await sideBySide(
+      const [{ characters, written, items }, { prepared, shingles }] = await sideBySide(
         run,
         async (branch) => {
           const extracted = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir)).finally(() => nlpEnded.resolve());
@@ -120,21 +121,37 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
           return { ...saved, items };
         },
         async (branch) => {
+          // The guard's passages need only the text: they are built while the NLP thread works, when
+          // this thread has nothing else to do (on a small machine the index preparation waits).
+          const shingleStarted = performance.now();
+          const shingles = buildShingleIndex(text);
+          shingleSeconds = (performance.now() - shingleStarted) / 1000;
           if (waitForNlp) await nlpEnded.promise;
           const started = performance.now();
           const prepared = await prepareIndex(deps, text, join(workDir, "index-spool"), indexOptions(branch));
           prepareSeconds = (performance.now() - started) / 1000;
-          return prepared;
+          return { prepared, shingles };
         },
       );
       await stillThere(run);
+      // The index (its stores) and the guard (the database) are written at once: neither waits on the other.
+      const since = (started: number) => (performance.now() - started) / 1000;
       const writeStarted = performance.now();
-      const index = await writeIndex(deps, job.bookId, prepared, indexOptions(run));
-      // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
-      record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
-      const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
-      await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-      await timed("guard", () => saveGuard(run, text, characters));
+      const [indexWritten, guardWritten] = await Promise.allSettled([
+        writeIndex(deps, job.bookId, prepared, indexOptions(run)).then(async (index) => {
+          const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
+          await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
+          // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
+          record("index", prepareSeconds + since(writeStarted));
+          return index;
+        }),
+        // Like the index, the guard's passages were built beside the other phases.
+        saveGuard(run, text, characters, shingles).then(() => record("guard", shingleSeconds + since(writeStarted))),
+      ]);
+      // Both have ended before a failure of either fails the job: nothing of it writes on after.
+      if (indexWritten.status === "rejected") throw indexWritten.reason;
+      if (guardWritten.status === "rejected") throw guardWritten.reason;
+      const index = indexWritten.value;
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
@@ -156,10 +173,9 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
   });
 }
 
-/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts). */
-async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[]): Promise<void> {
+/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts): the book's passages (built beside the other phases) and its characters' names. */
+async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[], shingles: ShingleIndex): Promise<void> {
   run.progress("guard", 0, 1);
-  const shingles = buildShingleIndex(text);
   const guarded = guardCharacters(text, characters.map((c) => c.character));
   const encoded = shingles.encode();
   await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: encoded });

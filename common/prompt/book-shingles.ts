@@ -46,12 +46,17 @@ export function passageWord(word: string): string {
 
 /** Two independent 32-bit hashes of words joined by single spaces. */
 export function shingleKey(words: readonly string[]): [number, number] {
+  return keyOf(words, 0, words.length);
+}
+
+/** shingleKey of words[from] to words[from + n - 1], without copying them out. */
+function keyOf(words: readonly string[], from: number, n: number): [number, number] {
   let fnv = 0x811c9dc5;
   let mix = 0x9e3779b9;
-  for (let w = 0; w < words.length; w++) {
+  for (let w = from; w < from + n; w++) {
     const word = words[w]!;
     for (let i = -1; i < word.length; i++) {
-      const c = i < 0 ? (w === 0 ? 0 : 32) : word.charCodeAt(i);
+      const c = i < 0 ? (w === from ? 0 : 32) : word.charCodeAt(i);
       fnv = Math.imul(fnv ^ c, 0x01000193);
       mix = Math.imul(mix ^ c, 0x5bd1e995);
       mix ^= mix >>> 15;
@@ -106,26 +111,11 @@ function indexOf(hi: Uint32Array, lo: Uint16Array, at: Uint16Array, window: numb
   };
 }
 
-/** Growable typed columns, so a long book's shingles cost bytes, not objects. */
-function column<T extends Uint32Array | Uint16Array>(make: (n: number) => T) {
-  let data = make(1024);
-  let length = 0;
-  return {
-    push(value: number) {
-      if (length === data.length) {
-        const grown = make(data.length * 2);
-        grown.set(data);
-        data = grown;
-      }
-      data[length++] = value;
-    },
-    get length() {
-      return length;
-    },
-    get data() {
-      return data;
-    },
-  };
+/** The column with twice the room, its values kept. */
+function grown<T extends Uint32Array | Uint16Array>(column: T, make: (n: number) => T): T {
+  const bigger = make(column.length * 2);
+  bigger.set(column);
+  return bigger;
 }
 
 /**
@@ -161,24 +151,37 @@ export function buildShingleIndex(text: string, options: ShingleIndexOptions = {
   const n = options.words ?? SHINGLE_WORDS;
   const cap = options.maxFingerprints ?? MAX_FINGERPRINTS;
   // Every shingle of the book in order: its key and where it ends (8 bytes each).
-  const allHi = column((size) => new Uint32Array(size));
-  const allLo = column((size) => new Uint16Array(size));
-  const allAt = column((size) => new Uint16Array(size));
+  let hi = new Uint32Array(1024);
+  let lo = new Uint16Array(1024);
+  let at = new Uint16Array(1024);
+  let count = 0;
+  // The last words, kept in a buffer moved down only once in a while.
   const recent: string[] = [];
+  let from = 0;
   const scale = POSITION_STEPS / Math.max(1, text.length);
-  for (const m of text.matchAll(WORD_PATTERN)) {
+  const pattern = new RegExp(WORD_PATTERN);
+  for (let m = pattern.exec(text); m; m = pattern.exec(text)) {
     recent.push(passageWord(m[0]));
-    if (recent.length < n) continue;
-    if (recent.length > n) recent.shift();
-    const [h, l] = shingleKey(recent);
-    allHi.push(h);
-    allLo.push(l >>> 16);
-    allAt.push(Math.floor((m.index + m[0].length) * scale));
+    if (recent.length - from < n) continue;
+    if (recent.length - from > n) from++;
+    if (from > 1024) {
+      recent.splice(0, from);
+      from = 0;
+    }
+    const [h, l] = keyOf(recent, from, n);
+    if (count === hi.length) {
+      hi = grown(hi, (size) => new Uint32Array(size));
+      lo = grown(lo, (size) => new Uint16Array(size));
+      at = grown(at, (size) => new Uint16Array(size));
+    }
+    hi[count] = h;
+    lo[count] = l >>> 16;
+    at[count] = Math.floor((m.index + m[0].length) * scale);
+    count++;
   }
-  const count = allHi.length;
-  const hi = allHi.data.subarray(0, count);
-  const lo = allLo.data.subarray(0, count);
-  const at = allAt.data.subarray(0, count);
+  hi = hi.subarray(0, count);
+  lo = lo.subarray(0, count);
+  at = at.subarray(0, count);
 
   // Winnowing keeps about 2 / (window + 1) of the shingles; the window grows until the distinct keys kept fit.
   let window = count <= cap ? 1 : Math.ceil((2 * count) / cap) - 1;
@@ -189,25 +192,27 @@ export function buildShingleIndex(text: string, options: ShingleIndexOptions = {
   }
 }
 
-/** The shingles' indexes ordered by key, those of equal keys in book order (a stable radix sort on the key's three 16-bit digits). */
-function byKey(hi: Uint32Array, lo: Uint16Array): Uint32Array {
-  const count = hi.length;
-  let order = new Uint32Array(count);
-  let next = new Uint32Array(count);
-  for (let i = 0; i < count; i++) order[i] = i;
-  const digits = [(i: number) => lo[i]!, (i: number) => hi[i]! & 0xffff, (i: number) => hi[i]! >>> 16];
-  const starts = new Uint32Array(65537);
-  for (const digit of digits) {
-    starts.fill(0);
-    for (let i = 0; i < count; i++) starts[digit(i) + 1]!++;
-    for (let d = 1; d <= 65536; d++) starts[d]! += starts[d - 1]!;
-    for (let k = 0; k < count; k++) {
-      const i = order[k]!;
-      next[starts[digit(i)]!++] = i;
-    }
-    [order, next] = [next, order];
+/** One pass of a stable radix sort: `order` by the 16-bit digit of `source` at `shift`, into `next`. */
+function radixPass(order: Uint32Array, next: Uint32Array, source: Uint32Array | Uint16Array, shift: number, starts: Uint32Array): void {
+  starts.fill(0);
+  for (let i = 0; i < order.length; i++) starts[((source[i]! >>> shift) & 0xffff) + 1]!++;
+  for (let d = 1; d < starts.length; d++) starts[d]! += starts[d - 1]!;
+  for (let k = 0; k < order.length; k++) {
+    const i = order[k]!;
+    next[starts[(source[i]! >>> shift) & 0xffff]!++] = i;
   }
-  return order;
+}
+
+/** The shingles' indexes ordered by key, those of equal keys in book order (least significant 16-bit digit first). */
+function byKey(hi: Uint32Array, lo: Uint16Array): Uint32Array {
+  const order = new Uint32Array(hi.length);
+  const next = new Uint32Array(hi.length);
+  for (let i = 0; i < order.length; i++) order[i] = i;
+  const starts = new Uint32Array(65537);
+  radixPass(order, next, lo, 0, starts);
+  radixPass(next, order, hi, 0, starts);
+  radixPass(order, next, hi, 16, starts);
+  return next;
 }
 
 /**
@@ -216,22 +221,26 @@ function byKey(hi: Uint32Array, lo: Uint16Array): Uint32Array {
  */
 function distinctFirst(hi: Uint32Array, lo: Uint16Array, at: Uint16Array, kept: Uint8Array) {
   const order = byKey(hi, lo);
-  const outHi = column((n) => new Uint32Array(n));
-  const outLo = column((n) => new Uint16Array(n));
-  const outAt = column((n) => new Uint16Array(n));
+  let most = 0;
+  for (let i = 0; i < kept.length; i++) most += kept[i]!;
+  const outHi = new Uint32Array(most);
+  const outLo = new Uint16Array(most);
+  const outAt = new Uint16Array(most);
+  let k = 0;
   for (let start = 0; start < order.length; ) {
     const first = order[start]!;
     let end = start;
     let held = false;
     for (; end < order.length && hi[order[end]!] === hi[first] && lo[order[end]!] === lo[first]; end++) if (kept[order[end]!] === 1) held = true;
     if (held) {
-      outHi.push(hi[first]!);
-      outLo.push(lo[first]!);
-      outAt.push(at[first]!);
+      outHi[k] = hi[first]!;
+      outLo[k] = lo[first]!;
+      outAt[k] = at[first]!;
+      k++;
     }
     start = end;
   }
-  return { hi: outHi.data.slice(0, outHi.length), lo: outLo.data.slice(0, outLo.length), at: outAt.data.slice(0, outAt.length) };
+  return { hi: outHi.slice(0, k), lo: outLo.slice(0, k), at: outAt.slice(0, k) };
 }
 
 /** The stored index's format and number of keys; throws on one of another format. */
