@@ -34,6 +34,8 @@ export interface SpoilerGuardsOptions {
   db: Database;
   log: Logger;
   maxBytes?: number;
+  /** The longest stored shingle index read (MAX_STORED_CHARS: the bound of book-shingles.ts). */
+  maxStoredChars?: number;
   ttlMs?: number;
   now?: () => number;
 }
@@ -42,6 +44,7 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
   const { db, log } = options;
   const maxBytes = options.maxBytes ?? DEFAULT_SPOILER_GUARD_CACHE_BYTES;
   const ttlMs = options.ttlMs ?? DEFAULT_SPOILER_GUARD_TTL_MS;
+  const maxStoredChars = options.maxStoredChars ?? MAX_STORED_CHARS;
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
   /** Books already reported as having no guard data: said once per process, not on every turn. */
@@ -57,7 +60,7 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
   }
 
   async function load(bookId: string, entry: Entry): Promise<BookGuard | null> {
-    const row = await getSpoilerGuard(db, bookId, MAX_STORED_CHARS);
+    const row = await getSpoilerGuard(db, bookId, maxStoredChars);
     if (!row) {
       if (!reported.has(bookId)) {
         reported.add(bookId);
@@ -78,7 +81,7 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
       log.error("book's spoiler-guard passages are beyond the bound and are not loaded; its replies are checked for late names only until it is ingested again", {
         book_id: bookId,
         stored_chars: row.shingles_chars,
-        max_chars: MAX_STORED_CHARS,
+        max_chars: maxStoredChars,
       });
     }
     entry.bytes = shingles?.bytes ?? 0;
