@@ -44,8 +44,10 @@ const EMBEDDING_DIMENSION = 1536;
 const HEALTH_EVERY_MS = 20;
 const BATCH = 64;
 
-answerHelp("usage: bun bench/large-book.ts [--mb 50] [--only ingest|api]\n\nIngests a book of that many megabytes on embedded defaults, then measures the first chat on it and the API meanwhile.");
-const { values } = parseArgs({ args: process.argv.slice(2), options: { mb: { type: "string", default: "50" }, only: { type: "string" } } });
+answerHelp(
+  "usage: bun bench/large-book.ts [--mb 50] [--only ingest|api] [--profile <dir>]\n\nIngests a book of that many megabytes on embedded defaults, then measures the first chat on it and the API meanwhile. --profile writes the API's CPU profile to <dir>.",
+);
+const { values } = parseArgs({ args: process.argv.slice(2), options: { mb: { type: "string", default: "50" }, only: { type: "string" }, profile: { type: "string" } } });
 const bytes = Number(values.mb) * 1e6;
 const parts = values.only ? [values.only] : ["ingest", "api"];
 
@@ -143,7 +145,8 @@ async function firstChats(text: string): Promise<string> {
   const gateway = startFakeLlmGateway({ embeddingDimension: EMBEDDING_DIMENSION });
   scriptGateway(gateway, { chat: { chunks: ["It ", "was ", "the ", "war."] } });
   const { dataDir, sessions, chunks } = await seedLargeBook(text, gateway.baseURL);
-  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" });
+  const profile = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [];
+  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" }, undefined, undefined, [], profile);
   try {
     const pid = api.proc.pid;
     /** Milliseconds to the end of the reply, and whether it quoted any passage. */
