@@ -164,7 +164,7 @@ export function createEmbeddedTextIndex(options: EmbeddedTextIndexOptions): Text
     },
 
     async search(bookId, query, searchOptions: SearchOptions = {}): Promise<ChunkHit[]> {
-      const book = await loaded.get(bookId);
+      const book = await loaded.get(bookId, false, searchOptions.onLoading);
       const limit = Math.floor(searchOptions.limit ?? DEFAULT_SEARCH_LIMIT);
       if (book === undefined || limit <= 0) return [];
       const { maxChunkIndex } = searchOptions;

@@ -272,6 +272,27 @@ describe("embedded BM25 index", () => {
     expect(turns).toBeGreaterThanOrEqual(chunks.length / LOAD_SLICE_CHUNKS);
   });
 
+  test("once a book's load has outlasted one search's wait, later searches do not wait for it again", async () => {
+    const dir = await freshDir();
+    const chunks = Array.from({ length: 4096 }, (_, i) => ({ chunkIndex: i, text: `${passages[i % passages.length]!.text} (copy ${i})` }));
+    await createEmbeddedTextIndex({ dir }).upsert(BOOK, chunks);
+    const impatient = createEmbeddedTextIndex({ dir, maxLoadWaitMs: 5 });
+    let loading = 0;
+    expect(await impatient.search(BOOK, "lighthouse", { onLoading: () => loading++ })).toEqual([]);
+    // The next search answers within a turn or two of the event loop, while the load goes on.
+    let turns = 0;
+    let answered = false;
+    const other = (async () => {
+      while (!answered) await new Promise((resolve) => setImmediate(resolve)).then(() => turns++);
+    })();
+    expect(await impatient.search(BOOK, "lighthouse", { onLoading: () => loading++ })).toEqual([]);
+    answered = true;
+    await other;
+    expect(loading).toBe(2);
+    expect(turns).toBeLessThanOrEqual(2);
+    expect(await impatient.count(BOOK)).toBe(chunks.length);
+  });
+
   test("refuses book ids that could reach outside its folder", async () => {
     const dir = await freshDir();
     const index = createEmbeddedTextIndex({ dir: join(dir, "text") });
