@@ -4,8 +4,9 @@
  *
  *   bun bench/large-book.ts [--mb 50] [--only ingest|api]
  *
- * The book is War and Peace from ../shared/books repeated to the size, or, without it, the generated
- * novel-shaped text of bench/support.ts; either way the same bytes on every run.
+ * The book is War and Peace from ../shared/books followed by copies of it with each paragraph's words
+ * shuffled (bench/support.ts, nonRepeatingText), or, without it, the generated novel-shaped text of
+ * bench/support.ts; either way the same bytes on every run.
  *
  * - ingest: `bun run ingest <book>` in its own process on a fresh data dir against the loopback
  *   gateway of the ingestion tests (embeddings of dimension 1536), peak RSS from a launcher process
@@ -28,6 +29,7 @@ import { createPgliteDatabase } from "../common/db/pglite.ts";
 import { createMetrics } from "../common/metrics/index.ts";
 import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
+import { extractWork } from "../ingest/book-text.ts";
 import { startScriptedGateway } from "../tests/fixtures/ingest/harness.ts";
 import { createTestLanguageModel, scriptGateway, seedChatWorld } from "../tests/support/chat.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
@@ -35,26 +37,33 @@ import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts"
 import { startService } from "../tests/support/process.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
-import { answerHelp, freshDataDir, generatedNovel, machineHeader, markdownTable, percentile, removeDataDirTemplate, SHARED_BOOKS_DIR } from "./support.ts";
+import { answerHelp, freshDataDir, generatedNovel, nonRepeatingText, machineHeader, markdownTable, percentile, removeDataDirTemplate, SHARED_BOOKS_DIR } from "./support.ts";
 
 const CLI = resolve(import.meta.dir, "..", "ingest", "cli.ts");
 const EMBEDDING_DIMENSION = 1536;
 const HEALTH_EVERY_MS = 20;
 const BATCH = 64;
 
-answerHelp("usage: bun bench/large-book.ts [--mb 50] [--only ingest|api]\n\nIngests a book of that many megabytes on embedded defaults, then measures the first chat on it and the API meanwhile.");
-const { values } = parseArgs({ args: process.argv.slice(2), options: { mb: { type: "string", default: "50" }, only: { type: "string" } } });
+answerHelp(
+  "usage: bun bench/large-book.ts [--mb 50] [--only ingest|api] [--profile <dir>]\n\nIngests a book of that many megabytes on embedded defaults, then measures the first chat on it and the API meanwhile. --profile writes the API's CPU profile to <dir>.",
+);
+const { values } = parseArgs({ args: process.argv.slice(2), options: { mb: { type: "string", default: "50" }, only: { type: "string" }, profile: { type: "string" } } });
 const bytes = Number(values.mb) * 1e6;
 const parts = values.only ? [values.only] : ["ingest", "api"];
 
-/** The book's text, deterministic: War and Peace repeated, or generated text. */
+/**
+ * The book's text, deterministic and not repeating: War and Peace, then copies of it with each
+ * paragraph's words shuffled by a seeded generator (the vocabulary, names and sentence lengths of a
+ * novel, but no run of eight words in the same order twice, as in a real long book: repeated text
+ * would collapse to one copy's shingles in the spoiler guard's index). Without ../shared/books, the
+ * generated novel-shaped text of bench/support.ts.
+ */
 function largeBookText(): { text: string; source: string } {
   const warAndPeace = join(SHARED_BOOKS_DIR, "pg2600_war_and_peace.txt");
   if (!existsSync(warAndPeace)) return { text: generatedNovel(bytes), source: "generated novel-shaped text (../shared/books is absent)" };
-  const base = readFileSync(warAndPeace, "utf8");
-  const copies: string[] = [];
-  for (let size = 0; size < bytes; size += Buffer.byteLength(base) + 2) copies.push(base);
-  return { text: copies.join("\n\n"), source: `War and Peace (../shared/books) repeated ${copies.length} times` };
+  // The work alone: a Gutenberg footer in the middle of the text would end the book there.
+  const text = nonRepeatingText(extractWork(readFileSync(warAndPeace, "utf8")).text, bytes);
+  return { text, source: "War and Peace (../shared/books, the work without the licence), then copies of it with each paragraph's words shuffled (seeded)" };
 }
 
 const mib = (n: number) => (n / 2 ** 20).toFixed(0);
@@ -136,7 +145,8 @@ async function firstChats(text: string): Promise<string> {
   const gateway = startFakeLlmGateway({ embeddingDimension: EMBEDDING_DIMENSION });
   scriptGateway(gateway, { chat: { chunks: ["It ", "was ", "the ", "war."] } });
   const { dataDir, sessions, chunks } = await seedLargeBook(text, gateway.baseURL);
-  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" });
+  const profile = values.profile ? ["--cpu-prof", `--cpu-prof-dir=${resolve(values.profile)}`] : [];
+  const api = await startService("api/server.ts", { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL, LOG_LEVEL: "error" }, undefined, undefined, [], profile);
   try {
     const pid = api.proc.pid;
     /** Milliseconds to the end of the reply, and whether it quoted any passage. */

@@ -4,6 +4,7 @@ import { cp, mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises"
 import { join } from "node:path";
 import { migrate } from "../common/db/migrate.ts";
 import { createPgliteDatabase } from "../common/db/pglite.ts";
+import { seededRandom } from "../tests/support/seeded-random.ts";
 
 /** What every benchmark table is headed by, so a figure is never read without its machine. */
 export function machineHeader(): string {
@@ -269,6 +270,31 @@ export function generatedNovel(bytes: number): string {
       const paragraph = next(3) === 0 ? `"${sentence()}" said ${speaker}. ${sentence()}` : `${speaker} ${sentence().toLowerCase()} ${sentence()} ${sentence()}`;
       parts.push(paragraph);
       size += paragraph.length + 2;
+    }
+  }
+  return parts.join("\n\n");
+}
+
+/**
+ * `base`, then copies of it with each paragraph's words shuffled by a seeded generator, to `bytes`:
+ * a long text with a novel's vocabulary that does not repeat itself (no run of eight words recurs
+ * but by chance), the same bytes on every run.
+ */
+export function nonRepeatingText(base: string, bytes: number): string {
+  const random = seededRandom(31);
+  const parts = [base];
+  let size = Buffer.byteLength(base);
+  while (size < bytes) {
+    for (const paragraph of base.split(/\n\s*\n/)) {
+      const words = paragraph.split(/\s+/).filter((w) => w !== "");
+      for (let i = words.length - 1; i > 0; i--) {
+        const j = Math.floor(random() * (i + 1));
+        [words[i], words[j]] = [words[j]!, words[i]!];
+      }
+      const shuffled = words.join(" ");
+      parts.push(shuffled);
+      size += Buffer.byteLength(shuffled) + 2;
+      if (size >= bytes) break;
     }
   }
   return parts.join("\n\n");

@@ -207,7 +207,7 @@ export interface BookShelf<T> {
    * `waitForLoad`, when its load takes longer than maxLoadWaitMs (the load goes on, and a later call
    * gets the book).
    */
-  get(bookId: string, waitForLoad?: boolean): Promise<T | undefined>;
+  get(bookId: string, waitForLoad?: boolean, onSlowLoad?: () => void): Promise<T | undefined>;
   /**
    * Runs `fn` with the book's current state while nothing else runs for the same book, so two
    * batches for one book never interleave. `fn` returns the state to keep in memory (undefined to
@@ -239,6 +239,11 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
   const open = new Map<string, Loaded<T>>();
   let cachedBytes = 0;
   const queues = new Map<string, Promise<unknown>>();
+  /**
+   * Books whose load has already outlasted a search's wait: later searches do not wait again while it
+   * goes on (each would otherwise spend maxLoadWaitMs, and every turn on a large book take as long).
+   */
+  const slowLoads = new Set<string>();
   let dirReady: Promise<unknown> | undefined;
   const stampPath = (bookId: string) => join(options.dir, bookId + STAMP_EXTENSION);
 
@@ -312,7 +317,7 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
   }
 
   return {
-    async get(bookId, waitForLoad = false) {
+    async get(bookId, waitForLoad = false, onSlowLoad) {
       assertSafeBookId(bookId);
       const cached = open.get(bookId);
       if (cached !== undefined) {
@@ -322,6 +327,12 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
           return cached.state;
         }
       }
+      const slow = () => {
+        options.onSlowLoad?.(bookId);
+        onSlowLoad?.();
+        return undefined;
+      };
+      if (!waitForLoad && slowLoads.has(bookId)) return slow();
       const loading = serialise(bookId, () => current(bookId, false));
       if (waitForLoad) return loading;
       let timer: ReturnType<typeof setTimeout> | undefined;
@@ -332,9 +343,12 @@ export function createBookShelf<T>(options: BookShelfOptions<T>): BookShelf<T> {
         const outcome = await Promise.race([loading, waited]);
         if (outcome !== "slow") return outcome;
         // A load that fails after we stopped waiting is retried, and its error seen, by the next call.
-        loading.catch(() => {});
-        options.onSlowLoad?.(bookId);
-        return undefined;
+        slowLoads.add(bookId);
+        void loading.then(
+          () => slowLoads.delete(bookId),
+          () => slowLoads.delete(bookId),
+        );
+        return slow();
       } finally {
         clearTimeout(timer);
       }

@@ -8,7 +8,7 @@ import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
 import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
-import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
+import { buildShingleIndex, type ShingleIndex } from "../common/prompt/book-shingles.ts";
 import { guardCharacters } from "../common/prompt/spoiler-guard.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { removeIndexesAndBackups } from "./book-removal.ts";
@@ -21,8 +21,8 @@ import { createRun, forgetCached, type PipelineDeps, type PipelineJob, type Pipe
 import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
 
 /**
- * One book from its books row to `completed`: verify → download → booknlp → extract → prompt →
- * index, each phase timed in processing_pipeline_duration_seconds{phase}.
+ * One book from its books row to `completed`: verify → download → text → booknlp → extract → prompt
+ * → index → guard, each phase timed (common/metrics/processing.ts, PIPELINE_PHASES).
  *
  * Errors come in two kinds. A book that cannot be ingested as it is (no books row, a file that cannot
  * be downloaded or is not text, text the NLP step cannot analyse) throws BookRejectedError after the
@@ -91,18 +91,24 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
     const workDir = await mkdtemp(join(options.workDir ?? tmpdir(), `ingest-${job.bookId}-`));
     try {
       const downloaded = await timed("download", () => download(run, workDir));
-      const { text, textPath } = await readBookText(run, downloaded, workDir);
-      const book = inLanguageOfText(run, registered, text);
+      const { text, textPath, book } = await timed("text", async () => {
+        run.progress("text", 0, 1);
+        const read = await readBookText(run, downloaded, workDir);
+        const book = inLanguageOfText(run, registered, read.text);
+        run.progress("text", 1, 1);
+        return { ...read, book };
+      });
       await stillThere(run);
       const checkpointSetting = options.characterCheckpoints ?? deps.config.characterCheckpoints;
       // The index needs only the text: it is chunked and embedded while the characters are found and
       // written (on a small machine, once they are found), and reaches the indexes only once they are
       // saved (see ingest/indexing.ts).
       let prepareSeconds = 0;
+      let shingleSeconds = 0;
       // Only the NLP engine or BookNLP competes for the cores; discovery (other languages) waits on the model.
       const waitForNlp = book.language === "English" && (options.indexAfterNlp ?? availableParallelism() < MIN_CORES_FOR_INDEX_BESIDE_NLP);
       const nlpEnded = Promise.withResolvers<void>();
-      const [{ characters, written, items, people }, prepared] = await sideBySide(
+      const [{ characters, written, items, people }, { prepared, shingles }] = await sideBySide(
         run,
         async (branch) => {
           const { characters: extracted, people } = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir)).finally(() => nlpEnded.resolve());
@@ -116,21 +122,37 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
           return { ...saved, items, people };
         },
         async (branch) => {
+          // The guard's passages need only the text: they are built while the NLP thread works, when
+          // this thread has nothing else to do (on a small machine the index preparation waits).
+          const shingleStarted = performance.now();
+          const shingles = buildShingleIndex(text);
+          shingleSeconds = (performance.now() - shingleStarted) / 1000;
           if (waitForNlp) await nlpEnded.promise;
           const started = performance.now();
           const prepared = await prepareIndex(deps, text, join(workDir, "index-spool"), indexOptions(branch));
           prepareSeconds = (performance.now() - started) / 1000;
-          return prepared;
+          return { prepared, shingles };
         },
       );
       await stillThere(run);
+      // The index (its stores) and the guard (the database) are written at once: neither waits on the other.
+      const since = (started: number) => (performance.now() - started) / 1000;
       const writeStarted = performance.now();
-      const index = await writeIndex(deps, job.bookId, prepared, indexOptions(run));
-      // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
-      record("index", prepareSeconds + (performance.now() - writeStarted) / 1000);
-      const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
-      await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-      await saveGuard(run, text, characters, people);
+      const [indexWritten, guardWritten] = await Promise.allSettled([
+        writeIndex(deps, job.bookId, prepared, indexOptions(run)).then(async (index) => {
+          const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
+          await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
+          // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
+          record("index", prepareSeconds + since(writeStarted));
+          return index;
+        }),
+        // Like the index, the guard's passages were built beside the other phases.
+        saveGuard(run, text, characters, people, shingles).then(() => record("guard", shingleSeconds + since(writeStarted))),
+      ]);
+      // Both have ended before a failure of either fails the job: nothing of it writes on after.
+      if (indexWritten.status === "rejected") throw indexWritten.reason;
+      if (guardWritten.status === "rejected") throw guardWritten.reason;
+      const index = indexWritten.value;
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);
@@ -152,13 +174,14 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
   });
 }
 
-/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts). */
-async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[], people: readonly NamedPerson[]): Promise<void> {
-  const started = performance.now();
-  const shingles = buildShingleIndex(text);
+/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts): the book's passages (built beside the other phases) and its characters' names. */
+async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[], people: readonly NamedPerson[], shingles: ShingleIndex): Promise<void> {
+  run.progress("guard", 0, 1);
   const guarded = guardCharacters(text, characters.map((c) => c.character), people);
-  await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: shingles.encode() });
-  run.log.info("spoiler guard written", { shingles: shingles.size, bytes: shingles.bytes, seconds: Math.round(performance.now() - started) / 1000 });
+  const encoded = shingles.encode();
+  await saveSpoilerGuard(run.deps.db, run.job.bookId, { characters: guarded, shingles: encoded });
+  run.progress("guard", 1, 1);
+  run.log.info("spoiler guard written", { shingles: shingles.size, window: shingles.window, stored_bytes: encoded.length });
 }
 
 async function verifyBook(run: Run): Promise<Book> {

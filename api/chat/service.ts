@@ -1,3 +1,4 @@
+import { noSourcesReason } from "../../common/retrieval/no-sources.ts";
 import { createChatCache, type ChatBook, type ChatCharacter, type ChatSessionState } from "../../common/session/cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
@@ -195,7 +196,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
       const retrieved: RetrievalResult =
         knowledge.maxChunkIndex === -1
-          ? { chunks: [], rankedBy: "fusion", degraded: [] }
+          ? { chunks: [], rankedBy: "fusion", degraded: [], loading: [] }
           : await retriever.retrieve({
               bookId: book.id,
               narrativeQuery: queries.narrativeQuery,
@@ -315,7 +316,18 @@ export function createChatService(deps: ChatDeps): ChatService {
       }
 
       outcome = "ok";
-      yield { done: true, full_response: full, sources: retrieved.chunks.map((c) => ({ chunk_index: c.chunkIndex, score: c.score })) };
+      const missing = noSourcesReason(knowledge.maxChunkIndex, retrieved);
+      if (missing) {
+        const fields = { session_id: session.id, book_id: book.id, reason: missing, degraded: retrieved.degraded.join(",") };
+        if (missing === "index_loading" || missing === "search_failed") log.warn("reply has no passages of the book", fields);
+        else log.info("reply has no passages of the book", fields);
+      }
+      yield {
+        done: true,
+        full_response: full,
+        sources: retrieved.chunks.map((c) => ({ chunk_index: c.chunkIndex, score: c.score })),
+        ...(missing ? { sources_missing: missing } : {}),
+      };
     } catch (error) {
       if (signal.aborted) return;
       log.error("chat turn failed", { session_id: turn.session.id, error });

@@ -2,15 +2,17 @@ import { z } from "zod";
 import type { Database } from "../../common/db/index.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import type { Logger } from "../../common/log.ts";
-import { decodeShingleIndex, type ShingleIndex } from "../../common/prompt/book-shingles.ts";
+import { decodeShingleIndex, MAX_STORED_CHARS, type ShingleIndex } from "../../common/prompt/book-shingles.ts";
 import { createSpoilerGuard, GuardCharacter, lateNames, type SpoilerGuard } from "../../common/prompt/spoiler-guard.ts";
 
 /**
  * The spoiler guard of a turn (common/prompt/spoiler-guard.ts), from the book's row in
  * book_spoiler_guards, kept in memory per book: the shingle index is read on the hot path for every
- * word of every reply, so it is loaded once (about 10 bytes per word of the book: 1.2 MB for Pride and
- * Prejudice) and kept, least recently used out first, within a byte bound. An entry is read again
- * after its time to live, so a book ingested again is guarded by its new row within that time.
+ * word of every reply, so it is loaded once (8 bytes per shingle of the book, at most 8 MiB whatever
+ * its size: 1 MB for Pride and Prejudice, 4.6 MB for War and Peace) and kept, least recently used out
+ * first, within a byte bound. An entry is read again after its time to live, so a book ingested again
+ * is guarded by its new row within that time. A stored index beyond the bound (written before there
+ * was one) is not read: the book's replies are checked for names only, and the log says to ingest it again.
  */
 
 /** Memory for the books' guards in one API process. */
@@ -19,7 +21,7 @@ export const DEFAULT_SPOILER_GUARD_TTL_MS = 10 * 60_000;
 
 interface BookGuard {
   characters: GuardCharacter[];
-  shingles: ShingleIndex;
+  shingles: ShingleIndex | undefined;
 }
 
 interface Entry {
@@ -32,6 +34,8 @@ export interface SpoilerGuardsOptions {
   db: Database;
   log: Logger;
   maxBytes?: number;
+  /** The longest stored shingle index read (MAX_STORED_CHARS: the bound of book-shingles.ts). */
+  maxStoredChars?: number;
   ttlMs?: number;
   now?: () => number;
 }
@@ -40,6 +44,7 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
   const { db, log } = options;
   const maxBytes = options.maxBytes ?? DEFAULT_SPOILER_GUARD_CACHE_BYTES;
   const ttlMs = options.ttlMs ?? DEFAULT_SPOILER_GUARD_TTL_MS;
+  const maxStoredChars = options.maxStoredChars ?? MAX_STORED_CHARS;
   const now = options.now ?? Date.now;
   const entries = new Map<string, Entry>();
   /** Books already reported as having no guard data: said once per process, not on every turn. */
@@ -55,7 +60,7 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
   }
 
   async function load(bookId: string, entry: Entry): Promise<BookGuard | null> {
-    const row = await getSpoilerGuard(db, bookId);
+    const row = await getSpoilerGuard(db, bookId, maxStoredChars);
     if (!row) {
       if (!reported.has(bookId)) {
         reported.add(bookId);
@@ -64,15 +69,22 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
       return null;
     }
     const characters = z.array(GuardCharacter).safeParse(row.characters);
-    let shingles: ShingleIndex;
+    let shingles: ShingleIndex | undefined;
     try {
       if (!characters.success) throw characters.error;
-      shingles = decodeShingleIndex(row.shingles);
+      if (row.shingles !== null) shingles = decodeShingleIndex(row.shingles);
     } catch (error) {
       log.error("book's spoiler-guard data cannot be read; its replies are not checked", { book_id: bookId, error });
       return null;
     }
-    entry.bytes = shingles.bytes;
+    if (row.shingles === null) {
+      log.error("book's spoiler-guard passages are beyond the bound and are not loaded; its replies are checked for late names only until it is ingested again", {
+        book_id: bookId,
+        stored_chars: row.shingles_chars,
+        max_chars: maxStoredChars,
+      });
+    }
+    entry.bytes = shingles?.bytes ?? 0;
     evict();
     return { characters: characters.data, shingles };
   }
@@ -107,7 +119,7 @@ export function createSpoilerGuards(options: SpoilerGuardsOptions) {
       return null;
     }
     if (!book) return null;
-    return createSpoilerGuard({ position, lateNames: lateNames(book.characters, position, characterId), shingles: book.shingles });
+    return createSpoilerGuard({ position, lateNames: lateNames(book.characters, position, characterId), ...(book.shingles ? { shingles: book.shingles } : {}) });
   }
 
   return { guardFor };

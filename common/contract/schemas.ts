@@ -146,6 +146,10 @@ export const ChatDoneEvent = z
     done: z.literal(true),
     full_response: z.string().meta({ description: "The whole reply: the concatenation of every token event." }),
     sources: z.array(ChatSource).meta({ description: "The book passages the reply was grounded in, best first." }),
+    sources_missing: z.enum(["before_first_passage", "index_loading", "search_failed", "no_match"]).optional().meta({
+      description:
+        "Present when `sources` is empty, saying why: the reader has not finished the first passage; the book's index is still loading (the next turns will have passages); a search failed; or nothing matched.",
+    }),
   })
   .meta({
     title: "ChatDoneEvent",

@@ -9,7 +9,9 @@ import { isUuid } from "./row-lookup.ts";
 
 export type SpoilerGuardRow = {
   characters: unknown;
-  shingles: string;
+  /** null when longer than the reader's bound: not read at all. */
+  shingles: string | null;
+  shingles_chars: number;
 };
 
 export async function saveSpoilerGuard(db: Queryable, bookId: string, row: { characters: readonly unknown[]; shingles: string }): Promise<void> {
@@ -20,9 +22,16 @@ export async function saveSpoilerGuard(db: Queryable, bookId: string, row: { cha
   );
 }
 
-/** null when the book has no row (ingested before the guard, or not at all). */
-export async function getSpoilerGuard(db: Queryable, bookId: string): Promise<SpoilerGuardRow | null> {
+/**
+ * null when the book has no row (ingested before the guard, or not at all). A shingle index longer
+ * than `maxShingleChars` stays in the database: a row written before the index was bounded can hold
+ * 120 MB, which the reader would hold in memory several times over while decoding it.
+ */
+export async function getSpoilerGuard(db: Queryable, bookId: string, maxShingleChars: number): Promise<SpoilerGuardRow | null> {
   if (!isUuid(bookId)) return null;
-  const [row] = await db.query<SpoilerGuardRow>("SELECT characters, shingles FROM book_spoiler_guards WHERE book_id = $1", [bookId]);
-  return row ?? null;
+  const [row] = await db.query<{ characters: unknown; shingles: string | null; shingles_chars: number | string }>(
+    "SELECT characters, CASE WHEN length(shingles) <= $2 THEN shingles END AS shingles, length(shingles) AS shingles_chars FROM book_spoiler_guards WHERE book_id = $1",
+    [bookId, maxShingleChars],
+  );
+  return row ? { characters: row.characters, shingles: row.shingles, shingles_chars: Number(row.shingles_chars) } : null;
 }

@@ -2,12 +2,19 @@ import { Counter, Gauge, Histogram, type Registry } from "./prom.ts";
 
 /** The job, queue and pipeline metrics of SPEC's catalogue (the worker's, and the API's queue pushes), and ours beside them. */
 
-/** Every timed step of an ingestion, as the pipeline reports them (the CLI prints all of them). */
-export const PIPELINE_PHASES = ["download", "booknlp", "extract", "prompt", "index", "total"] as const;
+/**
+ * Every timed step of an ingestion, in order, as the pipeline reports them (the CLI prints all of
+ * them, the benchmark tabulates them): `text` is the file decoded, cut to the work and its language
+ * told; `guard` the spoiler guard's data (common/prompt/book-shingles.ts) built and written.
+ */
+export const PIPELINE_PHASES = ["download", "text", "booknlp", "extract", "prompt", "index", "guard", "total"] as const;
 export type PipelinePhase = (typeof PIPELINE_PHASES)[number];
 /** The `phase` values SPEC gives processing_pipeline_duration_seconds; download and total have metrics of their own. */
 export const CATALOGUE_PHASES = ["booknlp", "extract", "prompt", "index"] as const;
 type CataloguePhase = (typeof CATALOGUE_PHASES)[number];
+/** The steps SPEC's catalogue does not name, timed in processing_step_duration_seconds{step}. */
+export const OTHER_STEPS = ["text", "guard"] as const;
+type OtherStep = (typeof OTHER_STEPS)[number];
 
 /** A job is `completed`, or `failed` once when given up on (rejected, or out of attempts). */
 export const JOB_STATUSES = ["completed", "failed"] as const;
@@ -27,6 +34,7 @@ export interface ProcessingMetrics {
   charactersProcessed: Counter<"status">;
   pipelineDuration: Histogram<"phase">;
   downloadDuration: Histogram;
+  stepDuration: Histogram<"step">;
   jobDuration: Histogram;
   itemsSkipped: Counter<"kind">;
 }
@@ -92,6 +100,13 @@ export function createProcessingMetrics(registers: { api: Registry[]; worker: Re
       buckets: PIPELINE_BUCKETS,
       registers: worker,
     }),
+    stepDuration: new Histogram({
+      name: "processing_step_duration_seconds",
+      help: "Time spent in each ingestion step outside SPEC's phases: text (decode, cut to the work, language), guard (the spoiler guard's data).",
+      labelNames: ["step"],
+      buckets: PIPELINE_BUCKETS,
+      registers: worker,
+    }),
     jobDuration: new Histogram({
       name: "processing_job_duration_seconds",
       help: "Time from a job's start to its end, every phase included.",
@@ -107,9 +122,10 @@ export function createProcessingMetrics(registers: { api: Registry[]; worker: Re
   };
 }
 
-/** Records a pipeline step's time under the metric SPEC gives its phase, or under ours for the other two. */
+/** Records a pipeline step's time under the metric SPEC gives its phase, or under ours for the others. */
 export function observePhase(metrics: { processing: ProcessingMetrics }, phase: PipelinePhase, seconds: number): void {
   if (phase === "download") metrics.processing.downloadDuration.observe(seconds);
   else if (phase === "total") metrics.processing.jobDuration.observe(seconds);
+  else if (phase === "text" || phase === "guard") metrics.processing.stepDuration.observe({ step: phase satisfies OtherStep }, seconds);
   else metrics.processing.pipelineDuration.observe({ phase: phase satisfies CataloguePhase }, seconds);
 }

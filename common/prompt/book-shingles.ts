@@ -1,20 +1,29 @@
 /**
  * The book's long word sequences, for the spoiler guard on the chat's way out
- * (common/prompt/spoiler-guard.ts): for every run of SHINGLE_WORDS words of the book, where its first
- * occurrence ends, so a reply can be told to be quoting text the reader has not reached.
+ * (common/prompt/spoiler-guard.ts): runs of SHINGLE_WORDS words of the book ("shingles"), each with
+ * where its first occurrence ends, so a reply can be told to be quoting text the reader has not reached.
  *
  * Words are runs of letters and digits keyed by what they spell (common/text-normalise.ts: case,
  * accents, invisible characters and look-alike letters folded): punctuation, line breaks, quotes and
  * apostrophes ("Darcy's" is "darcy" "s") never tell a quotation apart from the book, and neither do
  * "ｓｔｒａｎｇｅｒ", "str\u200banger" or "strаnger" with a Cyrillic а. A shingle is keyed by two
- * independent 32-bit hashes of its words (64 bits: at 500 000 shingles a reply of 1 000 words meets a
- * false key about once in 10^10 replies; one 32-bit hash would meet one in about 10).
+ * independent 32-bit hashes of its words, of which 48 bits are kept: at the bound of MAX_FINGERPRINTS
+ * keys a reply of 1 000 words meets a false key about once in 250 000 replies.
  *
- * The index is three sorted columns: hash high words, low words, and the first end position
+ * The index is bounded whatever the book's size. A book of up to MAX_FINGERPRINTS shingles keeps every
+ * one (a late passage is recognised on its SHINGLE_WORDS-th word). A longer book keeps a sample chosen
+ * by winnowing (Schleimer, Wilkerson and Aiken, 2003): of every `window` consecutive shingles, the one
+ * with the least key, with `window` the least that keeps the sample within the bound. Any run of
+ * SHINGLE_WORDS + window - 1 words copied from the book holds a whole window, so holds a kept shingle:
+ * a copied passage is still recognised, at most window - 1 words later. The sample depends on the
+ * book's order, but the position kept for a key is the end of its first occurrence anywhere in the
+ * book, kept or not, so a reply quoting what the reader has read is never taken for a late one.
+ *
+ * In memory: three sorted columns, the keys' high 32 bits, their next 16 bits, and the first end
  * quantised to 1/65535 of the book, rounded down, so a shingle that ends at most that far past the
  * reader's position counts as read (the guard errs towards forwarding, never towards stopping a reply
- * that quotes what the reader has read). 10 bytes per distinct shingle; stored as base64 text, which
- * every database driver passes through unchanged.
+ * that quotes what the reader has read). 8 bytes per key, at most 8 MiB per book; stored as base64
+ * text, which every database driver passes through unchanged.
  *
  * Pure: no I/O.
  */
@@ -23,18 +32,27 @@ import { Buffer } from "node:buffer";
 import { eachWord } from "../text-normalise.ts";
 
 export const SHINGLE_WORDS = 8;
+/** The most keys a book's index holds (8 MiB in memory, 11 MB stored). */
+export const MAX_FINGERPRINTS = 1 << 20;
 const POSITION_STEPS = 65535;
-const FORMAT_VERSION = 1;
+/** 1: every shingle, a 32-bit second hash (rows written before the bound; read, never written). 2: the bounded form. */
+const FORMAT_VERSION = 2;
 const HEADER_BYTES = 8;
+const ENTRY_BYTES: Record<number, number> = { 1: 10, 2: 8 };
 
 /** Two independent 32-bit hashes of words joined by single spaces. */
 export function shingleKey(words: readonly string[]): [number, number] {
+  return keyOf(words, 0, words.length);
+}
+
+/** shingleKey of words[from] to words[from + n - 1], without copying them out. */
+function keyOf(words: readonly string[], from: number, n: number): [number, number] {
   let fnv = 0x811c9dc5;
   let mix = 0x9e3779b9;
-  for (let w = 0; w < words.length; w++) {
+  for (let w = from; w < from + n; w++) {
     const word = words[w]!;
     for (let i = -1; i < word.length; i++) {
-      const c = i < 0 ? (w === 0 ? 0 : 32) : word.charCodeAt(i);
+      const c = i < 0 ? (w === from ? 0 : 32) : word.charCodeAt(i);
       fnv = Math.imul(fnv ^ c, 0x01000193);
       mix = Math.imul(mix ^ c, 0x5bd1e995);
       mix ^= mix >>> 15;
@@ -44,9 +62,11 @@ export function shingleKey(words: readonly string[]): [number, number] {
 }
 
 export interface ShingleIndex {
-  /** Distinct shingles. */
+  /** Keys held. */
   size: number;
-  /** Where the shingle's first occurrence in the book ends (0–1), or null when the book does not hold it. */
+  /** Of how many consecutive shingles of the book one at least is held (1: all of them). */
+  window: number;
+  /** Where the shingle's first occurrence in the book ends (0–1), or null when the index does not hold it. */
   firstEnd(key: readonly [number, number]): number | null;
   /** The index as stored. */
   encode(): string;
@@ -54,11 +74,13 @@ export interface ShingleIndex {
   bytes: number;
 }
 
-function indexOf(hi: Uint32Array, lo: Uint32Array, at: Uint16Array): ShingleIndex {
+function indexOf(hi: Uint32Array, lo: Uint16Array, at: Uint16Array, window: number): ShingleIndex {
   return {
     size: hi.length,
+    window,
     bytes: hi.byteLength + lo.byteLength + at.byteLength,
-    firstEnd([h, l]) {
+    firstEnd([h, fullLow]) {
+      const l = fullLow >>> 16;
       let low = 0;
       let high = hi.length - 1;
       while (low <= high) {
@@ -71,58 +93,177 @@ function indexOf(hi: Uint32Array, lo: Uint32Array, at: Uint16Array): ShingleInde
       return null;
     },
     encode() {
-      const out = new Uint8Array(HEADER_BYTES + hi.byteLength + lo.byteLength + at.byteLength);
+      const out = new Uint8Array(HEADER_BYTES + hi.length * ENTRY_BYTES[FORMAT_VERSION]!);
       const view = new DataView(out.buffer);
       view.setUint32(0, FORMAT_VERSION, true);
       view.setUint32(4, hi.length, true);
       let offset = HEADER_BYTES;
       for (let i = 0; i < hi.length; i++, offset += 4) view.setUint32(offset, hi[i]!, true);
-      for (let i = 0; i < lo.length; i++, offset += 4) view.setUint32(offset, lo[i]!, true);
+      for (let i = 0; i < lo.length; i++, offset += 2) view.setUint16(offset, lo[i]!, true);
       for (let i = 0; i < at.length; i++, offset += 2) view.setUint16(offset, at[i]!, true);
+      // The window is not stored: reading an index needs only its keys.
       return Buffer.from(out).toString("base64");
     },
   };
 }
 
-/** Every shingle of the text with the end of its first occurrence. */
-export function buildShingleIndex(text: string, words = SHINGLE_WORDS): ShingleIndex {
-  const found: string[] = [];
-  const ends: number[] = [];
-  eachWord(text, (key, _, __, end) => {
-    found.push(key);
-    ends.push(end);
-  });
-  const count = Math.max(0, found.length - words + 1);
-  const hiAll = new Uint32Array(count);
-  const loAll = new Uint32Array(count);
-  for (let i = 0; i < count; i++) [hiAll[i], loAll[i]] = shingleKey(found.slice(i, i + words));
-  // Sorted by key, then by position, so the first of equal keys is the earliest occurrence.
-  const order = Array.from({ length: count }, (_, i) => i).sort((a, b) => hiAll[a]! - hiAll[b]! || loAll[a]! - loAll[b]! || a - b);
-  const hi: number[] = [];
-  const lo: number[] = [];
-  const at: number[] = [];
-  for (const i of order) {
-    if (hi.length > 0 && hi.at(-1) === hiAll[i] && lo.at(-1) === loAll[i]) continue;
-    hi.push(hiAll[i]!);
-    lo.push(loAll[i]!);
-    at.push(Math.floor((ends[i + words - 1]! / text.length) * POSITION_STEPS));
-  }
-  return indexOf(Uint32Array.from(hi), Uint32Array.from(lo), Uint16Array.from(at));
+/** The column with twice the room, its values kept. */
+function grown<T extends Uint32Array | Uint16Array>(column: T, make: (n: number) => T): T {
+  const bigger = make(column.length * 2);
+  bigger.set(column);
+  return bigger;
 }
 
-/** The index from its stored form; throws on one of another format or size. */
+/**
+ * The shingles that winnowing with `window` keeps, marked 1: in every window of consecutive shingles,
+ * the rightmost of the least keys.
+ */
+function winnow(hi: Uint32Array, lo: Uint16Array, window: number): Uint8Array {
+  const count = hi.length;
+  const kept = new Uint8Array(count);
+  if (window <= 1) return kept.fill(1);
+  const less = (a: number, b: number) => hi[a]! < hi[b]! || (hi[a] === hi[b] && lo[a]! <= lo[b]!);
+  let min = -1;
+  for (let end = Math.min(window, count) - 1; end < count; end++) {
+    const start = Math.max(0, end - window + 1);
+    if (min < start) {
+      // The least key left the window: look through the whole window again (expected once in `window` steps).
+      min = start;
+      for (let i = start + 1; i <= end; i++) if (less(i, min)) min = i;
+    } else if (less(end, min)) min = end;
+    kept[min] = 1;
+  }
+  return kept;
+}
+
+export interface ShingleIndexOptions {
+  words?: number;
+  /** The most keys to hold (MAX_FINGERPRINTS). */
+  maxFingerprints?: number;
+}
+
+/** The book's shingles with the end of their first occurrence, within the bound (see the file's comment). */
+export function buildShingleIndex(text: string, options: ShingleIndexOptions = {}): ShingleIndex {
+  const n = options.words ?? SHINGLE_WORDS;
+  const cap = options.maxFingerprints ?? MAX_FINGERPRINTS;
+  // Every shingle of the book in order: its key and where it ends (8 bytes each).
+  let hi = new Uint32Array(1024);
+  let lo = new Uint16Array(1024);
+  let at = new Uint16Array(1024);
+  let count = 0;
+  // The last words, kept in a buffer moved down only once in a while.
+  const recent: string[] = [];
+  let from = 0;
+  const scale = POSITION_STEPS / Math.max(1, text.length);
+  eachWord(text, (key, _, __, end) => {
+    recent.push(key);
+    if (recent.length - from < n) return;
+    if (recent.length - from > n) from++;
+    if (from > 1024) {
+      recent.splice(0, from);
+      from = 0;
+    }
+    const [h, l] = keyOf(recent, from, n);
+    if (count === hi.length) {
+      hi = grown(hi, (size) => new Uint32Array(size));
+      lo = grown(lo, (size) => new Uint16Array(size));
+      at = grown(at, (size) => new Uint16Array(size));
+    }
+    hi[count] = h;
+    lo[count] = l >>> 16;
+    at[count] = Math.floor(end * scale);
+    count++;
+  });
+  hi = hi.subarray(0, count);
+  lo = lo.subarray(0, count);
+  at = at.subarray(0, count);
+
+  // Winnowing keeps about 2 / (window + 1) of the shingles; the window grows until the distinct keys kept fit.
+  let window = count <= cap ? 1 : Math.ceil((2 * count) / cap) - 1;
+  for (;;) {
+    const kept = distinctFirst(hi, lo, at, winnow(hi, lo, window));
+    if (kept.hi.length <= cap) return indexOf(kept.hi, kept.lo, kept.at, window);
+    window = Math.max(window + 1, Math.ceil(window * 1.25));
+  }
+}
+
+/** One pass of a stable radix sort: `order` by the 16-bit digit of `source` at `shift`, into `next`. */
+function radixPass(order: Uint32Array, next: Uint32Array, source: Uint32Array | Uint16Array, shift: number, starts: Uint32Array): void {
+  starts.fill(0);
+  for (let i = 0; i < order.length; i++) starts[((source[i]! >>> shift) & 0xffff) + 1]!++;
+  for (let d = 1; d < starts.length; d++) starts[d]! += starts[d - 1]!;
+  for (let k = 0; k < order.length; k++) {
+    const i = order[k]!;
+    next[starts[(source[i]! >>> shift) & 0xffff]!++] = i;
+  }
+}
+
+/** The shingles' indexes ordered by key, those of equal keys in book order (least significant 16-bit digit first). */
+function byKey(hi: Uint32Array, lo: Uint16Array): Uint32Array {
+  const order = new Uint32Array(hi.length);
+  const next = new Uint32Array(hi.length);
+  for (let i = 0; i < order.length; i++) order[i] = i;
+  const starts = new Uint32Array(65537);
+  radixPass(order, next, lo, 0, starts);
+  radixPass(next, order, hi, 0, starts);
+  radixPass(order, next, hi, 16, starts);
+  return next;
+}
+
+/**
+ * The distinct keys of the shingles marked in `kept`, sorted, each with the end of its first
+ * occurrence among ALL the book's shingles (an early occurrence may have been left out by winnowing).
+ */
+function distinctFirst(hi: Uint32Array, lo: Uint16Array, at: Uint16Array, kept: Uint8Array) {
+  const order = byKey(hi, lo);
+  let most = 0;
+  for (let i = 0; i < kept.length; i++) most += kept[i]!;
+  const outHi = new Uint32Array(most);
+  const outLo = new Uint16Array(most);
+  const outAt = new Uint16Array(most);
+  let k = 0;
+  for (let start = 0; start < order.length; ) {
+    const first = order[start]!;
+    let end = start;
+    let held = false;
+    for (; end < order.length && hi[order[end]!] === hi[first] && lo[order[end]!] === lo[first]; end++) if (kept[order[end]!] === 1) held = true;
+    if (held) {
+      outHi[k] = hi[first]!;
+      outLo[k] = lo[first]!;
+      outAt[k] = at[first]!;
+      k++;
+    }
+    start = end;
+  }
+  return { hi: outHi.slice(0, k), lo: outLo.slice(0, k), at: outAt.slice(0, k) };
+}
+
+/** The stored index's format and number of keys; throws on one of another format. */
+function header(bytes: Uint8Array): { version: number; count: number } {
+  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+  const version = bytes.byteLength >= HEADER_BYTES ? view.getUint32(0, true) : 0;
+  if (!ENTRY_BYTES[version]) throw new Error("not a shingle index of a known format");
+  return { version, count: view.getUint32(4, true) };
+}
+
+/** The most characters a stored index within MAX_FINGERPRINTS can have, in either format. */
+export const MAX_STORED_CHARS = Math.ceil((HEADER_BYTES + MAX_FINGERPRINTS * Math.max(...Object.values(ENTRY_BYTES))) / 3) * 4;
+
+/** The index from its stored form; throws on one of another format or size, or beyond MAX_FINGERPRINTS. */
 export function decodeShingleIndex(encoded: string): ShingleIndex {
   const bytes = Buffer.from(encoded, "base64");
+  const { version, count: n } = header(bytes);
+  if (n > MAX_FINGERPRINTS) throw new Error(`shingle index of ${n} keys, beyond the bound of ${MAX_FINGERPRINTS}: ingest the book again`);
+  const entry = ENTRY_BYTES[version]!;
+  if (bytes.byteLength !== HEADER_BYTES + n * entry) throw new Error("shingle index of the wrong size");
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
-  if (bytes.byteLength < HEADER_BYTES || view.getUint32(0, true) !== FORMAT_VERSION) throw new Error("not a shingle index of this format");
-  const n = view.getUint32(4, true);
-  if (bytes.byteLength !== HEADER_BYTES + n * 10) throw new Error("shingle index of the wrong size");
   const hi = new Uint32Array(n);
-  const lo = new Uint32Array(n);
+  const lo = new Uint16Array(n);
   const at = new Uint16Array(n);
   let offset = HEADER_BYTES;
   for (let i = 0; i < n; i++, offset += 4) hi[i] = view.getUint32(offset, true);
-  for (let i = 0; i < n; i++, offset += 4) lo[i] = view.getUint32(offset, true);
+  // Format 1 kept the whole second hash: its high 16 bits are the key's, and its order is theirs.
+  for (let i = 0; i < n; i++, offset += entry - 6) lo[i] = version === 1 ? view.getUint32(offset, true) >>> 16 : view.getUint16(offset, true);
   for (let i = 0; i < n; i++, offset += 2) at[i] = view.getUint16(offset, true);
-  return indexOf(hi, lo, at);
+  return indexOf(hi, lo, at, 1);
 }

@@ -22,7 +22,8 @@ import { SHINGLE_WORDS, shingleKey, type ShingleIndex } from "./book-shingles.ts
  * It holds back only the word being written, and the words that could begin a late name ("Silas"
  * while "Silas Crane" is one): a name is never shown in part. A late passage is recognised on its
  * SHINGLE_WORDS-th word, so up to SHINGLE_WORDS - 1 words of it have gone out (holding them back
- * would delay every reply by as many words).
+ * would delay every reply by as many words); in a book too long for every run to be held (more than
+ * MAX_FINGERPRINTS of them, book-shingles.ts), at most the index's window - 1 words later.
  *
  * Pure: no I/O.
  */

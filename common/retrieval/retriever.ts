@@ -64,6 +64,8 @@ export interface RetrievalResult {
   rankedBy: "rerank" | "fusion";
   /** Steps that failed, in RETRIEVAL_STEPS order; empty on a fully healthy turn. */
   degraded: RetrievalStep[];
+  /** Searches that went on without the book because its index is still loading. */
+  loading: RetrievalStep[];
 }
 
 export interface Retriever {
@@ -78,8 +80,9 @@ export function createRetriever(options: RetrieverOptions): Retriever {
   async function retrieve(request: RetrievalRequest): Promise<RetrievalResult> {
     const { bookId, narrativeQuery, keywordQuery, signal } = request;
     signal?.throwIfAborted();
-    const searchOptions: SearchOptions = { limit, maxChunkIndex: request.maxChunkIndex };
     const failed = new Set<RetrievalStep>();
+    const loading = new Set<RetrievalStep>();
+    const searchOptions = (step: RetrievalStep): SearchOptions => ({ limit, maxChunkIndex: request.maxChunkIndex, onLoading: () => loading.add(step) });
 
     /** Runs a step; on failure records it and yields the fallback, unless the caller has gone. */
     const attempt = async <T>(step: RetrievalStep, fallback: T, run: () => Promise<T>): Promise<T> => {
@@ -96,7 +99,7 @@ export function createRetriever(options: RetrieverOptions): Retriever {
 
     // BM25 needs no embedding: it is started first and runs while the query is embedded.
     const textSearch: Promise<ChunkHit[]> = keywordQuery.trim()
-      ? attempt("text_search", [], () => textIndex.search(bookId, keywordQuery, searchOptions))
+      ? attempt("text_search", [], () => textIndex.search(bookId, keywordQuery, searchOptions("text_search")))
       : Promise.resolve([]);
     const vectorSearch = (async (): Promise<ChunkHit[]> => {
       if (!narrativeQuery.trim()) return [];
@@ -106,7 +109,7 @@ export function createRetriever(options: RetrieverOptions): Retriever {
         return embedding;
       });
       if (!vector) return [];
-      return attempt("vector_search", [], () => vectorIndex.search(bookId, vector, searchOptions));
+      return attempt("vector_search", [], () => vectorIndex.search(bookId, vector, searchOptions("vector_search")));
     })();
 
     const [vectorHits, textHits] = await Promise.all([vectorSearch, textSearch]);
@@ -126,7 +129,7 @@ export function createRetriever(options: RetrieverOptions): Retriever {
       score,
       foundBy,
     }));
-    return { chunks, rankedBy, degraded: RETRIEVAL_STEPS.filter((s) => failed.has(s)) };
+    return { chunks, rankedBy, degraded: RETRIEVAL_STEPS.filter((s) => failed.has(s)), loading: RETRIEVAL_STEPS.filter((s) => loading.has(s)) };
   }
 
   return { retrieve };

@@ -16,6 +16,8 @@ export interface SearchOptions {
   limit?: number;
   /** Hard filter: only chunks with chunk_index <= this (spoiler-safe chat). */
   maxChunkIndex?: number;
+  /** Called when the search went on without the book because its index is still loading (embedded indexes). */
+  onLoading?: () => void;
 }
 
 export const DEFAULT_SEARCH_LIMIT = 10;

@@ -341,7 +341,7 @@ export function createEmbeddedVectorIndex(options: EmbeddedVectorIndexOptions): 
     },
 
     async search(bookId, vector, searchOptions: SearchOptions = {}): Promise<ChunkHit[]> {
-      const book = await loaded.get(bookId);
+      const book = await loaded.get(bookId, false, searchOptions.onLoading);
       const limit = Math.floor(searchOptions.limit ?? DEFAULT_SEARCH_LIMIT);
       if (book === undefined || book.count === 0 || limit <= 0) return [];
       if (vector.length !== book.dimension) throw new VectorDimensionError(bookId, book.dimension, vector.length);

@@ -174,7 +174,7 @@ describe("chat when an upstream fails", () => {
       vectorIndex: failingVectorIndex(failingIndexUrl("500", servers)),
       textIndex: failingTextIndex(failingIndexUrl("closed", servers)),
     });
-    expect(last).toMatchObject({ done: true, sources: [] });
+    expect(last).toMatchObject({ done: true, sources: [], sources_missing: "search_failed" });
     expect(systemPrompt()).toContain("No passages of the book were found");
   });
 

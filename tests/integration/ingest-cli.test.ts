@@ -42,7 +42,7 @@ test("bun run ingest registers a local book, runs the pipeline and prints the ch
   expect(stdout).toStartWith("The Keeper's Ledger: 3 characters, ");
   for (const name of ["Clara", "Tobias Finch"]) expect(stdout).toContain(name);
   expect(stdout).toMatch(/\nspoiler-safe checkpoints: [1-9]\d* profiles and personas written\n/);
-  expect(stdout).toMatch(/time: download [\d.]+ s, booknlp [\d.]+ s, extract [\d.]+ s, prompt [\d.]+ s, index [\d.]+ s, total [\d.]+ s/);
+  expect(stdout).toMatch(/time: download [\d.]+ s, text [\d.]+ s, booknlp [\d.]+ s, extract [\d.]+ s, prompt [\d.]+ s, index [\d.]+ s, guard [\d.]+ s, total [\d.]+ s/);
   const backups = await listFiles(join(dataDir, "prompts"));
   expect(backups).toHaveLength(3);
   expect(backups.some((f) => f.endsWith("/clara.md"))).toBe(true);

@@ -12,6 +12,7 @@ import { insertBook } from "../../common/db/frontend-rows.ts";
 import { downloadBook } from "../../common/file-url.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.ts";
 import { BookRejectedError } from "../../ingest/errors.ts";
+import { PIPELINE_PHASES } from "../../common/metrics/processing.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { startWorker, type WorkerHandle } from "../../ingest/queue-consumer.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
@@ -304,6 +305,19 @@ describe("ingesting an English book", () => {
     expect(embeddedDuringNlp).toBe(0);
     expect(result.index.chunks).toBe(chunkCount(englishText));
     expect(await statusOf(book.id)).toBe("completed");
+  });
+
+  test("every step of an ingestion shows progress under its name and has its time, so none is spent unnamed", async () => {
+    const { env } = await setup();
+    const book = await newBook("The Keeper's Ledger, step by step");
+    const shown = new Set<string>();
+    const result = await runPipeline(env.deps, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, { ...TEST_PIPELINE_OPTIONS, onProgress: (event) => shown.add(event.phase) });
+    const steps = PIPELINE_PHASES.filter((p) => p !== "total");
+    expect([...shown].sort()).toEqual([...steps].sort());
+    for (const step of PIPELINE_PHASES) expect(result.durations[step]).toBeGreaterThanOrEqual(0);
+    const metrics = await exposition(env);
+    expect(metricValue(metrics, 'processing_step_duration_seconds_count{step="text"}')).toBeGreaterThan(0);
+    expect(metricValue(metrics, 'processing_step_duration_seconds_count{step="guard"}')).toBeGreaterThan(0);
   });
 
   test("a chunk the full-text index keeps refusing is skipped and counted; the rest of its batch and of the book is indexed", async () => {

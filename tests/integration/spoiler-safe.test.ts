@@ -13,6 +13,7 @@ import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/prompt/reading-position.ts";
 import { GuardCharacter, SPOILER_CLOSING } from "../../common/prompt/spoiler-guard.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
+import { MAX_STORED_CHARS } from "../../common/prompt/book-shingles.ts";
 import { createHttpReranker } from "../../common/rerank/http.ts";
 import { runPipeline, type PipelineResult } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
@@ -186,7 +187,7 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
   });
 
   test("the spoiler guard's row knows every selected character and the people the NLP step found beyond them", async () => {
-    const row = await getSpoilerGuard(db, story.bookId);
+    const row = await getSpoilerGuard(db, story.bookId, MAX_STORED_CHARS);
     const people = GuardCharacter.array().parse(row?.characters);
     for (const character of story.characters) expect(people.map((p) => p.character_id)).toContain(character.id);
     // Tom Bristow is named twice, too few to be selected: a model that knows the book can still name him.

@@ -4,7 +4,7 @@ import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvalidBookIdError } from "../../common/embedded-store.ts";
 import { createLogger } from "../../common/log.ts";
-import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import { createEmbeddedTextIndex, LOAD_SLICE_CHUNKS } from "../../common/text/embedded.ts";
 import { TOKENIZER_VERSION, tokenize } from "../../common/text/tokenize.ts";
 import type { IndexedChunk } from "../../common/retrieval/types.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
@@ -251,6 +251,46 @@ describe("embedded BM25 index", () => {
     expect(await createEmbeddedTextIndex({ dir }).count(BOOK)).toBe(0);
     expect((await readdir(dir)).filter((name) => name.startsWith(BOOK))).toEqual([]);
     expect(await createEmbeddedTextIndex({ dir }).count(URDU_BOOK)).toBe(4);
+  });
+
+  test("a book loading lets other work run after every few chunks, not after a whole stored batch", async () => {
+    const dir = await freshDir();
+    const chunks = Array.from({ length: 256 }, (_, i) => ({ chunkIndex: i, text: `${passages[i % passages.length]!.text} (copy ${i})` }));
+    // One stored batch, as an ingestion writes 64 chunks or more at a time.
+    await createEmbeddedTextIndex({ dir }).upsert(BOOK, chunks);
+    const fresh = createEmbeddedTextIndex({ dir });
+    let turns = 0;
+    let loading = true;
+    const other = (async () => {
+      while (loading) await new Promise((resolve) => setImmediate(resolve)).then(() => turns++);
+    })();
+    const hits = await fresh.search(BOOK, "lighthouse");
+    loading = false;
+    await other;
+    expect(hits.length).toBeGreaterThan(0);
+    // The other work got a turn at least once per slice of the load.
+    expect(turns).toBeGreaterThanOrEqual(chunks.length / LOAD_SLICE_CHUNKS);
+  });
+
+  test("once a book's load has outlasted one search's wait, later searches do not wait for it again", async () => {
+    const dir = await freshDir();
+    const chunks = Array.from({ length: 4096 }, (_, i) => ({ chunkIndex: i, text: `${passages[i % passages.length]!.text} (copy ${i})` }));
+    await createEmbeddedTextIndex({ dir }).upsert(BOOK, chunks);
+    const impatient = createEmbeddedTextIndex({ dir, maxLoadWaitMs: 5 });
+    let loading = 0;
+    expect(await impatient.search(BOOK, "lighthouse", { onLoading: () => loading++ })).toEqual([]);
+    // The next search answers within a turn or two of the event loop, while the load goes on.
+    let turns = 0;
+    let answered = false;
+    const other = (async () => {
+      while (!answered) await new Promise((resolve) => setImmediate(resolve)).then(() => turns++);
+    })();
+    expect(await impatient.search(BOOK, "lighthouse", { onLoading: () => loading++ })).toEqual([]);
+    answered = true;
+    await other;
+    expect(loading).toBe(2);
+    expect(turns).toBeLessThanOrEqual(2);
+    expect(await impatient.count(BOOK)).toBe(chunks.length);
   });
 
   test("refuses book ids that could reach outside its folder", async () => {

@@ -87,8 +87,8 @@ describe("createRetriever", () => {
     const { retriever, calls } = harness();
     await retriever.retrieve({ ...request, maxChunkIndex: 40 });
     expect(calls.embed.map((c) => c.texts)).toEqual([[request.narrativeQuery]]);
-    expect(calls.vector).toEqual([{ bookId: "book-1", vector: EMBEDDING, options: { limit: 10, maxChunkIndex: 40 } }]);
-    expect(calls.text).toEqual([{ bookId: "book-1", query: request.keywordQuery, options: { limit: 10, maxChunkIndex: 40 } }]);
+    expect(calls.vector).toEqual([{ bookId: "book-1", vector: EMBEDDING, options: { limit: 10, maxChunkIndex: 40, onLoading: expect.any(Function) } }]);
+    expect(calls.text).toEqual([{ bookId: "book-1", query: request.keywordQuery, options: { limit: 10, maxChunkIndex: 40, onLoading: expect.any(Function) } }]);
   });
 
   test("without a reranker, returns the deduplicated chunks ordered by reciprocal rank fusion", async () => {
@@ -97,6 +97,7 @@ describe("createRetriever", () => {
     expect(result).toEqual({
       rankedBy: "fusion",
       degraded: [],
+      loading: [],
       chunks: [
         { chunkIndex: 8, text: "passage 8", score: fused(2, 1), foundBy: ["vector", "text"] },
         { chunkIndex: 4, text: "passage 4", score: fused(1), foundBy: ["vector"] },

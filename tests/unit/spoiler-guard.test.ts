@@ -1,6 +1,8 @@
 import { describe, expect, test } from "bun:test";
-import { buildShingleIndex, decodeShingleIndex, shingleKey } from "../../common/prompt/book-shingles.ts";
+import { Buffer } from "node:buffer";
+import { buildShingleIndex, decodeShingleIndex, MAX_FINGERPRINTS, SHINGLE_WORDS, shingleKey } from "../../common/prompt/book-shingles.ts";
 import { WORD_PATTERN } from "../../common/text-normalise.ts";
+import { seededRandom } from "../support/seeded-random.ts";
 import { closingAfter, createSpoilerGuard, guardCharacters, lateNames, type LateName, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
 
 const EARLY = "Mara Quill kept the lamp on Gull Rock through the long winter, trimming the wick each evening at dusk.";
@@ -161,4 +163,95 @@ test.each([
   ["Listen", " … but that is a story for the pages you have yet to read."],
 ])("the closing after %p", (sent, closing) => {
   expect(closingAfter(sent)).toBe(closing);
+});
+
+describe("the shingle index of a long book, within its bound", () => {
+  // A text that does not repeat itself (seeded words from a vocabulary of 3 000), with a passage of
+  // 40 words that occurs early and again late.
+  const random = seededRandom(7);
+  const vocabulary = Array.from({ length: 3000 }, (_, i) => `w${i.toString(36)}`);
+  const words = Array.from({ length: 30_000 }, () => vocabulary[Math.floor(random() * vocabulary.length)]!);
+  const passage = words.slice(1000, 1040);
+  words.splice(25_000, 0, ...passage);
+  const text = words.join(" ");
+  const cap = 2000;
+  const index = buildShingleIndex(text, { maxFingerprints: cap });
+
+  /** Every key of the text with the end of its first occurrence, the slow way. */
+  const firstEnds = new Map<string, number>();
+  let end = 0;
+  const ends = words.map((w) => (end += w.length + 1) - 1);
+  for (let i = SHINGLE_WORDS - 1; i < words.length; i++) {
+    const key = shingleKey(words.slice(i - SHINGLE_WORDS + 1, i + 1)).join(":");
+    if (!firstEnds.has(key)) firstEnds.set(key, ends[i]! / text.length);
+  }
+
+  test("holds at most its bound of keys, 8 bytes each", () => {
+    expect(index.size).toBeLessThanOrEqual(cap);
+    expect(index.size).toBeGreaterThan(cap / 2);
+    expect(index.window).toBeGreaterThan(1);
+    expect(index.bytes).toBe(index.size * 8);
+    expect(decodeShingleIndex(index.encode()).size).toBe(index.size);
+  });
+
+  test("finds every copied run of SHINGLE_WORDS + window - 1 words, wherever it starts", () => {
+    const span = SHINGLE_WORDS + index.window - 1;
+    let missed = 0;
+    for (let start = 0; start + span <= words.length; start += 7) {
+      const run = words.slice(start, start + span);
+      const found = run.some((_, i) => i + SHINGLE_WORDS <= run.length && index.firstEnd(shingleKey(run.slice(i, i + SHINGLE_WORDS))) !== null);
+      if (!found) missed++;
+    }
+    expect(missed).toBe(0);
+  });
+
+  test("gives each key held the end of its first occurrence in the book, held there or not", () => {
+    let held = 0;
+    for (const [key, first] of firstEnds) {
+      const [hi, lo] = key.split(":").map(Number) as [number, number];
+      const at = index.firstEnd([hi, lo]);
+      if (at === null) continue;
+      held++;
+      // Rounded down to 1/65535 of the book.
+      expect(at).toBeLessThanOrEqual(first);
+      expect(first - at).toBeLessThan(1 / 65535 + 1e-9);
+    }
+    expect(held).toBe(index.size);
+    // The passage's copy late in the book counts where the passage was first read.
+    const anyHeld = passage.some((_, i) => i + SHINGLE_WORDS <= passage.length && index.firstEnd(shingleKey(passage.slice(i, i + SHINGLE_WORDS))) !== null);
+    expect(anyHeld).toBe(true);
+    for (let i = 0; i + SHINGLE_WORDS <= passage.length; i++) {
+      const at = index.firstEnd(shingleKey(passage.slice(i, i + SHINGLE_WORDS)));
+      if (at !== null) expect(at).toBeLessThan(0.1);
+    }
+  });
+
+  test("a book within the bound keeps every run", () => {
+    const small = buildShingleIndex(words.slice(0, 1500).join(" "), { maxFingerprints: cap });
+    expect(small.window).toBe(1);
+    expect(small.size).toBe(1500 - SHINGLE_WORDS + 1);
+  });
+
+  test("an index stored before the bound (every run, a 32-bit second hash) is still read", () => {
+    const keys = [shingleKey("a b c d e f g h".split(" ")), shingleKey("b c d e f g h i".split(" "))].sort((x, y) => x[0] - y[0] || x[1] - y[1]);
+    const bytes = new Uint8Array(8 + keys.length * 10);
+    const view = new DataView(bytes.buffer);
+    view.setUint32(0, 1, true);
+    view.setUint32(4, keys.length, true);
+    keys.forEach(([hi, lo], i) => {
+      view.setUint32(8 + i * 4, hi, true);
+      view.setUint32(8 + keys.length * 4 + i * 4, lo, true);
+      view.setUint16(8 + keys.length * 8 + i * 2, 32767, true);
+    });
+    const old = decodeShingleIndex(Buffer.from(bytes).toString("base64"));
+    expect(old.firstEnd(keys[1]!)).toBeCloseTo(0.5, 3);
+    expect(old.firstEnd(shingleKey("c d e f g h i j".split(" ")))).toBeNull();
+  });
+
+  test("an index of more keys than the bound is refused before it is read", () => {
+    const bytes = new Uint8Array(8);
+    new DataView(bytes.buffer).setUint32(0, 2, true);
+    new DataView(bytes.buffer).setUint32(4, MAX_FINGERPRINTS + 1, true);
+    expect(() => decodeShingleIndex(Buffer.from(bytes).toString("base64"))).toThrow(/beyond the bound/);
+  });
 });
