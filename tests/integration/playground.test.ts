@@ -161,15 +161,21 @@ describe("the chat page's address", () => {
   });
 });
 
+/** A completed book with one character, and the local reader's session with it. */
+async function localReaderSession() {
+  const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
+  const book = await insertBook(t.deps.db, { title: "Harbour Tales", processingStatus: "completed" });
+  const {
+    characters: [character],
+  } = await saveCharacters(t.deps.db, book.id, [{ name: "Maren", systemPrompt: "I am Maren." }]);
+  const mine = await createSession(t.deps.db, { userId: LOCAL_USER_ID, characterId: character!.id });
+  return { t, character: character!, mine };
+}
+
 describe("the chat page's earlier messages", () => {
   test("the local reader's session answers its last 50 messages in order; another reader's session is a 404 and a malformed id a 400", async () => {
-    const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
-    const book = await insertBook(t.deps.db, { title: "Harbour Tales", processingStatus: "completed" });
-    const {
-      characters: [character],
-    } = await saveCharacters(t.deps.db, book.id, [{ name: "Maren", systemPrompt: "I am Maren." }]);
-    const mine = await createSession(t.deps.db, { userId: LOCAL_USER_ID, characterId: character!.id });
-    const theirs = await createSession(t.deps.db, { userId: crypto.randomUUID(), characterId: character!.id });
+    const { t, character, mine } = await localReaderSession();
+    const theirs = await createSession(t.deps.db, { userId: crypto.randomUUID(), characterId: character.id });
     for (let i = 0; i < 30; i++) await appendExchange(t.deps.db, mine.id, `Question ${i}?`, `Answer ${i}.`, "");
     await appendExchange(t.deps.db, theirs.id, "A private question?", "A private answer.", "");
 
@@ -188,12 +194,7 @@ describe("the chat page's earlier messages", () => {
   });
 
   test("rows the frontend wrote of any length: each message is cut, the answer stays within its bound, and ?limit= takes fewer", async () => {
-    const t = await playground(createEmbeddedTextIndex({ dir: await freshDir() }));
-    const book = await insertBook(t.deps.db, { title: "Harbour Tales", processingStatus: "completed" });
-    const {
-      characters: [character],
-    } = await saveCharacters(t.deps.db, book.id, [{ name: "Maren", systemPrompt: "I am Maren." }]);
-    const mine = await createSession(t.deps.db, { userId: LOCAL_USER_ID, characterId: character!.id });
+    const { t, mine } = await localReaderSession();
     const huge = "x".repeat(1_000_000);
     for (let i = 0; i < 25; i++) await appendExchange(t.deps.db, mine.id, `${i}${huge}`, `Answer ${i}.`, "");
 

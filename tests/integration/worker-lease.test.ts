@@ -5,7 +5,8 @@ import { getIngestion } from "../../common/db/ingestions.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
-import { enqueueJob, queueKeys } from "../../common/queue.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { enqueueJob, queueKeys, type QueueKeys } from "../../common/queue.ts";
 import { startWorker } from "../../ingest/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
@@ -39,6 +40,45 @@ function busy(ms: number): void {
   if (spins < 0) throw new Error("unreachable");
 }
 
+type Env = Awaited<ReturnType<typeof setup>>["env"];
+type WorkerOptions = Parameters<typeof startWorker>[1];
+
+/**
+ * Two books on the queue, worked side by side; the second download starts the busy step, once both
+ * jobs are running. Settles when both are completed, with how many downloads there were and the
+ * worker's metrics.
+ */
+async function twoBooksWithABusyStep(env: Env, kv: KeyValueStore, queue: QueueKeys | undefined, options: Partial<WorkerOptions>) {
+  const ids: string[] = [];
+  for (const title of ["The book that keeps the worker busy", "The book beside it"]) {
+    const book = await insertBook(db, { title });
+    ids.push(book.id);
+    await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID }, queue ? { queue: queue.queue } : {});
+  }
+  let downloads = 0;
+  const worker = startWorker(env.deps, {
+    ...(queue ? { keys: queue } : {}),
+    concurrency: 2,
+    minPollMs: 10,
+    maxPollMs: 50,
+    visibilityTimeoutSeconds: VISIBILITY_SECONDS,
+    ...options,
+    pipeline: {
+      ...TEST_PIPELINE_OPTIONS,
+      fetch: async (input, init) => {
+        if (++downloads === 2) busy(BUSY_MS);
+        return fetch(input, init);
+      },
+    },
+  });
+  await eventually(
+    async () => (await Promise.all(ids.map((id) => getBook(db, id)))).every((b) => b?.processingStatus === "completed"),
+    "both books to complete",
+  );
+  await worker.stop();
+  return { ids, downloads, metrics: await env.deps.metrics.registry.metrics() };
+}
+
 describe.skipIf(!redis.reachable)("a step that keeps the worker busy past its lease", () => {
   test("costs neither its book nor the book beside it an attempt", async () => {
     const prefix = uniqueKeyPrefix("worker-lease");
@@ -51,39 +91,11 @@ describe.skipIf(!redis.reachable)("a step that keeps the worker busy past its le
     const handedBack: string[] = [];
     reaper.on("message", (jobId: string) => handedBack.push(jobId));
     try {
-      const ids: string[] = [];
-      for (const title of ["The book that keeps the worker busy", "The book beside it"]) {
-        const book = await insertBook(db, { title });
-        ids.push(book.id);
-        await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID }, { queue: keys.queue });
-      }
-      let downloads = 0;
-      const worker = startWorker(env.deps, {
-        keys,
-        concurrency: 2,
-        minPollMs: 10,
-        maxPollMs: 50,
-        visibilityTimeoutSeconds: VISIBILITY_SECONDS,
-        pipeline: {
-          ...TEST_PIPELINE_OPTIONS,
-          fetch: async (input, init) => {
-            // The second download starts the busy step, once both jobs are running.
-            if (++downloads === 2) busy(BUSY_MS);
-            return fetch(input, init);
-          },
-        },
-      });
-      await eventually(
-        async () => (await Promise.all(ids.map((id) => getBook(db, id)))).every((b) => b?.processingStatus === "completed"),
-        "both books to complete",
-      );
-      await worker.stop();
-
+      const { ids, downloads, metrics } = await twoBooksWithABusyStep(env, kv, keys, {});
       expect(downloads).toBe(2);
       // Before: both leases lapsed during the busy step and the other worker handed both jobs out again.
       expect(handedBack).toEqual([]);
       for (const id of ids) expect((await getIngestion(db, id))?.lastError ?? null).toBeNull();
-      const metrics = await env.deps.metrics.registry.metrics();
       expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(0);
       expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(2);
     } finally {
@@ -99,37 +111,9 @@ describe("a step that keeps the worker busy past its lease, with the in-process 
     // The store lives on the main thread, so the leases lapse during the busy step whatever renews them.
     const kv = createMemoryKeyValueStore();
     const { env } = await setup({ kv });
-    const ids: string[] = [];
-    for (const title of ["The busy book, in process", "The book beside it, in process"]) {
-      const book = await insertBook(db, { title });
-      ids.push(book.id);
-      await enqueueJob(kv, { book_id: book.id, file_url: books.url(ENGLISH_BOOK), user_id: USER_ID });
-    }
-    let downloads = 0;
-    const worker = startWorker(env.deps, {
-      concurrency: 2,
-      minPollMs: 10,
-      maxPollMs: 50,
-      visibilityTimeoutSeconds: VISIBILITY_SECONDS,
-      claimGraceMs: 0,
-      reapIntervalMs: 50,
-      pipeline: {
-        ...TEST_PIPELINE_OPTIONS,
-        fetch: async (input, init) => {
-          if (++downloads === 2) busy(BUSY_MS);
-          return fetch(input, init);
-        },
-      },
-    });
-    await eventually(
-      async () => (await Promise.all(ids.map((id) => getBook(db, id)))).every((b) => b?.processingStatus === "completed"),
-      "both books to complete",
-    );
-    await worker.stop();
-
+    const { downloads, metrics } = await twoBooksWithABusyStep(env, kv, undefined, { claimGraceMs: 0, reapIntervalMs: 50 });
     // Before: the renewal found both leases lapsed and gave both jobs up; the reaper handed them out again.
     expect(downloads).toBe(2);
-    const metrics = await env.deps.metrics.registry.metrics();
     expect(metricValue(metrics, "processing_jobs_retried_total")).toBe(0);
     expect(metricValue(metrics, 'processing_jobs_processed_total{status="completed"}')).toBe(2);
   });
