@@ -8,7 +8,7 @@ import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { Config } from "../common/config.ts";
-import { INTERNAL_ERROR, internalErrorResponse } from "../common/http-server.ts";
+import { INTERNAL_ERROR, unhandledFailure } from "../common/http-server.ts";
 import type { LocalChatOptions } from "../common/local/sessions.ts";
 import { localFileRoute } from "./local-file.ts";
 import { playgroundRoutes } from "./playground/index.ts";
@@ -58,10 +58,7 @@ export function createApp(deps: AppDeps) {
   const log = deps.logger.child({ component: "api" });
   // The framework's own error handler sees only what its routes throw; this sees the rest (the guard,
   // the docs' examples), so that no failure reaches the runtime's error page or prints a stack.
-  const failed = (request: Request, error: unknown) => {
-    log.error("unhandled error", { method: request.method, url: request.url, error });
-    return internalErrorResponse();
-  };
+  const failed = (request: Request, error: unknown) => unhandledFailure(log, request, error);
   const guardedHealth = (request: Request) => {
     try {
       return refuse(request) ?? health();

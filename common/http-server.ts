@@ -6,6 +6,12 @@ export const INTERNAL_ERROR = "internal error";
 
 export const internalErrorResponse = () => Response.json({ error: INTERNAL_ERROR } satisfies ErrorBody, { status: 500 });
 
+/** A request that failed unexpectedly: logged as one line, answered with `{error}` and nothing more. */
+export function unhandledFailure(logger: Logger, request: Request, error: unknown): Response {
+  logger.error("unhandled error", { method: request.method, url: request.url, error });
+  return internalErrorResponse();
+}
+
 /**
  * The error handling of every HTTP server here (Bun.serve, Deno.serve): production mode, because
  * Bun's development mode (its default) answers a thrown error with a page of source lines, the

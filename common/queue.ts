@@ -154,8 +154,6 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
   /** In-flight entries seen without a lease, and since when (this process's own observation). */
   const leaseless = new Map<string, number>();
 
-  const leaseKeyOf = (job: JobRecord) => leaseKey(keys, job);
-
   const deadLetter = async (raw: string, job: JobRecord | null, reason: string): Promise<DeadLetter> => {
     const entry: DeadLetter = { job, raw, reason, dead_lettered_at: new Date(now()).toISOString() };
     await kv.lpush(keys.deadLetter, JSON.stringify(entry));
@@ -189,19 +187,19 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
           continue;
         }
         const token = crypto.randomUUID();
-        await kv.set(leaseKeyOf(job), token, { ex: visibility });
+        await kv.set(leaseKey(keys, job), token, { ex: visibility });
         return { job, raw, token };
       }
     },
 
     async renew(claim) {
-      const key = leaseKeyOf(claim.job);
+      const key = leaseKey(keys, claim.job);
       if ((await kv.get(key)) !== claim.token) return false;
       return kv.expire(key, visibility);
     },
 
     async reclaim(claim) {
-      const key = leaseKeyOf(claim.job);
+      const key = leaseKey(keys, claim.job);
       if (!(await kv.set(key, claim.token, { nx: true, ex: visibility }))) return (await kv.get(key)) === claim.token;
       // Still in flight: no reaper handed it back. A reaper between its push and its removal would make
       // a duplicate, which the pipeline absorbs, as after a crash in the same place.
@@ -212,12 +210,12 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
 
     async complete(claim) {
       await kv.lrem(keys.inFlight, 1, claim.raw);
-      await kv.deleteIfEquals(leaseKeyOf(claim.job), claim.token);
+      await kv.deleteIfEquals(leaseKey(keys, claim.job), claim.token);
     },
 
     async fail(claim, reason) {
       const { status, attempts } = await failAttempt(claim.raw, claim.job, reason);
-      await kv.deleteIfEquals(leaseKeyOf(claim.job), claim.token);
+      await kv.deleteIfEquals(leaseKey(keys, claim.job), claim.token);
       return { status, attempts };
     },
 
@@ -225,7 +223,7 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
       // RPUSH is not in the port; LPUSH puts the job at the back, behind what arrived meanwhile.
       await kv.lpush(keys.queue, claim.raw);
       await kv.lrem(keys.inFlight, 1, claim.raw);
-      await kv.deleteIfEquals(leaseKeyOf(claim.job), claim.token);
+      await kv.deleteIfEquals(leaseKey(keys, claim.job), claim.token);
     },
 
     async reap() {
@@ -237,12 +235,12 @@ export function createReliableQueue(kv: KeyValueStore, options: ReliableQueueOpt
         const present = new Set(entries);
         for (const raw of leaseless.keys()) if (!present.has(raw)) leaseless.delete(raw);
         const jobs = entries.map(parseJob);
-        const leaseKeys = jobs.flatMap((job) => (job ? [leaseKeyOf(job)] : []));
+        const leaseKeys = jobs.flatMap((job) => (job ? [leaseKey(keys, job)] : []));
         const values = leaseKeys.length > 0 ? await kv.mget(leaseKeys) : [];
         const leased = new Set(leaseKeys.filter((_, i) => values[i] !== null));
         for (const [i, raw] of entries.entries()) {
           const job = jobs[i] ?? null;
-          if (job && leased.has(leaseKeyOf(job))) {
+          if (job && leased.has(leaseKey(keys, job))) {
             leaseless.delete(raw);
             continue;
           }

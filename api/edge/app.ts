@@ -1,7 +1,7 @@
 import type { ElysiaAdapter } from "elysia";
 import type { Config } from "../../common/config.ts";
 import { buildEdgeDeps, type EdgeBuildOptions } from "../../common/edge-deps.ts";
-import { internalErrorResponse } from "../../common/http-server.ts";
+import { unhandledFailure } from "../../common/http-server.ts";
 import { downloadBook } from "../../common/file-url.ts";
 import { enableKvMetricsAggregation } from "../../common/metrics/kv-aggregation.ts";
 import { createApp } from "../app.ts";
@@ -59,9 +59,8 @@ export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): Edg
       try {
         response = await scope.run(() => fetch(request));
       } catch (error) {
-        deps.logger.error("unhandled error", { method: request.method, url: request.url, error });
         waitUntil(scope.end());
-        return internalErrorResponse();
+        return unhandledFailure(deps.logger, request, error);
       }
       const afterResponse = scope.run(async () => {
         await sseStreamEnd(response);
