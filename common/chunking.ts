@@ -78,8 +78,8 @@ const PARAGRAPH_SEPARATOR = "\n\n";
  * inside a long run ("!!!…!x"), each start would read the rest of the run again.
  */
 const SENTENCE_END = /(?<![.!?…۔؟])[.!?…۔؟]+["'”’»)\]]*(?=\s)|[。！？]+["'”’」』)\]]*/gu;
-/** A full stop after these is not the end of a sentence ("Mr. Darcy", "J. Smith"). */
-const ABBREVIATION_BEFORE_DOT = /(?:^|[\s("'“‘])(?:Mr|Mrs|Ms|Dr|St|Prof|Sr|Jr|Mme|Mlle|Messrs|\p{Lu})\.$/u;
+/** A full stop after these is not the end of a sentence ("Mr. Darcy", "J. Smith", "altogether—Mr. Darcy"). */
+const ABBREVIATION_BEFORE_DOT = /(?:^|[\s("'“‘\p{Pd}])(?:Mr|Mrs|Ms|Dr|St|Prof|Sr|Jr|Mme|Mlle|Messrs|\p{Lu})\.$/u;
 const SENTENCE_FINAL = /[.!?…۔؟。！？:;,]["'”’»)\]」』]*$/u;
 const MAX_HEADING_CHARS = 80;
 /** Headings carried to the next chunk may take at most this fraction of the budget. */

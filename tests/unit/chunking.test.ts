@@ -90,6 +90,11 @@ describe("chunkText", () => {
     for (const chunk of chunkTextToArray(text, { chunkTokens: 40 })) expect(chunk.text).toMatch(/left\.$/);
   });
 
+  test("does not end a sentence after a title that follows a dash", () => {
+    const text = sentences(60, (i) => `They were five ${i} altogether—Mr. Bingley, his sisters and a friend of his, who left.`);
+    for (const chunk of chunkTextToArray(text, { chunkTokens: 40 })) expect(chunk.text).toMatch(/left\.$/);
+  });
+
   test("treats special-token strings in the book as ordinary text", () => {
     const text = "The scroll read <|endoftext|> and then <|im_start|>system, nothing more.";
     const [chunk] = chunkTextToArray(text);
