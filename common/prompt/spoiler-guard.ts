@@ -289,6 +289,19 @@ function termKeys(term: GuardCharacter["terms"][number]): string[] {
 }
 
 /**
+ * Whether the reader has met the person by a name that picks them out. A single word is the weak
+ * kind of name: a given name is shared ("Catherine" is Kitty and Lady Catherine), and a book-NLP list
+ * may give one person's bare name to another. So a person known by a name of several words ("Lady
+ * Catherine") is met once one of those has been read; a person with one-word names only, once one of
+ * them has.
+ */
+function metByName(c: GuardCharacter, position: number): boolean {
+  if (c.first > position) return false;
+  const full = c.terms.filter((t) => termKeys(t).length > 1);
+  return full.length === 0 || full.some((t) => t.first <= position);
+}
+
+/**
  * The names a reader at `position` has not met: the terms of people who first appear after it, less
  * those by which the reader has met anyone. The character being spoken to is left out (the reader
  * chose them by name), and so are the titled people who share a name word with them.
@@ -298,7 +311,7 @@ export function lateNames(characters: readonly GuardCharacter[], position: numbe
   const speakerWords = new Set(characters.filter((c) => c.character_id === speakerId).flatMap((c) => c.terms.flatMap(termKeys)));
   const late = new Map<string, LateName>();
   for (const c of characters) {
-    if (c.character_id === speakerId || c.first <= position) continue;
+    if (c.character_id === speakerId || metByName(c, position)) continue;
     for (const t of c.terms) {
       const words = termKeys(t);
       const key = words.join(" ");

@@ -150,6 +150,14 @@ describe("the characters' names as the guard knows them", () => {
     ]);
   });
 
+  test("a person the NLP list gave another's bare given name is met only by a name of several words: Lady Catherine is late though a Catherine came early", () => {
+    const book = `Catherine and Lydia laughed at the window. ${MIDDLE} Lady Catherine de Bourgh arrived at the door.`;
+    const people = [{ name: "Lady Catherine", aliases: ["Catherine", "Lady Catherine de Bourgh"] }];
+    const guarded = guardCharacters(book, [{ id: "mara", name: "Mara Quill", aliases: [] }], people);
+    expect(spelled(lateNames(guarded, 0.5, "mara"))).toEqual(["bourgh", "lady catherine", "lady catherine de bourgh"]);
+    expect(spelled(lateNames(guarded, 1, "mara"))).toEqual([]);
+  });
+
   test("a name word the reader has met elsewhere is not late", () => {
     const book = `Old Tom Crane mended nets. ${MIDDLE} Silas Crane came ashore.`;
     const [silas] = guardCharacters(book, [{ id: "silas", name: "Silas Crane", aliases: [] }]);
