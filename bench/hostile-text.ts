@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chunkEndLocator, chunkText } from "../common/chunking.ts";
 import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../common/prompt/spoiler-guard.ts";
+import { guardCharacters } from "../common/prompt/book-names.ts";
 import { tokenize } from "../common/text/tokenize.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import { extractWork, hasProse } from "../ingest/book-text.ts";
