@@ -8,7 +8,8 @@ import { TokenTextSplitter } from "@langchain/textsplitters";
 import { encode } from "gpt-tokenizer/encoding/o200k_base";
 import { Tiktoken } from "js-tiktoken/lite";
 import o200kBase from "js-tiktoken/ranks/o200k_base";
-import { chunkTextToArray, countO200kTokens, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
+import { chunkTextToArray, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
+import { countO200kTokens } from "../common/token-count.ts";
 import { runsInBench, booksNote, formatSummary, markdownTable, mb, reps, summarise, timeRuns, type BenchContext, type BenchSection } from "./support.ts";
 
 /**

@@ -10,9 +10,10 @@
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chunkEndLocator, chunkText } from "../common/chunking.ts";
+import { chunkText } from "../common/chunking.ts";
+import { chunkEndLocator } from "../common/chunk-ends.ts";
 import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../common/prompt/spoiler-guard.ts";
+import { guardCharacters } from "../common/prompt/book-names.ts";
 import { tokenize } from "../common/text/tokenize.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import { extractWork, hasProse } from "../ingest/book-text.ts";

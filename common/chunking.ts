@@ -17,7 +17,8 @@
  *
  * Pure: web-standard APIs and gpt-tokenizer only.
  */
-import { countTokens } from "gpt-tokenizer/encoding/o200k_base";
+import { countO200kTokens } from "./token-count.ts";
+import { isWhitespace } from "./whitespace.ts";
 
 export const DEFAULT_CHUNK_TOKENS = 512;
 /** Below this a single character (up to 4 UTF-8 bytes) might not fit in a chunk. */
@@ -34,17 +35,6 @@ export interface Chunk {
 export interface ChunkOptions {
   /** Token budget per chunk; DEFAULT_CHUNK_TOKENS when unset. */
   chunkTokens?: number;
-}
-
-/**
- * Book text is data: `<|endoftext|>` and friends are counted as the ordinary characters they are
- * (gpt-tokenizer throws on them by default). The set is never mutated.
- */
-const PLAIN_TEXT = { disallowedSpecial: new Set<string>() };
-
-/** o200k_base token count of text, treating special-token strings as plain text. */
-export function countO200kTokens(text: string): number {
-  return countTokens(text, PLAIN_TEXT);
 }
 
 /**
@@ -371,40 +361,4 @@ function* pack(source: Iterable<Unit>, budget: number): Generator<Chunk> {
     parts.push(unit);
     estimate += unit.tokens;
   }
-}
-
-/** What String.prototype.trim and `\s` count as whitespace: all the chunker ever drops or rewrites. */
-export function isWhitespace(code: number): boolean {
-  return (
-    (code >= 0x09 && code <= 0x0d) ||
-    code === 0x20 ||
-    code === 0xa0 ||
-    code === 0x1680 ||
-    (code >= 0x2000 && code <= 0x200a) ||
-    code === 0x2028 ||
-    code === 0x2029 ||
-    code === 0x202f ||
-    code === 0x205f ||
-    code === 0x3000 ||
-    code === 0xfeff
-  );
-}
-
-/**
- * Where each chunk of `text` ends in it, as a position (a fraction of text.length), for chunks fed
- * in order. A chunk differs from its stretch of the book only in whitespace (paragraph breaks made
- * "\n\n", CRLF made LF, the ends trimmed), so its end is found exactly by counting the characters
- * that are not whitespace: the chunk's count of them, taken from the text after the previous chunk.
- */
-export function chunkEndLocator(text: string): (chunk: string) => number {
-  let cursor = 0;
-  return (chunk) => {
-    let wanted = 0;
-    for (let i = 0; i < chunk.length; i++) if (!isWhitespace(chunk.charCodeAt(i))) wanted++;
-    while (wanted > 0 && cursor < text.length) {
-      if (!isWhitespace(text.charCodeAt(cursor))) wanted--;
-      cursor++;
-    }
-    return text.length === 0 ? 1 : cursor / text.length;
-  };
 }

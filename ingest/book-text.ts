@@ -15,7 +15,7 @@
  *
  * Pure: no I/O.
  */
-import { isWhitespace } from "../common/chunking.ts";
+import { isWhitespace } from "../common/whitespace.ts";
 
 export interface StrippedRange {
   /** UTF-16 offsets in the decoded file, end exclusive. */

@@ -1,8 +1,8 @@
 /**
- * What a character's name may be before it is stored. Names come from the book NLP engine or, for
- * books it cannot read, from a model: either can produce a name no reader could use, and one such
- * name must cost only its own character, never the book (a 10,000-character name once made the
- * database refuse the whole list). Pure: no I/O.
+ * What a character's name may be before it is stored, and how two names are compared (nameKey).
+ * Names come from the book NLP engine or, for books it cannot read, from a model: either can produce a
+ * name no reader could use, and one such name must cost only its own character, never the book (a
+ * 10,000-character name once made the database refuse the whole list). Pure: no I/O.
  */
 
 /** Longer than any name a novel gives a character ("Lord Fitzwilliam Darcy of Pemberley" is 35). */
@@ -33,3 +33,6 @@ export function cleanAliases(name: string, aliases: readonly string[]): string[]
   }
   return kept.slice(0, MAX_ALIASES);
 }
+
+/** A name as two names are compared: compatibility forms folded, spacing collapsed, case aside. */
+export const nameKey = (name: string) => name.normalize("NFKC").replace(/\s+/g, " ").trim().toLowerCase();

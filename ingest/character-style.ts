@@ -2,7 +2,8 @@
 
 import type { CharacterProfile } from "../common/llm/prompt-format.ts";
 import { fnv1a } from "../common/hash.ts";
-import { clip, nameKey } from "./character-selection.ts";
+import { nameKey } from "./character-names.ts";
+import { clip } from "./character-lines.ts";
 
 /** Readable on light and dark backgrounds alike. */
 const PALETTE = [

@@ -1,4 +1,4 @@
-import { isWhitespace } from "../common/chunking.ts";
+import { isWhitespace } from "../common/whitespace.ts";
 import type { FoundCharacter } from "./character-selection.ts";
 
 /**
@@ -22,7 +22,7 @@ export interface Span {
 /**
  * Finds a fragment of the book in it, whatever whitespace the book has between its words, and across
  * the dialogue tag between the pieces of a line joined without it (“Friday is too soon,” said
- * Ottilie. “Glue…” is the line "Friday is too soon. Glue…", see character-selection.ts).
+ * Ottilie. “Glue…” is the line "Friday is too soon. Glue…", see character-lines.ts).
  */
 export type TextLocator = (fragment: string, from?: number) => Span | null;
 

@@ -9,12 +9,11 @@ import {
   MAX_COOCCURRING,
   MAX_DISCOVERY_PASSAGE_CHARS,
   MAX_PASSAGES,
-  nameKey,
-  quoteSample,
-  spread,
   type FoundCharacter,
   type SelectionOptions,
 } from "./character-selection.ts";
+import { quoteSample, spread } from "./character-lines.ts";
+import { nameKey } from "./character-names.ts";
 import { DEFAULT_MIN_MENTIONS } from "./nlp/character-list.ts";
 
 export interface SampledDiscovery {

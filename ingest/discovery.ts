@@ -2,7 +2,7 @@ import { buildDiscoveryMessages, DISCOVERY_TEMPERATURE, parseDiscovery } from ".
 import { type BookInfo } from "../common/llm/prompt-format.ts";
 import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
-import { spread } from "./character-selection.ts";
+import { spread } from "./character-lines.ts";
 import type { SampledDiscovery } from "./discovered-characters.ts";
 
 /**

@@ -1,7 +1,8 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chunkEndLocator, chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../common/chunking.ts";
+import { chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../common/chunking.ts";
+import { chunkEndLocator } from "../common/chunk-ends.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Metrics } from "../common/metrics/index.ts";
 import type { IndexingPipeline, IndexStoreLabel } from "../common/metrics/indexing.ts";

@@ -3,7 +3,8 @@ import type { Database } from "../../common/db/index.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import type { Logger } from "../../common/log.ts";
 import { decodeShingleIndex, MAX_STORED_CHARS, type ShingleIndex } from "../../common/prompt/book-shingles.ts";
-import { createSpoilerGuard, GuardCharacter, lateNames, type SpoilerGuard } from "../../common/prompt/spoiler-guard.ts";
+import { GuardCharacter } from "../../common/prompt/book-names.ts";
+import { createSpoilerGuard, lateNames, type SpoilerGuard } from "../../common/prompt/spoiler-guard.ts";
 
 /**
  * The spoiler guard of a turn (common/prompt/spoiler-guard.ts), from the book's row in

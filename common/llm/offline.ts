@@ -17,7 +17,7 @@
  * only break it). Token usage is reported like a gateway's: o200k_base tokens of the message
  * contents (without the per-message overhead a chat model adds) and of the answer.
  */
-import { countO200kTokens } from "../chunking.ts";
+import { countO200kTokens } from "../token-count.ts";
 import {
   DISCOVERY_MARKER,
   DiscoveryInput,

@@ -14,7 +14,7 @@
  *    slices of COUNT_RUN_CHARS characters: byte-pair encoding costs the square of a run's length, and
  *    a 30,000-character run counted whole takes seconds. Slicing a run can only add a token per cut.
  */
-import { countO200kTokens } from "../chunking.ts";
+import { countO200kTokens } from "../token-count.ts";
 
 /**
  * The context window the chat's prompts are fitted into. 16k tokens holds every part at its normal

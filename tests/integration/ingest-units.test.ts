@@ -8,7 +8,8 @@ import { DISCOVERY_MARKER, EXTRACTION_MARKER, PERSONA_MARKER, readPayload, type 
 import { chunkTextToArray } from "../../common/chunking.ts";
 import { UpstreamError } from "../../common/upstream.ts";
 import { backupFileNames, bookBackupDir, writeBackups } from "../../ingest/backups.ts";
-import { selectCharacters, spread } from "../../ingest/character-selection.ts";
+import { selectCharacters } from "../../ingest/character-selection.ts";
+import { spread } from "../../ingest/character-lines.ts";
 import { characterStyle, describe as describeProfile } from "../../ingest/character-style.ts";
 import { mergeDiscoveries } from "../../ingest/discovered-characters.ts";
 import { discoveryCalls, sampleText } from "../../ingest/discovery.ts";

@@ -5,7 +5,7 @@ import { insertBook } from "../../common/db/frontend-rows.ts";
 import { saveSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import { createLogger } from "../../common/log.ts";
 import { buildShingleIndex } from "../../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../../common/prompt/spoiler-guard.ts";
+import { guardCharacters } from "../../common/prompt/book-names.ts";
 import { openEmbeddedDatabase } from "../support/embedded-stores.ts";
 
 /** The API's reading of a book's guard row (api/chat/spoiler-guard.ts) on the embedded database. */

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { chunkEndLocator, chunkTextToArray } from "../../common/chunking.ts";
+import { chunkTextToArray } from "../../common/chunking.ts";
+import { chunkEndLocator } from "../../common/chunk-ends.ts";
 import {
   CHECKPOINT_POSITION_STEP,
   DEFAULT_FIRST_CHECKPOINT_MATERIAL,

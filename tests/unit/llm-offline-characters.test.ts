@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { buildDiscoveryMessages, buildExtractionMessages, buildPersonaMessages, parseDiscovery, parseProfile } from "../../common/prompt/character.ts";
 import { CharacterProfile, type DiscoveryInput, type ExtractionInput, type PersonaInput } from "../../common/llm/prompt-format.ts";
-import { countO200kTokens } from "../../common/chunking.ts";
+import { countO200kTokens } from "../../common/token-count.ts";
 import type { LlmPurpose, TokenUsage } from "../../common/llm/index.ts";
 import { createOfflineLanguageModel } from "../../common/llm/offline.ts";
 import { APPEARS_WITH, MAX_PERSONA_QUOTES, NOT_STATED } from "../../common/llm/offline-characters.ts";

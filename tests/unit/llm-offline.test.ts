@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { countO200kTokens } from "../../common/chunking.ts";
+import { countO200kTokens } from "../../common/token-count.ts";
 import { loadConfig } from "../../common/config.ts";
 import { buildDeps } from "../../common/deps.ts";
 import { createLanguageModel } from "../../common/llm/create.ts";

@@ -6,7 +6,7 @@ import { buildSummaryMessages, messagesLeavingWindow } from "../../common/prompt
 import { withExchange, type ConversationMessage } from "../../common/prompt/conversation.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN, PASSAGES_HEADING, PREFERENCES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
 import { neutraliseFences } from "../../common/prompt/fences.ts";
-import { countO200kTokens } from "../../common/chunking.ts";
+import { countO200kTokens } from "../../common/token-count.ts";
 import {
   createTokenCounter,
   fitTokens,

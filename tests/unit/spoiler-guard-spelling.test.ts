@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { buildShingleIndex } from "../../common/prompt/book-shingles.ts";
-import { createSpoilerGuard, guardCharacters, lateNames, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
+import { guardCharacters } from "../../common/prompt/book-names.ts";
+import { createSpoilerGuard, lateNames, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
 
 /**
  * Spellings a model that knows the book might write (issue: the guard against spelling), run against

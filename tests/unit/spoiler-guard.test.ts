@@ -3,7 +3,8 @@ import { Buffer } from "node:buffer";
 import { buildShingleIndex, decodeShingleIndex, MAX_FINGERPRINTS, SHINGLE_WORDS, shingleKey } from "../../common/prompt/book-shingles.ts";
 import { WORD_PATTERN } from "../../common/text-normalise.ts";
 import { seededRandom } from "../support/seeded-random.ts";
-import { closingAfter, createSpoilerGuard, guardCharacters, lateNames, type LateName, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
+import { guardCharacters } from "../../common/prompt/book-names.ts";
+import { closingAfter, createSpoilerGuard, lateNames, type LateName, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
 
 const EARLY = "Mara Quill kept the lamp on Gull Rock through the long winter, trimming the wick each evening at dusk.";
 const MIDDLE = "The boats came back one by one, and the harbour slept. ".repeat(6);
