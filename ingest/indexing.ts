@@ -1,24 +1,23 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
+import { chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../common/chunking.ts";
+import { chunkEndLocator } from "../common/chunk-ends.ts";
 import type { LanguageModel } from "../common/llm/index.ts";
 import type { Metrics } from "../common/metrics/index.ts";
 import type { IndexingPipeline, IndexStoreLabel } from "../common/metrics/indexing.ts";
 import type { IndexedChunk } from "../common/retrieval/types.ts";
 import type { TextIndex } from "../common/text/index.ts";
 import type { VectorIndex } from "../common/vector/index.ts";
-import { chunksInThread } from "./chunk-stream.ts";
-import { IndexSpool, type SpooledBatch, type SpoolTotals } from "./index-spool.ts";
-import { forEachBounded, isolateFailures, type IsolationOptions } from "./work-items.ts";
+import { batches, forEachBounded, isolateFailures, type IsolationOptions } from "./work-items.ts";
 
 /**
- * The index phase, in two stages joined by a spool (index-spool.ts). prepareIndex chunks the book in a
- * thread of its own and embeds each batch, spooling both to files; it needs only the text, so the
- * pipeline starts it with the NLP. writeIndex drops the book's collections and writes each spooled
- * batch to the full-text index and, once embedded, to the vector index, both at once, while the first
- * stage goes on. Only the second stage touches the indexes, and it starts only once the characters
- * are saved: a re-ingestion whose character passes fail leaves the book's indexes as they were.
+ * The index phase, in two stages. prepareIndex chunks the book lazily and embeds each batch, spooling
+ * both to files; it needs only the text, so the pipeline runs it beside the NLP and the character
+ * passes. writeIndex then drops the book's collections and writes every spooled batch to the
+ * full-text index and, once embedded, to the vector index, both at once. Only the second stage
+ * touches the indexes, and it runs only once the characters are saved: a re-ingestion whose
+ * character passes fail leaves the book's indexes as they were.
  *
  * A batch that still fails after its retries is tried again in halves, and halves of those, so only
  * the chunks that fail alone are skipped and counted (ingest/work-items.ts, isolateFailures); a chunk
@@ -73,11 +72,34 @@ export interface IndexReport {
   chunkEnds: number[];
 }
 
+/** The chunks as they are made, each one's end recorded in `ends` (in order: the chunker is sequential). */
+function* withEnds(chunks: Iterable<Chunk>, locate: (chunk: string) => number, ends: number[]): Generator<Chunk> {
+  for (const chunk of chunks) {
+    ends.push(locate(chunk.text));
+    yield chunk;
+  }
+}
+
 export class IndexUnavailableError extends Error {
   constructor(message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.name = "IndexUnavailableError";
   }
+}
+
+/** What the first stage leaves for the second: the spooled batches and their counts. */
+export interface PreparedIndex {
+  /** The folder holding the batches, `<n>.json` and `<n>.f32` for n from 0 to batches - 1. */
+  spoolDir: string;
+  batches: number;
+  chunks: number;
+  /** Chunks that have a vector (their embedding batch did not fail). */
+  embedded: number;
+  chunkEnds: number[];
+  /** The text's length, the unit of progress. */
+  textLength: number;
+  /** The last failure of an embedding batch, for the error when none succeeded. */
+  lastError?: unknown;
 }
 
 /** Counts the chunks a stage has passed and makes a full collection every `collectEvery` of them. */
@@ -94,81 +116,78 @@ function collector(options: Pick<IndexOptions, "collectEvery" | "collect">): (ch
 }
 
 /**
- * The first stage: the book is chunked in a thread of its own at a lower priority (chunk-thread.ts)
- * and each batch embedded (a few at a time) as it comes, and both are spooled (index-spool.ts);
- * nothing is written to the indexes. It needs only the text, so the pipeline runs it beside the NLP
- * and the character passes. The spool ends (or fails) with it.
+ * One spooled batch, `<n>.json`: its chunks, the vectors' dimension (0 when no chunk of the batch was
+ * embedded), which chunks have a vector, and the embedding's time; the vectors themselves are
+ * `<n>.f32`, raw float32, one row per embedded chunk in that order.
  */
-export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, text: string, spool: IndexSpool, options: IndexOptions): Promise<SpoolTotals> {
-  const { metrics } = deps;
-  const { totals } = spool;
-  try {
-    await spool.open();
-    const collect = collector(options);
-    const chunks = chunksInThread(text, {
-      chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS,
-      batchSize: options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE,
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
-    await forEachBounded(chunks, options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (batch, n) => {
-      options.signal?.throwIfAborted();
-      for (const c of batch) totals.chunkEnds[c.chunkIndex] = c.end;
-      const items: IndexedChunk[] = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
-      totals.chunks += items.length;
-      metrics.indexing.chunksGenerated.inc(items.length);
-      const started = performance.now();
-      const embedding = await isolateFailures(items, (piece) => deps.llm.embed(piece.map((c) => c.text), options.signal ? { signal: options.signal } : {}), options.retry);
-      const vectors = embedding.done.flatMap((piece) => piece.value);
-      const embedded = embedding.done.flatMap((piece) => piece.items.map((c) => c.chunkIndex));
-      metrics.indexing.embeddingsGenerated.inc(vectors.length);
-      const dimension = vectors[0]?.length ?? 0;
-      let packed: Float32Array | undefined;
-      if (vectors.length > 0) {
-        packed = new Float32Array(vectors.length * dimension);
-        vectors.forEach((v, i) => packed!.set(v, i * dimension));
-      }
-      if (embedding.failed.length > 0) {
-        totals.lastError = embedding.error;
-        options.onSkip?.("embedding_batch", "embedding", embedding.failed.map((c) => c.chunkIndex), embedding.error);
-      }
-      const spooled: SpooledBatch = { chunks: items, dimension, embedded, embedSeconds: (performance.now() - started) / 1000 };
-      await spool.add(n, spooled, packed, batch.reduce((total, c) => total + c.text.length, 0));
-      reportProgress(spool, options);
-      collect(items.length);
-    });
-    spool.finish();
-    return totals;
-  } catch (err) {
-    spool.fail(err);
-    throw err;
-  }
-}
-
-/** The index phase's progress in characters of the text: half for the batches spooled, half for those written. */
-function reportProgress(spool: IndexSpool, options: IndexOptions): void {
-  const done = (Math.min(spool.preparedChars, spool.textLength) + Math.min(spool.writtenChars, spool.textLength)) / 2;
-  options.onProgress?.(Math.floor(done), spool.textLength);
+interface SpooledBatch {
+  chunks: IndexedChunk[];
+  dimension: number;
+  /** chunk_index of each row of `<n>.f32`. */
+  embedded: number[];
+  embedSeconds: number;
 }
 
 /**
- * The second stage, which the pipeline starts once the characters are saved: it writes each batch
- * as the first stage spools it, so the two overlap. The book's collections are dropped first (so a
- * second run leaves exactly one copy of each chunk), but not before one batch is known to have
- * vectors: if none has when the first stage ends, the embedding model is down rather than one batch
- * being bad, and the attempt fails with the indexes as they were. Every batch then goes to the
- * full-text index and, where it has vectors, to the vector index, both at once, a few batches at a
- * time; a batch that still fails after its retries is skipped and counted. If an index still ends up
- * with nothing at all, the store is down: that fails the attempt too, so the job is retried later
- * instead of leaving a book nobody can search. A failure of the first stage stops this one with it.
+ * The first stage: the book is chunked lazily and each batch embedded (a few at a time), and both
+ * are spooled to files in `spoolDir`; nothing is written to the indexes. It needs only the text, so
+ * the pipeline runs it beside the NLP and the character passes, and a book whose character passes
+ * fail keeps the indexes it had.
  */
-export async function writeIndex(deps: IndexDeps, bookId: string, spool: IndexSpool, options: IndexOptions): Promise<IndexReport> {
+export async function prepareIndex(deps: Pick<IndexDeps, "llm" | "metrics">, text: string, spoolDir: string, options: IndexOptions): Promise<PreparedIndex> {
   const { metrics } = deps;
-  const { totals } = spool;
-  await spool.until(() => totals.embedded > 0);
-  if (totals.chunks > 0 && totals.embedded === 0) {
-    throw new IndexUnavailableError("no chunk reached the vector index", { cause: totals.lastError });
+  await mkdir(spoolDir, { recursive: true });
+  const prepared: PreparedIndex = { spoolDir, batches: 0, chunks: 0, embedded: 0, chunkEnds: [], textLength: text.length };
+  let indexedChars = 0;
+  const collect = collector(options);
+  const chunks = withEnds(chunkText(text, { chunkTokens: options.chunkTokens ?? DEFAULT_CHUNK_TOKENS }), chunkEndLocator(text), prepared.chunkEnds);
+  await forEachBounded(batches(chunks, options.batchSize ?? DEFAULT_INDEX_BATCH_SIZE), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (batch, n) => {
+    options.signal?.throwIfAborted();
+    const items: IndexedChunk[] = batch.map((c) => ({ chunkIndex: c.chunkIndex, text: c.text }));
+    prepared.batches = Math.max(prepared.batches, n + 1);
+    prepared.chunks += items.length;
+    metrics.indexing.chunksGenerated.inc(items.length);
+    const started = performance.now();
+    const embedding = await isolateFailures(items, (piece) => deps.llm.embed(piece.map((c) => c.text), options.signal ? { signal: options.signal } : {}), options.retry);
+    const vectors = embedding.done.flatMap((piece) => piece.value);
+    const embedded = embedding.done.flatMap((piece) => piece.items.map((c) => c.chunkIndex));
+    metrics.indexing.embeddingsGenerated.inc(vectors.length);
+    const dimension = vectors[0]?.length ?? 0;
+    if (vectors.length > 0) {
+      const packed = new Float32Array(vectors.length * dimension);
+      vectors.forEach((v, i) => packed.set(v, i * dimension));
+      await writeFile(join(spoolDir, `${n}.f32`), packed);
+    }
+    const spooled: SpooledBatch = { chunks: items, dimension, embedded, embedSeconds: (performance.now() - started) / 1000 };
+    prepared.embedded += embedded.length;
+    if (embedding.failed.length > 0) {
+      prepared.lastError = embedding.error;
+      options.onSkip?.("embedding_batch", "embedding", embedding.failed.map((c) => c.chunkIndex), embedding.error);
+    }
+    await writeFile(join(spoolDir, `${n}.json`), JSON.stringify(spooled));
+    indexedChars += batch.reduce((total, c) => total + c.text.length, 0);
+    // Progress is counted in characters of the text, the first half of it for this stage.
+    options.onProgress?.(Math.floor(Math.min(indexedChars, text.length) / 2), text.length);
+    collect(items.length);
+  });
+  return prepared;
+}
+
+/**
+ * The second stage: the book's collections are dropped (so a second run leaves exactly one copy of
+ * each chunk), then every spooled batch is written to the full-text index and, where it has vectors,
+ * to the vector index, both at once, a few batches at a time. A batch that still fails after its
+ * retries is skipped and counted. If an index would end up with nothing at all, the store or the
+ * embedding model is down rather than one batch being bad: that fails the attempt, so the job is
+ * retried later instead of leaving a book nobody can search — checked before anything is dropped
+ * where it can be (no vector at all), after the writes otherwise.
+ */
+export async function writeIndex(deps: IndexDeps, bookId: string, prepared: PreparedIndex, options: IndexOptions): Promise<IndexReport> {
+  const { metrics } = deps;
+  const report: IndexReport = { chunks: prepared.chunks, vectors: 0, documents: 0, chunkEnds: prepared.chunkEnds };
+  if (prepared.chunks > 0 && prepared.embedded === 0) {
+    throw new IndexUnavailableError("no chunk reached the vector index", { cause: prepared.lastError });
   }
-  const report: IndexReport = { chunks: 0, vectors: 0, documents: 0, chunkEnds: totals.chunkEnds };
   let lastError: unknown;
   await Promise.all([deps.vectorIndex.deleteBook(bookId), deps.textIndex.deleteBook(bookId)]);
 
@@ -211,18 +230,20 @@ export async function writeIndex(deps: IndexDeps, bookId: string, spool: IndexSp
     }
   };
 
+  let written = 0;
   const collect = collector(options);
-  await forEachBounded(spool.batches(), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (n) => {
+  await forEachBounded(Array.from({ length: prepared.batches }, (_, n) => n), options.concurrency ?? DEFAULT_INDEX_CONCURRENCY, async (n) => {
     options.signal?.throwIfAborted();
-    const { batch, vectors: packed } = await spool.read(n);
+    const batch = JSON.parse(await readFile(join(prepared.spoolDir, `${n}.json`), "utf8")) as SpooledBatch;
     const { chunks, dimension, embedded } = batch;
     const [documents, vectors] = await Promise.all([
       timed("full_text", () => write("typesense", chunks, (piece) => deps.textIndex.upsert(bookId, piece))),
-      packed === undefined
+      dimension === 0
         ? Promise.resolve(0)
         : timed(
             "vector",
             async () => {
+              const packed = new Float32Array(await Bun.file(join(prepared.spoolDir, `${n}.f32`)).arrayBuffer());
               const byIndex = new Map(chunks.map((c) => [c.chunkIndex, c]));
               const points = embedded.map((chunkIndex, i) => ({ ...byIndex.get(chunkIndex)!, vector: row(packed, i, dimension) }));
               return write("qdrant", points, (piece) => deps.vectorIndex.upsert(bookId, piece));
@@ -230,11 +251,10 @@ export async function writeIndex(deps: IndexDeps, bookId: string, spool: IndexSp
             batch.embedSeconds,
           ),
     ]);
-    report.chunks += chunks.length;
     report.documents += documents;
     report.vectors += vectors;
-    spool.writtenChars += chunks.reduce((total, c) => total + c.text.length, 0);
-    reportProgress(spool, options);
+    written += chunks.length;
+    options.onProgress?.(Math.floor((prepared.textLength * (prepared.chunks + written)) / (2 * prepared.chunks)), prepared.textLength);
     collect(chunks.length);
   });
 
@@ -253,13 +273,12 @@ function row(packed: Float32Array, i: number, dimension: number): number[] {
   return vector;
 }
 
-/** Both stages side by side, with the spool in a temporary folder. */
+/** Both stages, one after the other, with the spool in a temporary folder. */
 export async function indexBook(deps: IndexDeps, bookId: string, text: string, options: IndexOptions): Promise<IndexReport> {
-  const spool = new IndexSpool(await mkdtemp(join(tmpdir(), "index-spool-")), text.length);
+  const spoolDir = await mkdtemp(join(tmpdir(), "index-spool-"));
   try {
-    const [, written] = await Promise.all([prepareIndex(deps, text, spool, options), writeIndex(deps, bookId, spool, options)]);
-    return written;
+    return await writeIndex(deps, bookId, await prepareIndex(deps, text, spoolDir, options), options);
   } finally {
-    await rm(spool.dir, { recursive: true, force: true });
+    await rm(spoolDir, { recursive: true, force: true });
   }
 }

@@ -1,5 +1,5 @@
 import { mkdtemp, rm } from "node:fs/promises";
-import { tmpdir } from "node:os";
+import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
 import { readingPositionsCacheKey } from "../common/session/cache.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";
@@ -13,7 +13,6 @@ import { guardCharacters } from "../common/prompt/book-names.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { removeIndexesAndBackups } from "./book-removal.ts";
 import { BookDeletedError, BookRejectedError } from "./errors.ts";
-import { IndexSpool } from "./index-spool.ts";
 import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
 import { extractProfiles, writePersonas, type SavedCharacter } from "./phases/character-passes.ts";
 import { admitNames, findCharacters } from "./phases/nlp.ts";
@@ -37,6 +36,15 @@ import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
  */
 
 export type { PipelineDeps, PipelineJob, PipelineOptions, ProgressEvent } from "./phases/run.ts";
+
+/**
+ * Below this many cores the index preparation starts once the NLP step has ended instead of beside
+ * it: on two cores the two contend, and the NLP step is on the book's critical path while the index
+ * preparation is not (it then runs while the character passes wait on the model). It costs time only
+ * when the passes are shorter than the index preparation, which a real model's calls (seconds each)
+ * do not allow. The measurements are in BENCHMARKS.md ("What the numbers led to").
+ */
+export const MIN_CORES_FOR_INDEX_BESIDE_NLP = 3;
 
 export interface PipelineResult {
   bookId: string;
@@ -92,20 +100,18 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       });
       await stillThere(run);
       const checkpointSetting = options.characterCheckpoints ?? deps.config.characterCheckpoints;
-      // The index needs only the text: it is chunked (in a thread of lower priority than the NLP step's)
-      // and embedded while the characters are found and written, and its batches reach the indexes,
-      // as they come, once the characters are saved (see ingest/indexing.ts). The guard's data is
-      // written at that point too.
-      const spool = new IndexSpool(join(workDir, "index-spool"), text.length);
-      const indexStarted = performance.now();
-      const since = (started: number) => (performance.now() - started) / 1000;
-      const shingles = Promise.withResolvers<{ index: ShingleIndex; seconds: number }>();
-      // Awaited once the characters are saved; a failure before then is the job's, not this promise's.
-      shingles.promise.catch(() => undefined);
-      const [{ characters, written, items, index }] = await sideBySide(
+      // The index needs only the text: it is chunked and embedded while the characters are found and
+      // written (on a small machine, once they are found), and reaches the indexes only once they are
+      // saved (see ingest/indexing.ts).
+      let prepareSeconds = 0;
+      let shingleSeconds = 0;
+      // Only the NLP engine or BookNLP competes for the cores; discovery (other languages) waits on the model.
+      const waitForNlp = book.language === "English" && (options.indexAfterNlp ?? availableParallelism() < MIN_CORES_FOR_INDEX_BESIDE_NLP);
+      const nlpEnded = Promise.withResolvers<void>();
+      const [{ characters, written, items, people }, { prepared, shingles }] = await sideBySide(
         run,
         async (branch) => {
-          const { characters: extracted, people } = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir));
+          const { characters: extracted, people } = await timed("booknlp", () => findCharacters(branch, book, text, textPath, workDir)).finally(() => nlpEnded.resolve());
           deps.metrics.processing.charactersExtracted.inc(extracted.length);
           const found = admitNames(branch, extracted);
           await stillThere(branch);
@@ -113,43 +119,42 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
           await stillThere(branch);
           const saved = await timed("prompt", () => writePersonas(branch, book, text, found, items));
           deps.metrics.processing.charactersProcessed.inc({ status: "completed" }, saved.characters.length);
-          await stillThere(branch);
-          // The index (its stores) and the guard (the database) are written at once: neither waits on the other.
-          const writeStarted = performance.now();
-          const [indexWritten, guardWritten] = await Promise.allSettled([
-            writeIndex(deps, job.bookId, spool, indexOptions(branch)).then(async (index) => {
-              const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
-              await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
-              // Both stages: the first ran beside the other phases, so the phases add up to more than the total.
-              record("index", since(indexStarted));
-              return index;
-            }),
-            shingles.promise.then(async (built) => {
-              await saveGuard(branch, text, saved.characters, people, built.index);
-              // The guard's passages were built beside the other phases.
-              record("guard", built.seconds + since(writeStarted));
-            }),
-          ]);
-          // Both have ended before a failure of either fails the job: nothing of it writes on after. A
-          // write refused because the book was deleted meanwhile is that deletion.
-          if (indexWritten.status === "rejected" || guardWritten.status === "rejected") await stillThere(branch);
-          if (indexWritten.status === "rejected") throw indexWritten.reason;
-          if (guardWritten.status === "rejected") throw guardWritten.reason;
-          return { ...saved, items, index: indexWritten.value };
+          return { ...saved, items, people };
         },
         async (branch) => {
-          const preparing = prepareIndex(deps, text, spool, indexOptions(branch));
-          // The guard's passages need only the text: they are built while the NLP and chunking threads work.
-          try {
-            const started = performance.now();
-            shingles.resolve({ index: buildShingleIndex(text), seconds: since(started) });
-          } catch (err) {
-            shingles.reject(err);
-          }
-          await preparing;
+          // The guard's passages need only the text: they are built while the NLP thread works, when
+          // this thread has nothing else to do (on a small machine the index preparation waits).
+          const shingleStarted = performance.now();
+          const shingles = buildShingleIndex(text);
+          shingleSeconds = (performance.now() - shingleStarted) / 1000;
+          if (waitForNlp) await nlpEnded.promise;
+          const started = performance.now();
+          const prepared = await prepareIndex(deps, text, join(workDir, "index-spool"), indexOptions(branch));
+          prepareSeconds = (performance.now() - started) / 1000;
+          return { prepared, shingles };
         },
       );
       await stillThere(run);
+      // The index (its stores) and the guard (the database) are written at once: neither waits on the other.
+      const since = (started: number) => (performance.now() - started) / 1000;
+      const writeStarted = performance.now();
+      const [indexWritten, guardWritten] = await Promise.allSettled([
+        writeIndex(deps, job.bookId, prepared, indexOptions(run)).then(async (index) => {
+          const checkpoints = attemptedCheckpoints(checkpointSetting > 1, items.flatMap((i) => i.at ?? []));
+          await saveBookReadingPositions(deps.db, job.bookId, { chunkEnds: index.chunkEnds, checkpoints });
+          // The index phase's own work, both stages: the first ran beside the others, so the phases add up to more than the total.
+          record("index", prepareSeconds + since(writeStarted));
+          return index;
+        }),
+        // Like the index, the guard's passages were built beside the other phases.
+        saveGuard(run, text, characters, people, shingles).then(() => record("guard", shingleSeconds + since(writeStarted))),
+      ]);
+      // Both have ended before a failure of either fails the job: nothing of it writes on after. A
+      // write refused because the book was deleted meanwhile is that deletion.
+      if (indexWritten.status === "rejected" || guardWritten.status === "rejected") await stillThere(run);
+      if (indexWritten.status === "rejected") throw indexWritten.reason;
+      if (guardWritten.status === "rejected") throw guardWritten.reason;
+      const index = indexWritten.value;
       const completed = await setProcessingStatus(deps.db, job.bookId, "completed", { chunkCount: index.chunks, ...(job.jobId ? { jobId: job.jobId } : {}) }, log);
       if (!completed) throw new BookDeletedError(job.bookId);
       await forgetCached(run, [readingPositionsCacheKey(job.bookId)]);

@@ -41,14 +41,14 @@ export function retryItem<T>(fn: () => Promise<T>, options: ItemRetryOptions): P
  * rethrows it once the calls in flight have settled; the items' iterator is closed either way, so a
  * generator's own cleanup runs.
  */
-export async function forEachBounded<T>(items: Iterable<T> | AsyncIterable<T>, limit: number, fn: (item: T, index: number) => Promise<void>): Promise<void> {
-  const iterator: Iterator<T> | AsyncIterator<T> = Symbol.asyncIterator in items ? items[Symbol.asyncIterator]() : items[Symbol.iterator]();
+export async function forEachBounded<T>(items: Iterable<T>, limit: number, fn: (item: T, index: number) => Promise<void>): Promise<void> {
+  const iterator = items[Symbol.iterator]();
   let index = 0;
   let failed = false;
   const lane = async () => {
     while (!failed) {
       try {
-        const next = await iterator.next();
+        const next = iterator.next();
         if (next.done) return;
         await fn(next.value, index++);
       } catch (err) {
@@ -62,7 +62,7 @@ export async function forEachBounded<T>(items: Iterable<T> | AsyncIterable<T>, l
     const rejected = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
     if (rejected) throw rejected.reason;
   } finally {
-    await iterator.return?.();
+    iterator.return?.();
   }
 }
 
@@ -73,6 +73,19 @@ export async function mapBounded<T, R>(items: readonly T[], limit: number, fn: (
     results[i] = await fn(item, i);
   });
   return results;
+}
+
+/** Groups an iterable into arrays of `size`, lazily. */
+export function* batches<T>(items: Iterable<T>, size: number): Generator<T[]> {
+  let batch: T[] = [];
+  for (const item of items) {
+    batch.push(item);
+    if (batch.length >= size) {
+      yield batch;
+      batch = [];
+    }
+  }
+  if (batch.length > 0) yield batch;
 }
 
 /**

@@ -40,6 +40,11 @@ export interface PipelineOptions {
   retries?: number;
   retryBaseDelayMs?: number;
   index?: { batchSize?: number; concurrency?: number; chunkTokens?: number };
+  /**
+   * Start the index preparation only once the NLP step has found the characters (English books, whose
+   * NLP runs here); by default when the machine has fewer than MIN_CORES_FOR_INDEX_BESIDE_NLP cores.
+   */
+  indexAfterNlp?: boolean;
   discovery?: { samples?: number; samplesPerCall?: number };
   downloadTimeoutMs?: number;
   /** Overrides the configured CHARACTER_CHECKPOINTS. */

@@ -287,6 +287,26 @@ describe("ingesting an English book", () => {
     expect(await statusOf(book.id)).toBe("completed");
   });
 
+  test("on a small machine the index preparation starts once the NLP step has found the characters", async () => {
+    const { gateway, env } = await setup();
+    const book = await newBook("The Keeper's Ledger, on two cores");
+    let embeddedDuringNlp: number | undefined;
+    const result = await runPipeline(
+      env.deps,
+      { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } },
+      {
+        ...TEST_PIPELINE_OPTIONS,
+        indexAfterNlp: true,
+        onProgress: (event) => {
+          if (event.phase === "booknlp" && event.done === 1) embeddedDuringNlp = gateway.embeddingRequests().length;
+        },
+      },
+    );
+    expect(embeddedDuringNlp).toBe(0);
+    expect(result.index.chunks).toBe(chunkCount(englishText));
+    expect(await statusOf(book.id)).toBe("completed");
+  });
+
   test("every step of an ingestion shows progress under its name and has its time, so none is spent unnamed", async () => {
     const { env } = await setup();
     const book = await newBook("The Keeper's Ledger, step by step");
