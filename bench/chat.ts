@@ -275,6 +275,8 @@ interface StoreResults {
 }
 
 export interface ChatApi {
+  /** The API's base URL. */
+  url: string;
   /** The process serving the API (Bun's, Deno's, the Worker's workerd): its threads are what chatSection splits. */
   pid: number;
   /** CPU nanoseconds so far of every process serving the API; undefined off Linux. */
@@ -441,7 +443,7 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
       if (!last.startsWith('data: {"done":true')) throw new Error(`chat did not finish: ${last.slice(0, 200)}`);
       return { firstToken, total };
     };
-    return await use({ pid: api.pid, cpuNs: () => processesCpuNanoseconds(pids), toolingCpuNs: () => processesCpuNanoseconds(toolingPids), exchange, takeSession });
+    return await use({ url, pid: api.pid, cpuNs: () => processesCpuNanoseconds(pids), toolingCpuNs: () => processesCpuNanoseconds(toolingPids), exchange, takeSession });
   } finally {
     await api?.stop();
     await stores.cleanup(world, allSessions);

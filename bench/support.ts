@@ -367,8 +367,13 @@ export interface CpuProfile {
 /** Sampling interval: V8's default is 1 ms, too coarse for a turn of a few milliseconds. */
 const SAMPLING_INTERVAL_US = 100;
 
-/** The CPU profile of the runtime whose inspector listens on `port`, sampled while `during` runs. */
-export async function profileThroughInspector(port: number, during: () => Promise<void>): Promise<CpuProfile> {
+export interface InspectorSession {
+  send(method: string, params?: Record<string, unknown>): Promise<unknown>;
+  close(): void;
+}
+
+/** A session with the first target of the V8 inspector on this loopback port (Deno's, workerd's). */
+export async function openInspector(port: number): Promise<InspectorSession> {
   const [target] = (await (await fetch(`http://127.0.0.1:${port}/json/list`)).json()) as { webSocketDebuggerUrl: string }[];
   if (!target) throw new Error(`the inspector on port ${port} lists no target`);
   const socket = new WebSocket(target.webSocketDebuggerUrl);
@@ -386,12 +391,20 @@ export async function profileThroughInspector(port: number, during: () => Promis
     else call.resolve(message.result);
   };
   let nextId = 0;
-  const send = (method: string, params: Record<string, unknown> = {}) =>
-    new Promise<unknown>((resolve, reject) => {
-      const id = ++nextId;
-      waiting.set(id, { resolve, reject });
-      socket.send(JSON.stringify({ id, method, params }));
-    });
+  return {
+    send: (method, params = {}) =>
+      new Promise<unknown>((resolve, reject) => {
+        const id = ++nextId;
+        waiting.set(id, { resolve, reject });
+        socket.send(JSON.stringify({ id, method, params }));
+      }),
+    close: () => socket.close(),
+  };
+}
+
+/** The CPU profile of the runtime whose inspector listens on `port`, sampled while `during` runs. */
+export async function profileThroughInspector(port: number, during: () => Promise<void>): Promise<CpuProfile> {
+  const { send, close } = await openInspector(port);
   try {
     await send("Profiler.enable");
     await send("Profiler.setSamplingInterval", { interval: SAMPLING_INTERVAL_US });
@@ -399,6 +412,6 @@ export async function profileThroughInspector(port: number, during: () => Promis
     await during();
     return ((await send("Profiler.stop")) as { profile: CpuProfile }).profile;
   } finally {
-    socket.close();
+    close();
   }
 }

@@ -31,6 +31,14 @@ export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
 /** Quiet time after which a chat stream carries an SSE comment; well under the 60 s at which common proxies cut a silent connection. */
 export const DEFAULT_SSE_KEEPALIVE_SECONDS = 15;
 
+/**
+ * Memory for the books' spoiler-guard data in one API process (api/chat/spoiler-guard.ts): 64 MiB in a
+ * container; on an isolate runtime, where an isolate has 128 MB in all and the app itself takes about
+ * 33 MiB of it, 16 MiB (measured on workerd: bench/spoiler-guard-edge.ts).
+ */
+export const DEFAULT_SPOILER_GUARD_CACHE_MB = 64;
+export const DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB = 16;
+
 /** Below this the shares of a prompt (common/prompt/budget.ts) leave too little for a persona and a passage. */
 export const MIN_CHAT_CONTEXT_TOKENS = 4_096;
 /** Of the context, what the prompt must keep besides the reply's reserve. */
@@ -183,6 +191,7 @@ const envSchema = z.object({
   CHAT_REPLY_TOKENS: integer(1, 1_000_000, "a positive number of tokens"),
   CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
   CHARACTER_CONCURRENCY: integer(1, 256, "a whole number of calls 1-256"),
+  SPOILER_GUARD_CACHE_MB: integer(1, 65_536, "a whole number of MiB 1-65536"),
   LOG_LEVEL: z.preprocess(empty, z.enum(["debug", "info", "warn", "error"]).optional()),
   LOG_FORMAT: z.preprocess(empty, z.enum(["text", "json"]).optional()),
 });
@@ -243,6 +252,8 @@ export interface Config {
   characterCheckpoints: number;
   /** Model calls in flight per book in the character passes (profiles, personas, discovery). */
   characterConcurrency: number;
+  /** MiB of spoiler-guard data the API keeps in memory. */
+  spoilerGuardCacheMb: number;
   logLevel: LogLevel;
   logFormat: LogFormat;
 }
@@ -344,6 +355,7 @@ export function loadConfig(env: Env = process.env): Config {
     chatReplyTokens,
     characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,
     characterConcurrency: e.CHARACTER_CONCURRENCY ?? DEFAULT_CHARACTER_CONCURRENCY,
+    spoilerGuardCacheMb: e.SPOILER_GUARD_CACHE_MB ?? DEFAULT_SPOILER_GUARD_CACHE_MB,
     logLevel: e.LOG_LEVEL ?? "info",
     logFormat: e.LOG_FORMAT ?? "text",
   };
@@ -352,11 +364,11 @@ export function loadConfig(env: Env = process.env): Config {
 /**
  * The configuration of the API on an edge runtime (Deno, workerd), from the environment it is given
  * (a Worker's `env` object; Deno's process environment by default). The same variables, with other
- * defaults: any DATABASE_URL goes through the Neon driver (Bun's SQL client is Bun-only), the metrics are summed across isolates through the key-value store (METRICS_AGGREGATION=kv), and
+ * defaults: any DATABASE_URL goes through the Neon driver (Bun's SQL client is Bun-only), the metrics are summed across isolates through the key-value store (METRICS_AGGREGATION=kv), the spoiler guard keeps less in memory (SPOILER_GUARD_CACHE_MB), and
  * `defaults` lets an entry point say more (a Worker answers on the network: HOST 0.0.0.0).
  */
 export function loadEdgeConfig(env: Env = process.env, defaults: Env = {}): Config {
-  return loadConfig({ DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv", ...defaults, ...env });
+  return loadConfig({ DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv", SPOILER_GUARD_CACHE_MB: String(DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB), ...defaults, ...env });
 }
 
 /** Every credential in the configuration: what the logs must never show. */

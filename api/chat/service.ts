@@ -58,7 +58,7 @@ export interface ChatDeps {
   reranker: Reranker | undefined;
   /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
   sessionLockTtlSeconds?: number;
-  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens">>;
+  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb">>;
   metrics: Metrics;
   logger: Logger;
 }
@@ -129,7 +129,7 @@ export function createChatService(deps: ChatDeps): ChatService {
         logger: log,
       }),
       ...createKnowledge({ db: deps.db, cache, log }),
-      ...createSpoilerGuards({ db: deps.db, log }),
+      ...createSpoilerGuards({ db: deps.db, log, ...(deps.config?.spoilerGuardCacheMb ? { maxBytes: deps.config.spoilerGuardCacheMb * 2 ** 20 } : {}) }),
       rewrite: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { DEFAULT_SPOILER_GUARD_CACHE_MB } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import type { Logger } from "../../common/log.ts";
@@ -16,8 +17,8 @@ import { createSpoilerGuard, lateNames, type SpoilerGuard } from "../../common/p
  * was one) is not read: the book's replies are checked for names only, and the log says to ingest it again.
  */
 
-/** Memory for the books' guards in one API process. */
-export const DEFAULT_SPOILER_GUARD_CACHE_BYTES = 64 * 1024 * 1024;
+/** Memory for the books' guards in one API process, unless configured (SPOILER_GUARD_CACHE_MB). */
+export const DEFAULT_SPOILER_GUARD_CACHE_BYTES = DEFAULT_SPOILER_GUARD_CACHE_MB * 2 ** 20;
 export const DEFAULT_SPOILER_GUARD_TTL_MS = 10 * 60_000;
 
 interface BookGuard {

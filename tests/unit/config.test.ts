@@ -92,6 +92,22 @@ describe("loadConfig", () => {
     });
   });
 
+  describe("SPOILER_GUARD_CACHE_MB", () => {
+    const edge = (env: Record<string, string>) => loadEdgeConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", ...env });
+    test.each([
+      ["unset, in a container", () => loadConfig({}), 64],
+      ["unset, on an isolate runtime, whose isolate has 128 MB in all", () => edge({}), 16],
+      ["set, in a container", () => loadConfig({ SPOILER_GUARD_CACHE_MB: "256" }), 256],
+      ["set, on an isolate runtime", () => edge({ SPOILER_GUARD_CACHE_MB: "8" }), 8],
+    ])("%s: %d MiB", (_, load, mib) => {
+      expect(load().spoilerGuardCacheMb).toBe(mib);
+    });
+
+    test.each(["0", "65537", "1.5", "64MB"])("%p is refused with one line naming it and its bounds", (value) => {
+      expect(() => loadConfig({ SPOILER_GUARD_CACHE_MB: value })).toThrow(new ConfigError("SPOILER_GUARD_CACHE_MB", "a whole number of MiB 1-65536"));
+    });
+  });
+
   test("empty strings count as unset", () => {
     expect(loadConfig({ PORT: "", DATABASE_URL: " " }).database.driver).toBe("pglite");
   });
