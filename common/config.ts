@@ -5,6 +5,7 @@ import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_
 import { listenAddress } from "./local/listen-address.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "./prompt/reading-position.ts";
 import { DEFAULT_RERANK_MODEL } from "./rerank/index.ts";
+import { empty, endsInNumber, hostList, HOST_NAME, httpUrl, integer, IPV4_LITERAL, isOrigin, listOrAny, optionalString, url } from "./config-values.ts";
 
 /**
  * The one place that reads the environment. Every variable is parsed once into a typed object;
@@ -51,89 +52,6 @@ export class ConfigError extends Error {
   ) {
     super(`invalid ${variable}: expected ${expected}`);
     this.name = "ConfigError";
-  }
-}
-
-const empty = (v: unknown) => (typeof v === "string" && v.trim() === "" ? undefined : v);
-const optionalString = z.preprocess(empty, z.string().optional());
-
-function url(protocols: readonly string[], what: string) {
-  return z.preprocess(
-    empty,
-    z
-      .string()
-      .refine((v) => {
-        try {
-          return protocols.includes(new URL(v).protocol);
-        } catch {
-          return false;
-        }
-      }, what)
-      .optional(),
-  );
-}
-
-function integer(min: number, max: number, what: string) {
-  return z.preprocess(
-    empty,
-    z
-      .string()
-      .regex(/^\d+$/, what)
-      .transform(Number)
-      .refine((n) => n >= min && n <= max, what)
-      .optional(),
-  );
-}
-
-const hostList = z.preprocess(
-  empty,
-  z
-    .string()
-    .transform((v) =>
-      v
-        .split(",")
-        .map((h) => h.trim().toLowerCase())
-        .filter(Boolean),
-    )
-    .refine((hosts) => hosts.every((h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h)), "a comma list of host[:port]")
-    .optional(),
-);
-
-const httpUrl = url(["http:", "https:"], "an http(s) URL");
-
-const commaList = (v: string) =>
-  v
-    .split(",")
-    .map((item) => item.trim())
-    .filter(Boolean);
-
-/** `*`, or a comma list whose every item passes `valid`, normalised by `normalise`. */
-function listOrAny(valid: (item: string) => boolean, normalise: (item: string) => string, what: string) {
-  return z.preprocess(
-    empty,
-    z
-      .string()
-      .transform(commaList)
-      .refine((items) => (items.length === 1 && items[0] === "*") || (items.length > 0 && items.every(valid)), what)
-      .transform((items): string[] | "*" => (items[0] === "*" ? "*" : items.map(normalise)))
-      .optional(),
-  );
-}
-
-/** A dotted quad of decimals 0-255. */
-const IPV4_LITERAL = /^((25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)$/;
-
-/** A name whose last label is a number (as the URL standard reads hosts): no DNS name, an IPv4 address in some spelling. */
-const endsInNumber = (host: string) => /(^|\.)(\d+|0x[0-9a-f]*)\.?$/.test(host);
-
-const HOST_NAME = /^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$/i;
-
-function isOrigin(value: string): boolean {
-  try {
-    const parsed = new URL(value);
-    return (parsed.protocol === "http:" || parsed.protocol === "https:") && parsed.origin === value.replace(/\/$/, "").toLowerCase();
-  } catch {
-    return false;
   }
 }
 
