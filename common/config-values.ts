@@ -37,27 +37,22 @@ export function integer(min: number, max: number, what: string) {
   );
 }
 
-export const hostList = z.preprocess(
-  empty,
-  z
-    .string()
-    .transform((v) =>
-      v
-        .split(",")
-        .map((h) => h.trim().toLowerCase())
-        .filter(Boolean),
-    )
-    .refine((hosts) => hosts.every((h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h)), "a comma list of host[:port]")
-    .optional(),
-);
-
-export const httpUrl = url(["http:", "https:"], "an http(s) URL");
-
 const commaList = (v: string) =>
   v
     .split(",")
     .map((item) => item.trim())
     .filter(Boolean);
+
+export const hostList = z.preprocess(
+  empty,
+  z
+    .string()
+    .transform((v) => commaList(v).map((h) => h.toLowerCase()))
+    .refine((hosts) => hosts.every((h) => /^(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:\d{1,5})?$/.test(h)), "a comma list of host[:port]")
+    .optional(),
+);
+
+export const httpUrl = url(["http:", "https:"], "an http(s) URL");
 
 /** `*`, or a comma list whose every item passes `valid`, normalised by `normalise`. */
 export function listOrAny(valid: (item: string) => boolean, normalise: (item: string) => string, what: string) {
