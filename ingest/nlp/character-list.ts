@@ -67,7 +67,10 @@ export function surnamesOf(names: readonly string[]): Set<string> {
 export const SHARED_SURNAME_MIN_SHARE = 0.1;
 /** …and at least this many uses: one stray "Tobin" is no evidence of whom the family name means. */
 export const SHARED_SURNAME_MIN_USES = 5;
+/** …and, when two characters are both usually called by it, this many times as often as the other. */
+export const SHARED_SURNAME_LEAD = 2;
 const MIN_FULLER_NAME_COUNT = 2;
+const WIFE = /^(?:mrs|lady|madame?|mme|signora|frau)\.?\s+\S+$/i;
 const LEADING_MODIFIERS = /^(?:(?:poor|dear|dearest|my|little|old|young|good|the|a|an|this|that|o|oh)\s+)+/i;
 
 function cleanName(n: string): string {
@@ -156,8 +159,10 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
     quotesBy.set(q.charId, list);
   }
   const out: CharacterSummary[] = [];
-  /** Single words each character is usually called by, for the shared-surname check. */
-  const usualBare = new Map<CharacterSummary, Set<string>>();
+  /** Single words each character is usually called by, with their uses, for the shared-surname check. */
+  const usualBare = new Map<CharacterSummary, Map<string, number>>();
+  /** Every name form of each character with its uses, for aliases two characters share. */
+  const formUses = new Map<CharacterSummary, Map<string, number>>();
   for (const c of source) {
     const name = bestName(c.mentions.proper, c.mentions.common, c.id);
     if (!name) continue;
@@ -185,25 +190,46 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
     const uses = new Map<string, number>();
     for (const m of c.mentions.proper) {
       const a = detokenize(m.n).toLowerCase();
-      if (!a.includes(" ")) uses.set(a, (uses.get(a) ?? 0) + m.c);
+      uses.set(a, (uses.get(a) ?? 0) + m.c);
     }
-    const usual = new Set<string>();
-    for (const [a, n] of uses) if (n >= SHARED_SURNAME_MIN_USES && n >= SHARED_SURNAME_MIN_SHARE * total) usual.add(a);
+    formUses.set(summary, uses);
+    const usual = new Map<string, number>();
+    for (const [a, n] of uses) if (!a.includes(" ") && n >= SHARED_SURNAME_MIN_USES && n >= SHARED_SURNAME_MIN_SHARE * total) usual.set(a, n);
     usualBare.set(summary, usual);
     out.push(summary);
   }
-  dropSharedSurnames(out, usualBare);
   out.sort((a, b) => b.mentionCount + QUOTE_WEIGHT * b.quoteCount - (a.mentionCount + QUOTE_WEIGHT * a.quoteCount) || a.id - b.id);
-  return out.slice(0, maxCharacters);
+  const kept = out.slice(0, maxCharacters);
+  dropSharedSurnames(kept, usualBare);
+  dropSharedAliases(kept, formUses);
+  return kept;
+}
+
+/**
+ * An alias two listed characters both carry ("Nicholas" of two Nicholases, "Mr. Sholto" of two
+ * brothers) stays only with the one the book calls so SHARED_SURNAME_LEAD times as often as any
+ * other; when neither leads, it names neither for sure and is nobody's.
+ */
+function dropSharedAliases(list: CharacterSummary[], formUses: Map<CharacterSummary, Map<string, number>>): void {
+  const carriers = new Map<string, CharacterSummary[]>();
+  for (const c of list) for (const a of c.aliases) carriers.set(a.toLowerCase(), [...(carriers.get(a.toLowerCase()) ?? []), c]);
+  for (const [alias, set] of carriers) {
+    if (set.length < 2) continue;
+    const ranked = set.map((c) => ({ c, n: formUses.get(c)!.get(alias) ?? 0 })).sort((a, b) => b.n - a.n);
+    const lead = ranked[0]!.n >= SHARED_SURNAME_LEAD * ranked[1]!.n ? ranked[0]!.c : undefined;
+    for (const c of set) if (c !== lead) c.aliases = c.aliases.filter((a) => a.toLowerCase() !== alias);
+  }
 }
 
 /**
  * A bare surname that other characters' names show too ("Bennet" beside Mr. Bennet, Mrs. Bennet
  * and Jane Bennet) stays an alias only of a character the book usually calls by it
- * (SHARED_SURNAME_MIN_USES and SHARED_SURNAME_MIN_SHARE): otherwise a reader's "bennet" would pick
- * one of the family silently.
+ * (SHARED_SURNAME_MIN_USES and SHARED_SURNAME_MIN_SHARE), and only of one: otherwise a reader's
+ * "bennet" would pick one of the family silently. Two who are both called by it (Major Sholto and
+ * his son) keep it only if one is called so at least SHARED_SURNAME_LEAD times as often; a wife
+ * known only as "Mrs. <Surname>" shares every bare use of it, so with her in the list it is nobody's.
  */
-function dropSharedSurnames(list: CharacterSummary[], usualBare: Map<CharacterSummary, Set<string>>): void {
+function dropSharedSurnames(list: CharacterSummary[], usualBare: Map<CharacterSummary, Map<string, number>>): void {
   const owners = new Map<string, Set<CharacterSummary>>();
   for (const c of list) {
     for (const s of surnamesOf([c.name, ...c.aliases])) {
@@ -212,12 +238,20 @@ function dropSharedSurnames(list: CharacterSummary[], usualBare: Map<CharacterSu
       owners.set(s, set);
     }
   }
+  const wives = new Set(list.flatMap((c) => (WIFE.test(c.name) ? [withoutTitle(c.name).toLowerCase()] : [])));
+  const keeper = new Map<string, CharacterSummary | undefined>();
+  for (const [surname, set] of owners) {
+    const users = list.map((c) => ({ c, n: usualBare.get(c)!.get(surname) ?? 0 })).filter((u) => u.n > 0).sort((a, b) => b.n - a.n);
+    const [top, next] = users;
+    const sole = top !== undefined && (next === undefined || top.n >= SHARED_SURNAME_LEAD * next.n);
+    keeper.set(surname, sole && !(wives.has(surname) && set.size > 1) ? top.c : undefined);
+  }
   for (const c of list) {
     c.aliases = c.aliases.filter((a) => {
       const key = a.toLowerCase();
       if (a.includes(" ")) return true;
-      const others = [...(owners.get(key) ?? [])].filter((o) => o !== c);
-      return others.length === 0 || usualBare.get(c)!.has(key);
+      const set = owners.get(key);
+      return set === undefined || keeper.get(key) === c;
     });
   }
 }

@@ -6,6 +6,7 @@ import { capitalStats } from "./capital-stats.ts";
 import { clusterNames, emptyCharacter, isVocative, scoreCharacters, type Character } from "./name-clusters.ts";
 import { resolveMentions } from "./coref.ts";
 import { withoutCredited } from "./credited-names.ts";
+import { linkDescriptions } from "./description-links.ts";
 import { findEpithets } from "./epithets.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
 import { findNames, splitRunTogether, type NameMention } from "./names.ts";
@@ -94,6 +95,7 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   if (narrator) nameTheNarrator(tok, names, chars);
   stage("speakers");
   const attribution = attributeSpeakers({ tok, quotes: scan.quotes, inQuote: scan.inQuote, names, chars, narrator });
+  linkDescriptions(scan.quotes, attribution, names, chars);
   stage("coreference");
   const mentions = resolveMentions({
     tok,

@@ -18,6 +18,9 @@ export const MOSTLY_MALE_TITLES = words(
 );
 for (const w of MOSTLY_MALE_TITLES) HONORIFICS.set(w, undefined);
 
+/** Titles of several people at once ("Mesdames Callendar", "Messrs. Hale and Co."). */
+export const PLURAL_TITLES = words("mesdames messrs messrs. messieurs mmes");
+
 /** Titles that also go before a first name ("Miss Elizabeth", "Sir Walter"); others take a surname. */
 export const FIRST_NAME_TITLES = words(
   "miss lady sir lord master dame mistress uncle aunt cousin father sister brother prince princess king queen don dona madame mademoiselle",

@@ -26,6 +26,8 @@ export interface Character {
   gender: Gender | undefined;
   votes: { m: number; f: number };
   person: boolean;
+  /** Token where the character's first name mention starts. */
+  firstStart: number;
 }
 
 interface Form {
@@ -50,6 +52,9 @@ const ELABORATION_RATIO = 4;
 const RANK_REACH = 3000;
 // Bare uses that make a given name a name in its own right.
 const OWN_NAME_MIN = 3;
+// How many times more often a man must be called by his given name than "Mr. <his surname>" is
+// used for that "Mr." to be someone else (his father).
+const GIVEN_NAME_OVER_TITLE = 5;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
 const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
@@ -99,6 +104,41 @@ function compatible(c: Character, f: Form): boolean {
   return c.firsts.has(w) || c.lasts.has(w) || (f.title === undefined && c.heads.has(w));
 }
 
+/** An untitled single word the book uses often: a given name (or a one-word name) in its own right. */
+function bareOwnName(f: Form): boolean {
+  return f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.length >= OWN_NAME_MIN;
+}
+
+/**
+ * A full name met once, after the book has long used its given name ("Lady Mary Grierson" in
+ * chapter 12 of a book that says "Mary" from chapter 1, "a Pooh Party"), claims nothing
+ * of that given name: it is someone else, or nobody. A full name that comes first introduces whoever
+ * the given name then means ("Tobias Fenwick … Tobias").
+ */
+function latecomer(c: Character, f: Form): boolean {
+  const w = f.words[0]!;
+  // An elaboration ends on the name it elaborates ("Brave Wren" of Wren): that one stays a candidate.
+  if (c.mentionCount > 1 || !c.firsts.has(w) || c.lasts.has(w) || c.lasts.size === 0) return false;
+  let before = 0;
+  for (const m of f.mentions) if (m.start < c.firstStart && ++before >= OWN_NAME_MIN) return true;
+  return false;
+}
+
+/**
+ * "Mr. Price" in the narration is not William Price when the book calls William by his given name
+ * many times more: a man the narrative knows by his given name is the son, and "Mr. <Surname>" is
+ * the head of the family, whose given name the book may never give.
+ */
+function fatherOf(c: Character, f: Form, forms: Map<string, Form>): boolean {
+  if (f.title === undefined || HONORIFICS.get(f.title) !== "m" || FIRST_NAME_TITLES.has(f.title) || f.words.length !== 1) return false;
+  const surname = f.words[0]!;
+  if (!c.lasts.has(surname) || c.firsts.has(surname)) return false;
+  // Said to his face ("Please, Mr. Herriton"), it is how others address the man the narrator calls
+  // Philip; only the narrator's own "Mr. Price" is a second man.
+  if (f.mentions.filter((m) => m.inQuote).length * 2 >= f.mentions.length) return false;
+  return [...c.firsts].some((g) => (forms.get(g)?.mentions.length ?? 0) >= GIVEN_NAME_OVER_TITLE * f.mentions.length);
+}
+
 /** A character with no names, mentions or votes yet. */
 export function emptyCharacter(id: number, gender: Gender | undefined): Character {
   return {
@@ -112,6 +152,7 @@ export function emptyCharacter(id: number, gender: Gender | undefined): Characte
     gender,
     votes: { m: 0, f: 0 },
     person: false,
+    firstStart: Number.POSITIVE_INFINITY,
   };
 }
 
@@ -146,6 +187,7 @@ function absorb(c: Character, f: Form, tok: Tokenized): void {
     const surface = surfaceOf(tok, m.start, m.end);
     c.forms.set(surface, (c.forms.get(surface) ?? 0) + 1);
     m.char = c.id;
+    if (m.start < c.firstStart) c.firstStart = m.start;
   }
   c.mentionCount += f.mentions.length;
 }
@@ -191,7 +233,8 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     const near = new Set([...(byWord.get(f.words[0]!) ?? []), ...(byWord.get(f.words[f.words.length - 1]!) ?? [])]);
     // A bare word mostly seen after "in"/"at" is a place that once sat next to a name ("in London Lydia").
     const placeLike = f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.filter((m) => m.placeContext).length >= PLACE_SHARE * f.mentions.length;
-    const cands = placeLike ? [] : [...near].filter((c) => compatible(c, f));
+    let cands = placeLike ? [] : [...near].filter((c) => compatible(c, f) && !fatherOf(c, f, forms));
+    if (bareOwnName(f)) cands = cands.filter((c) => !latecomer(c, f));
     // "The Major" is the book's one major, met by name before ("Major Callendar").
     const rank = f.definite && f.words.length === 1 ? titleOf(f.parts[0]!) : undefined;
     // Only within a few pages of the major's name: "I wish to the Lord" stories away from any lord
@@ -248,7 +291,16 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         // people ("Miss Bennet") is a character of its own.
         const title = f.title;
         const byFirst = cands.filter((c) => c.titles.has(title) && c.firsts.has(w) && !c.lasts.has(w));
+        // "Miss Miller" is the one Miller the book already calls "Miss": Daisy Miller, not her mother.
+        const holders = cands.filter((c) => c.titles.has(title) && c.lasts.has(w) && !c.firsts.has(w));
         if (byFirst.length === 1) target = byFirst[0];
+        else if (holders.length === 1) target = holders[0];
+        else if (holders.length > 1 && HONORIFICS.get(title) === "m") {
+          // Two brothers both "Mr. Sholto": each use is whichever of them the text was just about.
+          // (Several "Miss Bennet"s are not settled so: by custom that is the eldest alone.)
+          deferred.set(f, holders);
+          continue;
+        }
       }
     }
     if (!target) {
@@ -285,6 +337,7 @@ function mergeInto(into: Character, from: Character, names: NameMention[], byWor
   for (const w of from.heads) into.heads.add(w);
   for (const [form, n] of from.forms) into.forms.set(form, (into.forms.get(form) ?? 0) + n);
   into.mentionCount += from.mentionCount;
+  into.firstStart = Math.min(into.firstStart, from.firstStart);
   if (!into.gender) into.gender = from.gender;
   for (const m of names) if (m.char === from.id) m.char = into.id;
   for (const [w, list] of byWord) {

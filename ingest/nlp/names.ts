@@ -18,6 +18,7 @@ import {
   NOT_NAMES,
   PLACE_HEADS,
   PLACE_PREPOSITIONS,
+  PLURAL_TITLES,
   SPEECH_VERBS,
   THOROUGHFARES,
 } from "./lexicon.ts";
@@ -198,7 +199,11 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       i = nextIsHead ? end + 1 : end;
       continue;
     }
-    // "the Bennets", "the Miss Musgroves": a family, not a person.
+    // "the Bennets", "the Miss Musgroves", "Mesdames Callendar", "Messrs. Hale": a family or a firm, not a person.
+    if (PLURAL_TITLES.has(lowers[start]!) || PLURAL_TITLES.has(lowers[start - 1] ?? "")) {
+      i = end;
+      continue;
+    }
     if (lastLc.endsWith("s") && capMid.has(lastLc.slice(0, -1)) && (title !== undefined || lowers[start - 1] === "the")) {
       i = end;
       continue;
