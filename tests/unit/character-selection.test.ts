@@ -63,6 +63,36 @@ describe("people who share a name", () => {
   });
 });
 
+describe("aliases two characters share", () => {
+  const listOf = (text: string) => toCharacterList(parseBookNlp(runBookNlp(text).files), { minMentions: 0 });
+  const namesOf = (list: ReturnType<typeof listOf>, name: string) => {
+    const c = list.find((x) => x.name === name || x.aliases.includes(name))!;
+    return [c.name, ...c.aliases];
+  };
+
+  test("a bare surname is nobody's alias when a wife known only as 'Mrs. <Surname>' shares it", () => {
+    const text = [
+      'Mordred Smythe owned the launch. Smythe was a boatman. "Fine weather," said Smythe. Smythe rowed out, and Smythe whistled. Mr. Mordred Smythe was gone a week.',
+      '"He has not come back," said Mrs. Smythe. Mrs. Smythe wrung her hands. "Where is he?" said Mrs. Smythe.',
+      '"I shall find him," said Mordred Smythe, when at last he came. Smythe laughed.',
+    ].join("\n\n");
+    const list = listOf(text);
+    expect(list.flatMap((c) => [c.name, ...c.aliases])).not.toContain("Smythe");
+    expect(namesOf(list, "Mrs. Smythe")).not.toContain("Mordred Smythe");
+  });
+
+  test("an alias both of two listed characters carry stays with the one called so twice as often, or with neither", () => {
+    const text = [
+      'Nicholas Varga came in. "Hello," said Nicholas Varga. Nicholas sat down. Nicholas laughed, and Nicholas ate. "More," said Nicholas.',
+      'Nicholas Brandt came in. "Good day," said Nicholas Brandt. Nicholas Brandt sat by the fire.',
+      'Then Nicholas Brandt rose. "I go," said Nicholas. Nicholas went out. "Wait," said Nicholas Varga.',
+    ].join("\n\n");
+    const list = listOf(text);
+    const carriers = list.filter((c) => c.aliases.includes("Nicholas"));
+    expect(carriers.length).toBeLessThanOrEqual(1);
+  });
+});
+
 describe("a collection of stories", () => {
   /** A story in which the detective, his friend and the story's own people speak; `guests` are [name, lines]. */
   const story = (heading: string, guests: [string, number][]) => [

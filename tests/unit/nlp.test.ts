@@ -196,6 +196,93 @@ describe("name clustering", () => {
     expect(character(characters, "Nicholas Whitcombe").id).not.toBe(character(characters, "Nicholas Ashdown").id);
   });
 
+  test("'Miss <Surname>' is the one woman of that surname the book already calls Miss, not her mother", () => {
+    const t = [
+      "Miss Rosa Pell came down to the lake with her mother, Mrs. Pell. Rosa laughed at everything. Annie Pell, her mother's name, was written on the card.",
+      '"You are very bold, Miss Pell," said Mr. Vance. "I am always bold," said Miss Pell. Rosa ran on ahead, and Mrs. Pell sighed.',
+      '"Miss Pell will catch cold," said Mrs. Pell. Rosa did not hear. Miss Pell was already on the boat.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss Pell").id).toBe(character(characters, "Rosa").id);
+    expect(character(characters, "Mrs. Pell").id).not.toBe(character(characters, "Rosa").id);
+  });
+
+  test("the narrator's 'Mr. <Surname>' is the father of a son the book calls by his given name", () => {
+    const t = [
+      "Ned Dorling came home on leave. Ned ran up the steps, and Ned kissed his sister. Ned was tall now, and Ned was brown.",
+      "Mr. Dorling was out. Mr. Dorling came in late, smelling of the docks.",
+      '"Ned is grown," said his sister. Ned laughed. Ned sat by the fire, and Ned told of the sea. Ned slept at last.',
+      "In the morning Ned walked to the harbour. Ned looked at the ships, and Ned chose one. Ned went aboard.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Mr. Dorling").id).not.toBe(character(characters, "Ned Dorling").id);
+  });
+
+  test("'Mr. <Surname>' said to a man's face is that man, though the narrator calls him by his given name", () => {
+    const t = [
+      "Philip Corran walked to the station. Philip was late. Philip ran, and Philip caught the train.",
+      '"Good morning, Mr. Corran," said Miss Abel. "Please, Mr. Corran, sit here." Philip sat. Philip smiled at her.',
+      '"You are kind, Miss Abel," said Philip. "Not at all, Mr. Corran." Philip looked out of the window, and Philip slept.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Mr. Corran").id).toBe(character(characters, "Philip Corran").id);
+  });
+
+  test("two brothers who are both 'Mr. <Surname>' share its uses by who was just named, and no third man is made", () => {
+    const t = [
+      "Mr. Thaddeus Crane received us. Thaddeus Crane was a small man. \"Sit down,\" said Mr. Crane, and Mr. Crane poured the wine.",
+      "Mr. Bartholomew Crane lived at the big house. Bartholomew Crane was his twin. Mr. Crane of the big house was a hard man.",
+      "We went back to Thaddeus Crane. Mr. Crane was nervous. \"Come,\" said Mr. Crane, and we drove away.",
+    ].join("\n\n");
+    const { analysis } = read(t);
+    const mrCrane = (full: string) => analysis.chars.find((c) => c.forms.has(full))?.forms.get("Mr. Crane");
+    expect({ thaddeus: mrCrane("Thaddeus Crane"), bartholomew: mrCrane("Bartholomew Crane") }).toEqual({ thaddeus: 4, bartholomew: 1 });
+    expect(analysis.chars.filter((c) => c.forms.size === 1 && c.forms.has("Mr. Crane"))).toEqual([]);
+  });
+
+  test("a full name met once, late, does not take a given name the book has long used", () => {
+    const t = [
+      '"Mary is tiresome," said Anne. Mary sighed. Mary complained of her nerves, and Mary lay on the sofa.',
+      "Mary wrote to her sister. Mary wanted company. Sir Walter read of Lady Mary Grierson in the paper.",
+      '"I am so ill," said Mary. Mary rose, and Mary ate a large dinner.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    const mary = character(characters, "Mary");
+    expect(mary.name).toBe("Mary");
+    expect(mary.aliases).not.toContain("Lady Mary Grierson");
+  });
+
+  test("'Mesdames' and 'Messrs.' before a surname name several people, none of them a character", () => {
+    const t = 'Major Hale rode in. "Good day," said Major Hale. Mesdames Hale were at the club. Messrs. Hale and Dunn sold tea. Major Hale laughed.';
+    const { analysis } = read(t);
+    expect(analysis.chars.flatMap((c) => [...c.forms.keys()]).filter((n) => /Mesdames|Messrs/.test(n))).toEqual([]);
+  });
+
+  test("a description its exchanges keep calling by one name is that person", () => {
+    const scene = [
+      '"Come here, my dear," said the Jew.',
+      '"What is it, Fagan?" asked the boy.',
+      '"Nothing, nothing," said the Jew.',
+      '"You lie, Fagan," said Nance.',
+      '"Ah, Nance," said the Jew, and he laughed.',
+    ].join("\n\n");
+    const t = ["Fagan kept a house near the river. Fagan was old.", ...Array.from({ length: 4 }, () => scene), "Fagan went out. Fagan did not come back."].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "the Jew").id).toBe(character(characters, "Fagan").id);
+  });
+
+  test("a description that talks with a named person is not that person", () => {
+    const scene = [
+      '"Where are you?" said Kemble.',
+      '"Here," said the Invisible Man.',
+      '"I cannot see you, Kemble cannot see anyone," said Kemble.',
+      '"Listen, Kemble," said the Invisible Man.',
+      '"I am listening," said Kemble.',
+    ].join("\n\n");
+    const { characters } = read(Array.from({ length: 5 }, () => scene).join("\n\n"));
+    expect(character(characters, "the Invisible Man").id).not.toBe(character(characters, "Kemble").id);
+  });
+
   test("'Master' before a surname is Mr.: 'Master Holmes' is Mr. Holmes, not someone new", () => {
     const t = [
       'Mr. Tobias Quill came in. "Sit down," said Mr. Quill. Quill lit his pipe. Quill waited.',
