@@ -22,7 +22,7 @@ import { terminalLogger } from "../common/local/terminal-log.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
 import { deleteBook, findBooks } from "./book-removal.ts";
-import { extractWork } from "./book-text.ts";
+import { extractWork, openingTitle } from "./book-text.ts";
 import { BookRejectedError } from "./errors.ts";
 import { runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
 import { parseLanguage } from "./text-script.ts";
@@ -36,8 +36,10 @@ DATABASE_URL is set), finds its characters, writes their personas and indexes th
 progress bar per phase. Stop \`npm start\` first when it runs on the same DATA_DIR. Run from the
 project folder (npm runs scripts there, so a relative path is read from it).
 
-  --title <title>          the book's title (default: the "Title:" of a Project Gutenberg header, else the file name)
-  --author <author>        its author (default: the header's "Author:")
+  --title <title>          the book's title (default: the "Title:" of a Project Gutenberg header, else the
+                           title above a "by" line or the first chapter in the file's opening lines, else
+                           the file name)
+  --author <author>        its author (default: the header's "Author:", else the opening lines' "by" line)
   --language <language>    English (default), Urdu or both, in any case; given again for a book
                            ingested before, it replaces the book's language
   --max-characters <n>     keep at most n characters (default 12)
@@ -172,9 +174,11 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`failed: ${decoded.reason}\n`);
     return 1;
   }
-  const header = extractWork(decoded.text).header;
-  const title = parsed.values.title ?? header.title ?? basename(file, extname(file));
-  const author = parsed.values.author ?? header.author;
+  const work = extractWork(decoded.text);
+  // A Gutenberg file opens with its header's boilerplate, not with its title page.
+  const named = work.stripped.some((s) => s.what === "gutenberg header") ? work.header : openingTitle(decoded.text);
+  const title = parsed.values.title ?? named.title ?? basename(file, extname(file));
+  const author = parsed.values.author ?? named.author;
 
   const config = loadConfigOrExit();
   // Not POST /character/processing: a local install refuses loopback and local file URLs, so that cannot work here.
@@ -214,7 +218,7 @@ export async function main(argv: string[]): Promise<number> {
         process.stderr.write(`its language: ${givenLanguage} (was ${existing.language})\n`);
       }
     } else {
-      process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
+      process.stderr.write(`book ${book.id}: ${title}${author ? ` by ${author}` : ""} (${language})\n`);
     }
     try {
       const result = await runPipeline(deps, { bookId: book.id, source: { path: resolve(file) } }, {

@@ -164,6 +164,16 @@ describe("real book files on the command line", () => {
     expect((await booksRows()).find((b) => b.title === "chiragh-wali-gali")?.language).toBe("Urdu");
   });
 
+  test("a plain text that opens with its title and a by line is registered under them", async () => {
+    const story = await Bun.file(join(FIXTURES, ENGLISH_BOOK)).text();
+    await Bun.write(join(own, "harbour.txt"), `THE HARBOUR LEDGER\n\nby Ida Quarry\n\n${story.slice(story.indexOf("CHAPTER I"))}`);
+    const { exitCode, stdout, stderr } = await ingest([join(own, "harbour.txt"), "--max-characters", "1"], env());
+    expect({ exitCode, stderr: exitCode === 0 ? "" : stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(stderr).toMatch(/^book [0-9a-f-]{36}: The Harbour Ledger by Ida Quarry \(English\)$/m);
+    expect(stdout).toStartWith("The Harbour Ledger: 1 characters, ");
+    expect((await booksRows()).filter((b) => b.title.includes("Harbour")).map(({ title, author }) => ({ title, author }))).toEqual([{ title: "The Harbour Ledger", author: "Ida Quarry" }]);
+  });
+
   test("--delete removes a book by title with its characters, indexes and persona backups; an unknown one is refused", async () => {
     const before = await booksRows();
     const ledger = before.find((b) => b.title === "The Keeper's Ledger")!;
