@@ -13,6 +13,9 @@
  * boilerplate is cut, and nothing silently. The offsets returned say what was cut, so the log can
  * tell an operator what the book was reduced to.
  *
+ * A plain text has no header to name it: its title and author are read from its opening lines
+ * (openingTitle), the way a reader finds them on a title page.
+ *
  * Pure: no I/O.
  */
 import { isWhitespace } from "../common/whitespace.ts";
@@ -264,4 +267,123 @@ export function extractWork(file: string): BookText {
 /** Whether anything of a story is left: words of two letters or more, not just numbers and marks. */
 export function hasProse(text: string): boolean {
   return /\p{L}{2,}/u.test(text);
+}
+
+/** A plain text's title page is in its first lines: further on is story. */
+const OPENING_LINES = 12;
+const OPENING_CHARS = 1_500;
+/** Longer is a sentence, not a title: the long titles people know run to nine or ten words. */
+const MAX_TITLE_WORDS = 12;
+/** A title may end in ".", "!" or "?" ("Emma.", "Westward Ho!", "Can You Forgive Her?"): a longer line that does is a sentence. */
+const MAX_PUNCTUATED_TITLE_WORDS = 5;
+const MAX_AUTHOR_WORDS = 6;
+/** A subtitle, an edition line or "A NOVEL" is short: a longer paragraph is the story begun. */
+const MAX_FRONT_PARAGRAPH_WORDS = 25;
+/** At least one letter: the empty match of the pattern's optional parts is not a numeral. */
+const ROMAN = "(?=[ivxlcdm])m{0,4}(?:cm|cd|d?c{0,3})(?:xc|xl|l?x{0,3})(?:ix|iv|v?i{0,3})";
+const NUMERAL = `(?:${ROMAN}|\\d{1,3})`;
+const ORDINAL = `(?:${NUMERAL}|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|the)`;
+/** "CHAPTER I", "Chapter 1: …", "BOOK ONE", "Part the First", "I.", "IV", "Contents": where the story or its contents begin. */
+const HEADING = new RegExp(
+  `^(?:(?:chapter|book|part|volume|vol\\.|act|scene|letter|stave|canto|section)\\s+${ORDINAL}\\b|${NUMERAL}(?:\\.(?:\\s|$)|$)|(?:prologue|preface|foreword|introduction|epilogue|(?:table of )?contents)[.:]?$)`,
+  "i",
+);
+/** Lower case inside a title, as English titles print them. */
+const SMALL_WORDS = new Set(["a", "an", "and", "as", "at", "but", "by", "for", "from", "in", "into", "nor", "of", "on", "or", "the", "to", "upon", "with"]);
+/** Only I, V and X: a wider pattern would take names such as "LI" or "DI" for numerals. */
+const ROMAN_WORD = /^(?=[ivx]{2})x{0,3}(?:ix|iv|v?i{0,3})$/i;
+
+const wordCount = (text: string) => text.split(/\s+/).filter((w) => w !== "").length;
+
+interface OpeningLine {
+  text: string;
+  paragraph: number;
+}
+
+/** The lines above the story: up to a chapter heading (`heading`), a paragraph of prose, or OPENING_LINES lines. */
+function titlePage(file: string): { lines: OpeningLine[]; text: string; heading: boolean } {
+  const to = file.length <= OPENING_CHARS ? file.length : Math.max(0, file.lastIndexOf("\n", OPENING_CHARS));
+  const lines: OpeningLine[] = [];
+  let end = 0;
+  for (const [paragraph, p] of paragraphs(file, 0, to).entries()) {
+    const raw = p.text.split("\n");
+    const headingAt = raw.findIndex((line) => HEADING.test(line.trim()));
+    const kept = headingAt < 0 ? raw : raw.slice(0, headingAt);
+    if (wordCount(kept.join(" ")) > MAX_FRONT_PARAGRAPH_WORDS || lines.length + kept.length > OPENING_LINES) break;
+    lines.push(...kept.map((line) => ({ text: line.trim(), paragraph })));
+    if (kept.length > 0) end = p.start + kept.join("\n").length;
+    if (headingAt >= 0) return { lines, text: file.slice(0, end), heading: true };
+  }
+  return { lines, text: file.slice(0, end), heading: false };
+}
+
+/** Short, not a sentence, not a line of dialogue: what a title line looks like. */
+function isTitleLine(line: string): boolean {
+  const words = wordCount(line);
+  return (
+    /^[\p{Lu}\p{Lt}\p{Lo}\p{N}]/u.test(line) &&
+    words <= MAX_TITLE_WORDS &&
+    !/[,;:(\-–—]$/u.test(line) &&
+    (words <= MAX_PUNCTUATED_TITLE_WORDS || !/[.!?…۔]$/u.test(line))
+  );
+}
+
+/** The name a "by" line gives: "by Wilkie Collins", or a lone "BY" with the name on the next line; not "By the author of …". */
+function authorOf(line: string, next: string | undefined): string | undefined {
+  const by = /^by\b[.:]?\s*(.*)$/i.exec(line);
+  if (!by) return undefined;
+  // What follows a comma is not the name: "by Charles Dickens, with illustrations by Phiz".
+  const name = (by[1] || next)?.split(/[,;]/)[0]!.trim();
+  const plausible = name && /^[\p{Lu}\p{Lt}\p{Lo}]/u.test(name) && wordCount(name) <= MAX_AUTHOR_WORDS && !/^the\b/i.test(name) && !HEADING.test(name);
+  return plausible ? name : undefined;
+}
+
+/** A word in capitals as a title in lower case prints it: "Keeper's", "Night-Time", "O'Brien", "McGregor". */
+function capitalise(word: string): string {
+  return word
+    .toLowerCase()
+    .replace(/(^|-)(\P{L}*)(\p{L})/gu, (_, before: string, marks: string, letter: string) => `${before}${marks}${letter.toUpperCase()}`)
+    .replace(/^(\P{L}*)(O['’]|Mc)(\p{L})(?=\p{L})/u, (_, marks: string, prefix: string, letter: string) => `${marks}${prefix}${letter.toUpperCase()}`);
+}
+
+/** A title or name printed in capitals, in the case a books list shows; one with any lower-case letter is kept as its author wrote it. */
+function sensibleCase(text: string): string {
+  if (/\p{Ll}/u.test(text) || !/\p{Lu}.*\p{Lu}/u.test(text)) return text;
+  const words = text.split(" ");
+  return words
+    .map((word, i) => {
+      if (ROMAN_WORD.test(word.replace(/\P{L}/gu, ""))) return word;
+      const inside = i > 0 && i < words.length - 1 && !/[:.]$/.test(words[i - 1]!);
+      return inside && SMALL_WORDS.has(word.toLowerCase()) ? word.toLowerCase() : capitalise(word);
+    })
+    .join(" ");
+}
+
+const tidy = (text: string) => sensibleCase(text.replace(/\s+/g, " ").trim().replace(/[\s.,;:]+$/, ""));
+
+function named(title: string | undefined, author: string | undefined): Pick<HeaderFields, "title" | "author"> {
+  return { ...(title ? { title: tidy(title) } : {}), ...(author ? { author: tidy(author) } : {}) };
+}
+
+/**
+ * The title and author a plain text (one without a Gutenberg header) prints above its story: "Title:"
+ * and "Author:" lines, or a title and a "by" line. A title is taken only with a "by" line or a chapter
+ * heading below it: a short line above prose may as well be the story's first. Nothing when unsure,
+ * so that the caller falls back to the file name rather than name a book after a line of dialogue.
+ */
+export function openingTitle(file: string): Pick<HeaderFields, "title" | "author"> {
+  const page = titlePage(file);
+  const fields = readHeaderFields(page.text);
+  if (fields.title !== undefined || fields.author !== undefined) return named(fields.title, fields.author);
+  const { lines } = page;
+  const authors = lines.map((line, i) => authorOf(line.text, lines[i + 1]?.text));
+  const by = authors.findIndex((name) => name !== undefined);
+  const author = authors[by];
+  // The title is right above its "by" line; without one, it is the first paragraph not about the edition.
+  const editorial = new Set(lines.filter((line) => EDITORIAL.test(normalise(line.text))).map((line) => line.paragraph));
+  const paragraph = by >= 0 ? lines[by - 1]?.paragraph : lines.find((line) => !editorial.has(line.paragraph))?.paragraph;
+  const titleLines = lines.slice(0, by >= 0 ? by : lines.length).filter((line) => line.paragraph === paragraph);
+  const title = titleLines.map((line) => line.text).join(" ");
+  const trusted = titleLines.length > 0 && titleLines.every((line) => isTitleLine(line.text)) && wordCount(title) <= MAX_TITLE_WORDS && (author !== undefined || page.heading);
+  return named(trusted ? title : undefined, author);
 }

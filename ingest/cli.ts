@@ -15,14 +15,14 @@ import { buildDepsOrExit, type Deps } from "../common/deps.ts";
 import { LANGUAGES, type Language } from "../common/contract/rows.ts";
 import { findBookBySource, recordBookSource } from "../common/db/books.ts";
 import { setProcessingStatus } from "../common/db/ingestions.ts";
-import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookLanguage } from "../common/db/frontend-rows.ts";
+import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookDetails, type BookDetails } from "../common/db/frontend-rows.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import type { Logger } from "../common/log.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
 import { deleteBook, findBooks } from "./book-removal.ts";
-import { extractWork } from "./book-text.ts";
+import { extractWork, openingTitle } from "./book-text.ts";
 import { BookRejectedError } from "./errors.ts";
 import { runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
 import { parseLanguage } from "./text-script.ts";
@@ -36,8 +36,11 @@ DATABASE_URL is set), finds its characters, writes their personas and indexes th
 progress bar per phase. Stop \`npm start\` first when it runs on the same DATA_DIR. Run from the
 project folder (npm runs scripts there, so a relative path is read from it).
 
-  --title <title>          the book's title (default: the "Title:" of a Project Gutenberg header, else the file name)
-  --author <author>        its author (default: the header's "Author:")
+  --title <title>          the book's title (default: the "Title:" of a Project Gutenberg header, else the
+                           title above a "by" line or the first chapter in the file's opening lines, else
+                           the file name); given again for a book ingested before, it replaces the title
+  --author <author>        its author (default: the header's "Author:", else the opening lines' "by" line);
+                           given again, it replaces the author
   --language <language>    English (default), Urdu or both, in any case; given again for a book
                            ingested before, it replaces the book's language
   --max-characters <n>     keep at most n characters (default 12)
@@ -49,6 +52,8 @@ project folder (npm runs scripts there, so a relative path is read from it).
 Warnings show as one line; details go to $DATA_DIR/ingest.log.
 `;
 const BAR_WIDTH = 24;
+/** What a flag given again for a book ingested before replaces in its row. */
+const REPLACEABLE = ["title", "author", "language"] as const;
 
 interface Bar {
   update(event: ProgressEvent): void;
@@ -155,6 +160,11 @@ export async function main(argv: string[]): Promise<number> {
     return 2;
   }
   const language: Language = givenLanguage ?? "English";
+  const blank = (["title", "author"] as const).find((flag) => parsed.values[flag]?.trim() === "");
+  if (blank) {
+    process.stderr.write(`--${blank} must not be empty\n`);
+    return 2;
+  }
   if (maxCharacters !== undefined && !(Number.isInteger(maxCharacters) && maxCharacters >= 0)) {
     process.stderr.write("--max-characters must be a whole number\n");
     return 2;
@@ -172,9 +182,12 @@ export async function main(argv: string[]): Promise<number> {
     process.stderr.write(`failed: ${decoded.reason}\n`);
     return 1;
   }
-  const header = extractWork(decoded.text).header;
-  const title = parsed.values.title ?? header.title ?? basename(file, extname(file));
-  const author = parsed.values.author ?? header.author;
+  const work = extractWork(decoded.text);
+  // A Gutenberg file opens with its header's boilerplate, not with its title page.
+  const named = work.stripped.some((s) => s.what === "gutenberg header") ? work.header : openingTitle(decoded.text);
+  const given: BookDetails = { title: parsed.values.title?.trim(), author: parsed.values.author?.trim(), language: givenLanguage };
+  const title = given.title ?? named.title ?? basename(file, extname(file));
+  const author = given.author ?? named.author;
 
   const config = loadConfigOrExit();
   // Not POST /character/processing: a local install refuses loopback and local file URLs, so that cannot work here.
@@ -191,11 +204,16 @@ export async function main(argv: string[]): Promise<number> {
   // The same text again: the book it made is ingested again (characters keep their ids), not copied.
   // Books recorded before the text was what identified them carry their file's hash.
   const existing = (await findBookBySource(deps.db, contentHash)) ?? (await findBookBySource(deps.db, sha256(bytes)));
-  if ((!existing || (givenLanguage && givenLanguage !== existing.language)) && !frontendWritesAllowed(deps.db, frontendWrites)) {
+  // Only what was given replaces: a title the frontend set is not overwritten by one read from the text.
+  const replaced = existing ? REPLACEABLE.filter((key) => given[key] !== undefined && given[key] !== existing[key]) : [];
+  if ((!existing || replaced.length > 0) && !frontendWritesAllowed(deps.db, frontendWrites)) {
     await deps.close();
     process.stderr.write(
-      `this database is shared with the frontend, and adding a book writes its books table: pass ${FRONTEND_WRITES_FLAG} to allow it, ` +
-        "or let the frontend add the book and submit it with POST /character/processing\n",
+      existing
+        ? `this database is shared with the frontend, and replacing a book's ${replaced.join(" and ")} writes its books table: pass ${FRONTEND_WRITES_FLAG} to allow it, ` +
+            `or leave out ${replaced.map((key) => `--${key}`).join(" and ")}\n`
+        : `this database is shared with the frontend, and adding a book writes its books table: pass ${FRONTEND_WRITES_FLAG} to allow it, ` +
+            "or let the frontend add the book and submit it with POST /character/processing\n",
     );
     return 2;
   }
@@ -209,12 +227,10 @@ export async function main(argv: string[]): Promise<number> {
     await recordBookSource(deps.db, book.id, contentHash);
     if (existing) {
       process.stderr.write(`this text was ingested before as book ${book.id} ("${book.title}"): updating that book\n`);
-      if (givenLanguage && givenLanguage !== existing.language) {
-        await setBookLanguage(deps.db, book.id, givenLanguage);
-        process.stderr.write(`its language: ${givenLanguage} (was ${existing.language})\n`);
-      }
+      if (replaced.length > 0) await setBookDetails(deps.db, book.id, given);
+      for (const key of replaced) process.stderr.write(`its ${key}: ${given[key]} (was ${existing[key]})\n`);
     } else {
-      process.stderr.write(`book ${book.id}: ${title} (${language})\n`);
+      process.stderr.write(`book ${book.id}: ${title}${author ? ` by ${author}` : ""} (${language})\n`);
     }
     try {
       const result = await runPipeline(deps, { bookId: book.id, source: { path: resolve(file) } }, {
@@ -223,7 +239,7 @@ export async function main(argv: string[]): Promise<number> {
         ...(maxCharacters !== undefined ? { selection: { maxCharacters } } : {}),
       });
       bar.done();
-      process.stdout.write(report(result, book.title));
+      process.stdout.write(report(result, given.title ?? book.title));
       return 0;
     } catch (err) {
       bar.done();

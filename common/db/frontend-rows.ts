@@ -133,7 +133,21 @@ export async function deleteBookRow(db: Queryable, bookId: string): Promise<bool
   return rows.length > 0;
 }
 
-/** The language of a book a local convenience re-ingests when told it differs. */
-export async function setBookLanguage(db: Queryable, bookId: string, language: Language): Promise<void> {
-  await db.query("UPDATE books SET language = $2, updated_at = now() WHERE id = $1", [bookId, language]);
+export interface BookDetails {
+  title?: string;
+  author?: string;
+  language?: Language;
+}
+
+/**
+ * What a local convenience re-ingesting a book is told of it; what is not given is kept. The slug
+ * stays: links to the book keep working under a new title.
+ */
+export async function setBookDetails(db: Queryable, bookId: string, details: BookDetails): Promise<void> {
+  await db.query("UPDATE books SET title = COALESCE($2, title), author = COALESCE($3, author), language = COALESCE($4, language), updated_at = now() WHERE id = $1", [
+    bookId,
+    details.title ?? null,
+    details.author ?? null,
+    details.language ?? null,
+  ]);
 }

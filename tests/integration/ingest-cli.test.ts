@@ -3,6 +3,9 @@ import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { createDatabase } from "../../common/db/create.ts";
+import { recordBookSource } from "../../common/db/books.ts";
+import { insertBook } from "../../common/db/frontend-rows.ts";
+import { sha256 } from "../../common/hash.ts";
 import { createTestDatabase, probePostgres } from "../support/postgres.ts";
 import { REPO_ROOT } from "../support/process.ts";
 import { ENGLISH_BOOK, FIXTURES, URDU_BOOK, listFiles, startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
@@ -48,15 +51,15 @@ test("bun run ingest registers a local book, runs the pipeline and prints the ch
   expect(backups.some((f) => f.endsWith("/clara.md"))).toBe(true);
 });
 
-test("ingesting the same file again updates the book it made instead of adding a copy", async () => {
+test("ingesting the same file again updates the book it made instead of adding a copy, keeping the title and author it was given", async () => {
   const env = { DATA_DIR: dataDir, LLM_GATEWAY_URL: gateway.baseURL };
-  const again = await ingest([join(FIXTURES, ENGLISH_BOOK), "--title", "Another title", "--max-characters", "3"], env);
+  const again = await ingest([join(FIXTURES, ENGLISH_BOOK), "--max-characters", "3"], env);
   expect(again.exitCode).toBe(0);
   expect(again.stderr).toMatch(/this text was ingested before as book [0-9a-f-]{36} \("The Keeper's Ledger"\): updating that book/);
   expect(again.stdout).toStartWith("The Keeper's Ledger: 3 characters, ");
   const db = await createDatabase({ driver: "pglite", dataDir: join(dataDir, "pg") });
   try {
-    expect(await db.query("SELECT title FROM books")).toEqual([{ title: "The Keeper's Ledger" }]);
+    expect(await db.query("SELECT title, author FROM books")).toEqual([{ title: "The Keeper's Ledger", author: "A. Tester" }]);
     expect(await db.query("SELECT count(*)::int AS n FROM book_sources")).toEqual([{ n: 1 }]);
   } finally {
     await db.close();
@@ -74,20 +77,32 @@ test("bun run ingest explains its usage and refuses bad arguments before touchin
   expect(missing.stderr).toContain("no such file");
 });
 
-test("on a database shared with the frontend, bun run ingest adds no books row unless given --write-frontend-tables", async () => {
+test("on a database shared with the frontend, bun run ingest neither adds a books row nor replaces a book's title unless given --write-frontend-tables", async () => {
   const postgres = await probePostgres();
   if (!postgres.reachable) return void console.warn(`skipping the shared-database case: ${postgres.reason}`);
   const database = await createTestDatabase(postgres.url);
-  try {
-    const { exitCode, stderr } = await ingest([join(FIXTURES, ENGLISH_BOOK)], { DATA_DIR: dataDir, DATABASE_URL: database.url });
-    expect(exitCode).toBe(2);
-    expect(stderr).toContain("pass --write-frontend-tables");
+  const path = join(FIXTURES, ENGLISH_BOOK);
+  const env = { DATA_DIR: dataDir, DATABASE_URL: database.url };
+  const titles = async (add?: string) => {
     const db = await createDatabase({ driver: "postgres", url: database.url });
     try {
-      expect(await db.query("SELECT id FROM books")).toEqual([]);
+      // The frontend's own row for this text, as if it had been submitted before.
+      if (add) await recordBookSource(db, (await insertBook(db, { title: add })).id, sha256(await Bun.file(path).text()));
+      return (await db.query<{ title: string }>("SELECT title FROM books")).map((r) => r.title);
     } finally {
       await db.close();
     }
+  };
+  try {
+    const { exitCode, stderr } = await ingest([path], env);
+    expect(exitCode).toBe(2);
+    expect(stderr).toContain("adding a book writes its books table: pass --write-frontend-tables");
+    expect(await titles()).toEqual([]);
+
+    expect(await titles("The Frontend's Title")).toEqual(["The Frontend's Title"]);
+    const retitled = await ingest([path, "--title", "Another Title"], env);
+    expect([retitled.exitCode, retitled.stderr]).toEqual([2, expect.stringContaining("replacing a book's title writes its books table: pass --write-frontend-tables to allow it, or leave out --title")]);
+    expect(await titles()).toEqual(["The Frontend's Title"]);
   } finally {
     await database.drop();
   }
@@ -162,6 +177,33 @@ describe("real book files on the command line", () => {
     expect(again.stderr).toContain("its language: Urdu (was English)");
     expect(again.stderr).not.toContain("Arabic script");
     expect((await booksRows()).find((b) => b.title === "chiragh-wali-gali")?.language).toBe("Urdu");
+  });
+
+  test("a plain text that opens with its title and a by line is registered under them", async () => {
+    const story = await Bun.file(join(FIXTURES, ENGLISH_BOOK)).text();
+    await Bun.write(join(own, "harbour.txt"), `THE HARBOUR LEDGER\n\nby Ida Quarry\n\n${story.slice(story.indexOf("CHAPTER I"))}`);
+    const { exitCode, stdout, stderr } = await ingest([join(own, "harbour.txt"), "--max-characters", "1"], env());
+    expect({ exitCode, stderr: exitCode === 0 ? "" : stderr }).toEqual({ exitCode: 0, stderr: "" });
+    expect(stderr).toMatch(/^book [0-9a-f-]{36}: The Harbour Ledger by Ida Quarry \(English\)$/m);
+    expect(stdout).toStartWith("The Harbour Ledger: 1 characters, ");
+    expect((await booksRows()).filter((b) => b.title.includes("Harbour")).map(({ title, author }) => ({ title, author }))).toEqual([{ title: "The Harbour Ledger", author: "Ida Quarry" }]);
+  });
+
+  test("--title and --author given again replace the book's, and say so; a run without them keeps what they set", async () => {
+    const path = join(own, "harbour.txt");
+    const replaced = await ingest([path, "--title", "The Harbour Book", "--author", "Ida M. Quarry", "--max-characters", "1"], env());
+    expect(replaced.exitCode).toBe(0);
+    expect(replaced.stderr).toContain('("The Harbour Ledger"): updating that book\nits title: The Harbour Book (was The Harbour Ledger)\nits author: Ida M. Quarry (was Ida Quarry)\n');
+    expect(replaced.stdout).toStartWith("The Harbour Book: 1 characters, ");
+    const row = async () => (await booksRows()).filter((b) => b.title.includes("Harbour")).map(({ title, author }) => ({ title, author }));
+    expect(await row()).toEqual([{ title: "The Harbour Book", author: "Ida M. Quarry" }]);
+
+    const kept = await ingest([path, "--max-characters", "1"], env());
+    expect(kept.exitCode).toBe(0);
+    expect(kept.stderr).toContain('("The Harbour Book"): updating that book\n');
+    expect(kept.stderr).not.toMatch(/^its (title|author)/m);
+    expect(kept.stdout).toStartWith("The Harbour Book: 1 characters, ");
+    expect(await row()).toEqual([{ title: "The Harbour Book", author: "Ida M. Quarry" }]);
   });
 
   test("--delete removes a book by title with its characters, indexes and persona backups; an unknown one is refused", async () => {

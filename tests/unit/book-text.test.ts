@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { extractWork, hasProse, readHeaderFields } from "../../ingest/book-text.ts";
+import { extractWork, hasProse, openingTitle, readHeaderFields } from "../../ingest/book-text.ts";
 import { HOSTILE_KINDS, hostileBook, hostileGutenbergFile } from "../support/hostile-text.ts";
 
 /** A short story wrapped the way Project Gutenberg wraps its files; the variants are what differs between eras. */
@@ -154,6 +154,40 @@ describe("the Gutenberg header's fields", () => {
       author: "Ida Quarry",
       language: "English",
     });
+  });
+});
+
+/** A first paragraph of story, hard-wrapped as plain texts are. */
+const PROSE = [
+  "Marta Vell had kept the ledger at the lamp house for eleven winters, and in",
+  "all that time she had never once let a night go by without a line in it.",
+].join("\n");
+
+describe("the title and author a plain text opens with", () => {
+  test.each<[string, string, { title?: string; author?: string }]>([
+    ["a title in capitals with a by line below", `THE MOONSTONE\n\nby Wilkie Collins\n\n${PROSE}`, { title: "The Moonstone", author: "Wilkie Collins" }],
+    ["a title with By on the next line", "Emma\nBy Jane Austen\n", { title: "Emma", author: "Jane Austen" }],
+    ["a lone BY with the name in capitals below it", `The Secret Garden\n\nBY\n\nFRANCES HODGSON BURNETT\n\nCHAPTER I\n\n${PROSE}`, { title: "The Secret Garden", author: "Frances Hodgson Burnett" }],
+    ["Title: and Author: lines without a Gutenberg marker", `Title: The Lamp Ledger\nAuthor: Ida Quarry\n\n${PROSE}`, { title: "The Lamp Ledger", author: "Ida Quarry" }],
+    ["a title over two lines, the edition's notes above it", `Produced by Dana Proofer\n\nTHE LAMP LEDGER\nAND OTHER TALES\n\nBY IDA QUARRY.\n\n${PROSE}`, { title: "The Lamp Ledger and Other Tales", author: "Ida Quarry" }],
+    ["capitals with a subtitle, a numeral, O' and Mc", "THE LEDGER OF O'BRIEN MCGREGOR: AN ACCOUNT IN VIII PARTS\n\nby J. M. Quarry, with illustrations by Phiz\n", { title: "The Ledger of O'Brien McGregor: An Account in VIII Parts", author: "J. M. Quarry" }],
+    ["a title and a subtitle above the first chapter, with no by line", `THE KEEPER'S LEDGER\n\nA story written for these tests.\n\nCHAPTER I\n\n${PROSE}`, { title: "The Keeper's Ledger" }],
+    ["a title under a producer's note of two lines, above a chapter heading", `Produced by Dana Proofer and the Online\nDistributed Proofreading Team\n\nTHE LAMP LEDGER\n\nCHAPTER I\n\n${PROSE}`, { title: "The Lamp Ledger" }],
+    ["a title in its author's own case above a chapter heading", `The Lamp on Gull Rock\n\nChapter One\n\n${PROSE}`, { title: "The Lamp on Gull Rock" }],
+    ["a title that begins with By above a chapter", `BY THE LAMP\n\nI.\n\n${PROSE}`, { title: "By the Lamp" }],
+    ["a title that ends in a question mark", "Who Kept the Lamp?\n\nby Ida Quarry\n", { title: "Who Kept the Lamp?", author: "Ida Quarry" }],
+    ["an author's line with no title above it", `by Ida Quarry\n\n${PROSE}`, { author: "Ida Quarry" }],
+    ["a text that opens straight into prose", `${PROSE}\n\nCHAPTER II`, {}],
+    ["a short first line above prose, with nothing to say it is a title", `The Lamp House\n\n${PROSE}`, {}],
+    ["a first line of dialogue", `\u201cMarta!\u201d\n\nNo answer.\n\nCHAPTER I\n\n${PROSE}`, {}],
+    ["a short sentence above a chapter", `It was dark on the rock that night.\n\nCHAPTER I\n\n${PROSE}`, {}],
+    ["a chapter heading first, its name below it", `CHAPTER I\n\nThe Ledger\n\nby the window\n\n${PROSE}`, {}],
+    ["a contents list first", "Contents\n\nThe Ledger\nThe Lamp\n", {}],
+    ["a by line that names no one", `THE LAMP LEDGER\n\nBy the author of \u201cThe Gull\u201d\n\n${PROSE}`, {}],
+    ["a title and by line under a paragraph of prose", `${PROSE}\n\nTHE MOONSTONE\n\nby Wilkie Collins\n`, {}],
+    ["a by line past the opening lines", `${"THE LAMP\n\n".repeat(12)}by Ida Quarry\n`, {}],
+  ])("%s", (_, text, expected) => {
+    expect(openingTitle(text)).toEqual(expected);
   });
 });
 
