@@ -111,9 +111,10 @@ function bareOwnName(f: Form): boolean {
 
 /**
  * A full name met once, after the book has long used its given name ("Lady Mary Grierson" in
- * chapter 12 of a book that says "Mary" from chapter 1, "a Pooh Party"), claims nothing
- * of that given name: it is someone else, or nobody. A full name that comes first introduces whoever
- * the given name then means ("Tobias Fenwick … Tobias").
+ * chapter 12 of a book that says "Mary" from chapter 1): when every full name the given name fits
+ * is such a latecomer, the given name is someone of its own. A full name that comes first
+ * introduces whoever the given name then means ("Tobias Fenwick … Tobias"), and beside an earlier
+ * owner a latecomer stays a candidate: "Miss Mary Holder", met once, is the "Mary" of her own story.
  */
 function latecomer(c: Character, f: Form): boolean {
   const w = f.words[0]!;
@@ -218,6 +219,8 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     }
     f.mentions.push(m);
   }
+  const wordUses = new Map<string, number>();
+  for (const f of forms.values()) for (const w of new Set(f.words)) wordUses.set(w, (wordUses.get(w) ?? 0) + f.mentions.length);
   const order = [...forms.values()].sort(
     (a, b) =>
       Number(a.definite) - Number(b.definite) ||
@@ -234,7 +237,7 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     // A bare word mostly seen after "in"/"at" is a place that once sat next to a name ("in London Lydia").
     const placeLike = f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.filter((m) => m.placeContext).length >= PLACE_SHARE * f.mentions.length;
     let cands = placeLike ? [] : [...near].filter((c) => compatible(c, f) && !fatherOf(c, f, forms));
-    if (bareOwnName(f)) cands = cands.filter((c) => !latecomer(c, f));
+    if (bareOwnName(f) && cands.every((c) => latecomer(c, f))) cands = [];
     // "The Major" is the book's one major, met by name before ("Major Callendar").
     const rank = f.definite && f.words.length === 1 ? titleOf(f.parts[0]!) : undefined;
     // Only within a few pages of the major's name: "I wish to the Lord" stories away from any lord
@@ -273,7 +276,8 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         const someoneElse = (c: Character) => [...c.firsts].some((g) => g !== w && (forms.get(g)?.mentions.length ?? 0) >= OWN_NAME_MIN);
         // Nor does a given name two families' full names share: "Nicholas" does not make Nicholas
         // Rostóv and Nicholas Bolkónski one man.
-        const families = new Set(cands.flatMap((c) => [...c.lasts].filter((l) => l !== w)));
+        // Only surnames the book uses beyond one full name: "a Pooh Party" is no family.
+        const families = new Set(cands.flatMap((c) => [...c.lasts].filter((l) => l !== w && (wordUses.get(l) ?? 0) >= 2)));
         if (!cands.some(someoneElse) && families.size < 2 && f.mentions.length >= ELABORATION_RATIO * cands.reduce((n, c) => n + c.mentionCount, 0)) {
           // A bare name used far more than every fuller name it fits is one character's own name, and
           // the fuller ones are occasional elaborations ("Piglet" and "Foolish Piglet", "Pooh" and
