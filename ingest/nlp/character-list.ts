@@ -200,7 +200,7 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
   }
   out.sort((a, b) => b.mentionCount + QUOTE_WEIGHT * b.quoteCount - (a.mentionCount + QUOTE_WEIGHT * a.quoteCount) || a.id - b.id);
   const kept = out.slice(0, maxCharacters);
-  dropSharedSurnames(kept, usualBare);
+  dropSharedSurnames(kept, usualBare, formUses);
   dropSharedAliases(kept, formUses);
   return kept;
 }
@@ -227,9 +227,14 @@ function dropSharedAliases(list: CharacterSummary[], formUses: Map<CharacterSumm
  * (SHARED_SURNAME_MIN_USES and SHARED_SURNAME_MIN_SHARE), and only of one: otherwise a reader's
  * "bennet" would pick one of the family silently. Two who are both called by it (Major Sholto and
  * his son) keep it only if one is called so at least SHARED_SURNAME_LEAD times as often; a wife
- * known only as "Mrs. <Surname>" shares every bare use of it, so with her in the list it is nobody's.
+ * known only as "Mrs. <Surname>", named about as often, shares every bare use of it, so with her in
+ * the list it is nobody's.
  */
-function dropSharedSurnames(list: CharacterSummary[], usualBare: Map<CharacterSummary, Map<string, number>>): void {
+function dropSharedSurnames(
+  list: CharacterSummary[],
+  usualBare: Map<CharacterSummary, Map<string, number>>,
+  formUses: Map<CharacterSummary, Map<string, number>>,
+): void {
   const owners = new Map<string, Set<CharacterSummary>>();
   for (const c of list) {
     for (const s of surnamesOf([c.name, ...c.aliases])) {
@@ -238,13 +243,22 @@ function dropSharedSurnames(list: CharacterSummary[], usualBare: Map<CharacterSu
       owners.set(s, set);
     }
   }
-  const wives = new Set(list.flatMap((c) => (WIFE.test(c.name) ? [withoutTitle(c.name).toLowerCase()] : [])));
+  // How often each wife known only as "Mrs. <Surname>" is named, by surname.
+  const wives = new Map<string, number>();
+  for (const c of list) {
+    if (!WIFE.test(c.name)) continue;
+    const surname = withoutTitle(c.name).toLowerCase();
+    wives.set(surname, (wives.get(surname) ?? 0) + [...formUses.get(c)!.values()].reduce((a, b) => a + b, 0));
+  }
   const keeper = new Map<string, CharacterSummary | undefined>();
   for (const [surname, set] of owners) {
     const users = list.map((c) => ({ c, n: usualBare.get(c)!.get(surname) ?? 0 })).filter((u) => u.n > 0).sort((a, b) => b.n - a.n);
     const [top, next] = users;
     const sole = top !== undefined && (next === undefined || top.n >= SHARED_SURNAME_LEAD * next.n);
-    keeper.set(surname, sole && !(wives.has(surname) && set.size > 1) ? top.c : undefined);
+    // A wife the book names about as often as it says the bare surname shares it; a "Mrs. Darcy"
+    // met once at the end does not take "Darcy" from Mr. Darcy.
+    const wife = SHARED_SURNAME_LEAD * (wives.get(surname) ?? 0) >= (top?.n ?? 0) && set.size > 1;
+    keeper.set(surname, sole && !wife ? top.c : undefined);
   }
   for (const c of list) {
     c.aliases = c.aliases.filter((a) => {

@@ -5,6 +5,7 @@ import {
   HONORIFICS,
   MALE_PRONOUNS,
   MOSTLY_MALE_TITLES,
+  NAME_PARTICLES,
   NICKNAMES,
   type Gender,
 } from "./lexicon.ts";
@@ -98,10 +99,16 @@ function compatible(c: Character, f: Form): boolean {
   const mister = f.title === "master" && c.titles.has("mr") && surnameOnly;
   if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister) return false;
   if (f.definite) return c.heads.has(words[words.length - 1]!);
+  // "Lord St. Simon", "Mr. de Winter": a surname with its particle, no given name.
+  if (particleSurname(words)) return c.lasts.has(words[words.length - 1]!);
   if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
   const w = words[0]!;
   if (f.title !== undefined && !FIRST_NAME_TITLES.has(f.title)) return c.lasts.has(w);
   return c.firsts.has(w) || c.lasts.has(w) || (f.title === undefined && c.heads.has(w));
+}
+
+function particleSurname(words: readonly string[]): boolean {
+  return words.length >= 2 && NAME_PARTICLES.has(words[0]!);
 }
 
 /** An untitled single word the book uses often: a given name (or a one-word name) in its own right. */
@@ -161,6 +168,7 @@ function newCharacter(id: number, f: Form): Character {
   const words = f.parts.map((p) => p.toLowerCase());
   const c = emptyCharacter(id, formGender(f.title, f.parts));
   if (f.definite) c.heads.add(words[words.length - 1]!);
+  else if (particleSurname(words)) c.lasts.add(words[words.length - 1]!);
   else if (words.length >= 2) {
     c.firsts.add(words[0]!);
     c.lasts.add(words[words.length - 1]!);

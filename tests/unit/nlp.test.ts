@@ -240,6 +240,15 @@ describe("name clustering", () => {
     expect(analysis.chars.filter((c) => c.forms.size === 1 && c.forms.has("Mr. Crane"))).toEqual([]);
   });
 
+  test("a surname with its particle ('Lord St. Clare') is the man whose full name ends on it", () => {
+    const t = [
+      'Lord Robert St. Clare called at noon. "I am ruined," said Lord Robert St. Clare.',
+      '"Sit down," said Holt. Lord St. Clare sat. "My bride is gone," said Lord St. Clare, and Lord St. Clare wept.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Lord St. Clare").id).toBe(character(characters, "Lord Robert St. Clare").id);
+  });
+
   test("a full name met once, late, does not take a given name the book has long used", () => {
     const t = [
       '"Mary is tiresome," said Anne. Mary sighed. Mary complained of her nerves, and Mary lay on the sofa.',
