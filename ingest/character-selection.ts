@@ -95,11 +95,15 @@ function differentPeople(a: ReadonlySet<string>, b: ReadonlySet<string>): boolea
   return true;
 }
 
-/** The commonest alias of two words or more, without its title, becomes the name; the old name an alias. */
+/**
+ * The commonest alias of two words or more, without its title, becomes the name. The old name is
+ * the one the people being told apart share ("Mary"), so it names none of them for sure and is
+ * nobody's alias.
+ */
 function nameByFullestForm(s: CharacterSummary): void {
   const fuller = s.aliases.map(withoutTitle).find((a) => a.includes(" "));
   if (!fuller || nameKey(fuller) === nameKey(s.name)) return;
-  s.aliases = [s.name, ...s.aliases.filter((a) => nameKey(a) !== nameKey(fuller))];
+  s.aliases = s.aliases.filter((a) => nameKey(a) !== nameKey(fuller));
   s.name = fuller;
 }
 
