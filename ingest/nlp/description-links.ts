@@ -1,5 +1,5 @@
 import type { Attribution } from "./attribution.ts";
-import type { Character } from "./name-clusters.ts";
+import { mergeCharacter, type Character } from "./name-clusters.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 
@@ -25,9 +25,8 @@ function isDescription(c: Character): boolean {
  * the Jew" answered by "Fagin, my dear" time after time is Fagin. The evidence is the exchange
  * itself: the turn just before or after a description's turn calls one named person by name, far
  * more often than any other, of a gender that fits, and not merely because the two talk together.
- * Returns how many descriptions were merged.
  */
-export function linkDescriptions(quotes: readonly Quote[], attribution: Attribution, names: NameMention[], chars: Character[]): number {
+export function linkDescriptions(quotes: readonly Quote[], attribution: Attribution, names: NameMention[], chars: Character[]): void {
   const { speaker, addressee, mentionStart } = attribution;
   const near = (i: number, j: number) => j >= 0 && j < quotes.length && Math.abs(quotes[j]!.start - quotes[i]!.start) <= NEAR_TOKENS;
   const replies = new Map<number, Map<number, number>>();
@@ -49,7 +48,6 @@ export function linkDescriptions(quotes: readonly Quote[], attribution: Attribut
       if (n >= 0 && n !== d && mentionStart[j]! >= 0 && near(i, j)) bump(together, `${d} ${n}`);
     }
   }
-  let merged = 0;
   for (const [d, counts] of replies) {
     const [best, second] = [...counts].sort((a, b) => b[1] - a[1]);
     if (!best || best[1] < LINK_MIN_REPLIES || (second && best[1] < 2 * second[1])) continue;
@@ -58,21 +56,10 @@ export function linkDescriptions(quotes: readonly Quote[], attribution: Attribut
     const from = chars[d]!;
     const into = chars[n]!;
     if (from.gender && into.gender && from.gender !== into.gender) continue;
-    for (const [form, k] of from.forms) into.forms.set(form, (into.forms.get(form) ?? 0) + k);
-    for (const h of from.heads) into.heads.add(h);
-    into.mentionCount += from.mentionCount;
-    into.votes.m += from.votes.m;
-    into.votes.f += from.votes.f;
-    for (const m of names) if (m.char === d) m.char = n;
+    mergeCharacter(into, from, names);
     for (let q = 0; q < quotes.length; q++) {
       if (speaker[q] === d) speaker[q] = n;
       if (addressee[q] === d) addressee[q] = n;
     }
-    from.forms = new Map();
-    from.heads = new Set();
-    from.mentionCount = 0;
-    from.person = false;
-    merged++;
   }
-  return merged;
 }

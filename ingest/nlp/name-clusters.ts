@@ -1,17 +1,7 @@
-import {
-  FEMALE_PRONOUNS,
-  FIRST_NAME_TITLES,
-  GIVEN_NAMES,
-  HONORIFICS,
-  MALE_PRONOUNS,
-  MOSTLY_MALE_TITLES,
-  NAME_PARTICLES,
-  NICKNAMES,
-  type Gender,
-} from "./lexicon.ts";
-import { isTagSubject, type NameMention } from "./names.ts";
+import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, MOSTLY_MALE_TITLES, NAME_PARTICLES, NICKNAMES, type Gender } from "./lexicon.ts";
+import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
-import { classifyWords, type Tokenized } from "./tokenizer.ts";
+import type { Tokenized } from "./tokenizer.ts";
 
 export interface Character {
   id: number;
@@ -42,10 +32,6 @@ interface Form {
   mentions: NameMention[];
 }
 
-const SKIP = 1;
-const MALE = 2;
-const FEMALE = 3;
-
 // How many times more often a bare name must occur than all the fuller names it fits together
 // before those fuller names are taken for elaborations of it.
 const ELABORATION_RATIO = 4;
@@ -58,18 +44,7 @@ const OWN_NAME_MIN = 3;
 const GIVEN_NAME_OVER_TITLE = 5;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
-const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
-const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
-
-/** "Oh, Jane," / "my dear Mr. Bennet!": the name addresses someone inside a quote. */
-export function isVocative(tok: Tokenized, m: { start: number; end: number; inQuote: boolean }): boolean {
-  if (!m.inQuote) return false;
-  const before = tok.lower[m.start - 1] ?? "";
-  const after = tok.text[m.end + 1] ?? "";
-  return VOCATIVE_BEFORE.has(before) && VOCATIVE_AFTER.has(after);
-}
-
-function formGender(title: string | undefined, parts: string[]): Gender | undefined {
+export function formGender(title: string | undefined, parts: string[]): Gender | undefined {
   if (title !== undefined) {
     const g = HONORIFICS.get(title);
     if (g) return g;
@@ -341,8 +316,12 @@ function nearTo(starts: readonly number[]): (m: NameMention) => boolean {
   };
 }
 
-/** Moves every name and mention of `from` to `into`; `from` is left empty, no longer a candidate for anything. */
-function mergeInto(into: Character, from: Character, names: NameMention[], byWord: Map<string, Character[]>): void {
+/**
+ * Moves every name, mention and vote of `from` to `into`; `from` is left empty and no person, no
+ * longer a candidate for anything. Clustering merges elaborations with it, and description links
+ * (after attribution) a description with the name it turns out to be.
+ */
+export function mergeCharacter(into: Character, from: Character, names: NameMention[]): void {
   for (const t of from.titles) into.titles.add(t);
   for (const w of from.firsts) into.firsts.add(w);
   for (const w of from.lasts) into.lasts.add(w);
@@ -350,17 +329,25 @@ function mergeInto(into: Character, from: Character, names: NameMention[], byWor
   for (const [form, n] of from.forms) into.forms.set(form, (into.forms.get(form) ?? 0) + n);
   into.mentionCount += from.mentionCount;
   into.firstStart = Math.min(into.firstStart, from.firstStart);
+  into.votes.m += from.votes.m;
+  into.votes.f += from.votes.f;
   if (!into.gender) into.gender = from.gender;
   for (const m of names) if (m.char === from.id) m.char = into.id;
-  for (const [w, list] of byWord) {
-    if (!list.includes(from)) continue;
-    byWord.set(w, list.includes(into) ? list.filter((c) => c !== from) : list.map((c) => (c === from ? into : c)));
-  }
   from.forms = new Map();
   from.mentionCount = 0;
   from.firsts = new Set();
   from.lasts = new Set();
   from.heads = new Set();
+  from.person = false;
+}
+
+/** mergeCharacter, and the word index of clustering pointed at `into`. */
+function mergeInto(into: Character, from: Character, names: NameMention[], byWord: Map<string, Character[]>): void {
+  mergeCharacter(into, from, names);
+  for (const [w, list] of byWord) {
+    if (!list.includes(from)) continue;
+    byWord.set(w, list.includes(into) ? list.filter((c) => c !== from) : list.map((c) => (c === from ? into : c)));
+  }
 }
 
 /** Each mention of an ambiguous bare name goes to the candidate mentioned most recently before it. */
@@ -383,66 +370,5 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
       m.char = best.id;
     }
     if (m.char >= 0) lastSeen[m.char] = m.start;
-  }
-}
-
-/**
- * Votes on each character's gender from the first he/she that follows its mentions in narration,
- * then decides who is a person: titles, dialogue tags, vocatives, given names and gendered pronouns
- * count for; "in"/"at"/"near" before the name counts against.
- */
-export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Character[], inQuote: Uint8Array): void {
-  const evidence = new Float64Array(chars.length);
-  const bump = (id: number, x: number) => {
-    evidence[id] = evidence[id]! + x;
-  };
-  const nameStarts = new Uint8Array(tok.count);
-  for (const m of names) nameStarts[m.start] = 1;
-  // Object pronouns right after a name usually point at someone else ("Clara looked at him"): they
-  // are skipped, not counted.
-  const pronoun = classifyWords(tok, (lc) => (lc === "him" || lc === "her" ? SKIP : MALE_PRONOUNS.has(lc) ? MALE : FEMALE_PRONOUNS.has(lc) ? FEMALE : 0));
-  for (const m of names) {
-    if (m.char < 0) continue;
-    const c = chars[m.char]!;
-    if (m.title !== undefined) bump(c.id, 2);
-    if (isTagSubject(tok, m)) bump(c.id, 2);
-    if (isVocative(tok, m)) bump(c.id, 1);
-    if (m.placeContext) bump(c.id, -1.5);
-    if (m.inQuote) continue;
-    const para = tok.paragraph[m.start]!;
-    for (let k = m.end + 1; k < tok.count && k <= m.end + 25; k++) {
-      if (tok.paragraph[k] !== para || nameStarts[k]) break;
-      // Past the mention's own sentence only the next sentence's first word still refers back to
-      // it ("… said the Rabbit. He …"); later pronouns belong to whoever that sentence is about.
-      if (tok.sentence[k] !== tok.sentence[m.end] && tok.inSentence[k]! > 0) break;
-      if (inQuote[k]) continue;
-      const kind = pronoun[tok.word[k]!];
-      if (kind === MALE) {
-        c.votes.m++;
-        break;
-      }
-      if (kind === FEMALE) {
-        c.votes.f++;
-        break;
-      }
-    }
-  }
-  for (const c of chars) {
-    let m = c.votes.m;
-    let f = c.votes.f;
-    const prior = formGender(undefined, [...c.firsts]);
-    for (const t of c.titles) {
-      const g = HONORIFICS.get(t);
-      if (g === "m") m += 5;
-      if (g === "f") f += 5;
-      if (MOSTLY_MALE_TITLES.has(t)) m += 2;
-    }
-    if (prior === "m") m += 3;
-    if (prior === "f") f += 3;
-    if ((m >= 2 && m >= 1.5 * f) || (m >= 1 && f === 0)) c.gender = "m";
-    else if ((f >= 2 && f >= 1.5 * m) || (f >= 1 && m === 0)) c.gender = "f";
-    if (GIVEN_NAMES.has([...c.firsts][0] ?? "")) bump(c.id, 3);
-    bump(c.id, Math.min(c.votes.m + c.votes.f, 10) * 0.5);
-    c.person = evidence[c.id]! >= 2;
   }
 }

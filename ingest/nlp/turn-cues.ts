@@ -1,4 +1,4 @@
-import { isVocative } from "./name-clusters.ts";
+import { isVocative } from "./character-scores.ts";
 import type { Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
