@@ -19,6 +19,7 @@
  * Pure: no I/O.
  */
 import { isWhitespace } from "../common/whitespace.ts";
+import { TITLE_SMALL_WORDS } from "./story-boundaries.ts";
 
 export interface StrippedRange {
   /** UTF-16 offsets in the decoded file, end exclusive. */
@@ -288,8 +289,6 @@ const HEADING = new RegExp(
   `^(?:(?:chapter|book|part|volume|vol\\.|act|scene|letter|stave|canto|section)\\s+${ORDINAL}\\b|${NUMERAL}(?:\\.(?:\\s|$)|$)|(?:prologue|preface|foreword|introduction|epilogue|(?:table of )?contents)[.:]?$)`,
   "i",
 );
-/** Lower case inside a title, as English titles print them. */
-const SMALL_WORDS = new Set(["a", "an", "and", "as", "at", "but", "by", "for", "from", "in", "into", "nor", "of", "on", "or", "the", "to", "upon", "with"]);
 /** Only I, V and X: a wider pattern would take names such as "LI" or "DI" for numerals. */
 const ROMAN_WORD = /^(?=[ivx]{2})x{0,3}(?:ix|iv|v?i{0,3})$/i;
 
@@ -354,7 +353,7 @@ function sensibleCase(text: string): string {
     .map((word, i) => {
       if (ROMAN_WORD.test(word.replace(/\P{L}/gu, ""))) return word;
       const inside = i > 0 && i < words.length - 1 && !/[:.]$/.test(words[i - 1]!);
-      return inside && SMALL_WORDS.has(word.toLowerCase()) ? word.toLowerCase() : capitalise(word);
+      return inside && TITLE_SMALL_WORDS.has(word.toLowerCase()) ? word.toLowerCase() : capitalise(word);
     })
     .join(" ");
 }

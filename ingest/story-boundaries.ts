@@ -17,7 +17,8 @@ const WORD_NUMBERS = ["one", "two", "three", "four", "five", "six", "seven", "ei
 const LABELLED = /^(?:adventure|story|tale)\s+([ivxlc]+|\d{1,3}|[a-z]+)\b[.:]?(?:\s+(.*))?$/i;
 // "II. THE RED-HEADED LEAGUE": a number, a stop and a title.
 const NUMBERED_TITLE = /^([ivxlc]+|\d{1,3})[.:]\s+(\S.*)$/i;
-const SMALL_WORDS = new Set(["a", "an", "the", "of", "and", "in", "on", "at", "to", "for", "with", "from", "by"]);
+/** Words a title prints in lower case ("The Man with the Twisted Lip"). */
+export const TITLE_SMALL_WORDS = new Set(["a", "an", "and", "as", "at", "but", "by", "for", "from", "in", "into", "nor", "of", "on", "or", "the", "to", "upon", "with"]);
 
 /** 4 for "IV", "4" or "four"; undefined for anything else. */
 export function numberOf(word: string): number | undefined {
@@ -38,7 +39,7 @@ export function numberOf(word: string): number | undefined {
 /** A title: every word capitalised, but for small words ("The Man with the Twisted Lip"). */
 function isTitle(text: string): boolean {
   const words = text.replace(/[.:]$/, "").split(/\s+/).filter(Boolean);
-  return words.length > 0 && /\p{L}/u.test(text) && words.every((w, k) => /^[^\p{L}]*\p{Lu}/u.test(w) || (k > 0 && SMALL_WORDS.has(w.toLowerCase())));
+  return words.length > 0 && /\p{L}/u.test(text) && words.every((w, k) => /^[^\p{L}]*\p{Lu}/u.test(w) || (k > 0 && TITLE_SMALL_WORDS.has(w.toLowerCase())));
 }
 
 /** The story number a paragraph announces, or undefined when it is not a story heading. */

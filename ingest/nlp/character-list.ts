@@ -159,9 +159,7 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
     quotesBy.set(q.charId, list);
   }
   const out: CharacterSummary[] = [];
-  /** Single words each character is usually called by, with their uses, for the shared-surname check. */
-  const usualBare = new Map<CharacterSummary, Map<string, number>>();
-  /** Every name form of each character with its uses, for aliases two characters share. */
+  /** Every name form of each character, lower-cased, with its uses: whom a shared name usually means. */
   const formUses = new Map<CharacterSummary, Map<string, number>>();
   for (const c of source) {
     const name = bestName(c.mentions.proper, c.mentions.common, c.id);
@@ -186,21 +184,17 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
       mentionCount: c.count,
       quoteCount: quotes.length,
     };
-    const total = c.mentions.proper.reduce((n, m) => n + m.c, 0);
     const uses = new Map<string, number>();
     for (const m of c.mentions.proper) {
       const a = detokenize(m.n).toLowerCase();
       uses.set(a, (uses.get(a) ?? 0) + m.c);
     }
     formUses.set(summary, uses);
-    const usual = new Map<string, number>();
-    for (const [a, n] of uses) if (!a.includes(" ") && n >= SHARED_SURNAME_MIN_USES && n >= SHARED_SURNAME_MIN_SHARE * total) usual.set(a, n);
-    usualBare.set(summary, usual);
     out.push(summary);
   }
   out.sort((a, b) => b.mentionCount + QUOTE_WEIGHT * b.quoteCount - (a.mentionCount + QUOTE_WEIGHT * a.quoteCount) || a.id - b.id);
   const kept = out.slice(0, maxCharacters);
-  dropSharedSurnames(kept, usualBare, formUses);
+  dropSharedSurnames(kept, formUses);
   dropSharedAliases(kept, formUses);
   return kept;
 }
@@ -215,10 +209,23 @@ function dropSharedAliases(list: CharacterSummary[], formUses: Map<CharacterSumm
   for (const c of list) for (const a of c.aliases) carriers.set(a.toLowerCase(), [...(carriers.get(a.toLowerCase()) ?? []), c]);
   for (const [alias, set] of carriers) {
     if (set.length < 2) continue;
-    const ranked = set.map((c) => ({ c, n: formUses.get(c)!.get(alias) ?? 0 })).sort((a, b) => b.n - a.n);
-    const lead = ranked[0]!.n >= SHARED_SURNAME_LEAD * ranked[1]!.n ? ranked[0]!.c : undefined;
+    const lead = leader(set.map((c) => ({ c, n: formUses.get(c)!.get(alias) ?? 0 })));
     for (const c of set) if (c !== lead) c.aliases = c.aliases.filter((a) => a.toLowerCase() !== alias);
   }
+}
+
+/** Who a name shared by several usually means: the one called so SHARED_SURNAME_LEAD times as often as any other, if any. */
+function leader(uses: { c: CharacterSummary; n: number }[]): CharacterSummary | undefined {
+  const [top, next] = uses.filter((u) => u.n > 0).sort((a, b) => b.n - a.n);
+  return top !== undefined && (next === undefined || top.n >= SHARED_SURNAME_LEAD * next.n) ? top.c : undefined;
+}
+
+/** Uses of a bare word that show a character is usually called by it (SHARED_SURNAME_MIN_USES, SHARED_SURNAME_MIN_SHARE), else 0. */
+function usualUses(uses: ReadonlyMap<string, number>, word: string): number {
+  const n = uses.get(word) ?? 0;
+  let total = 0;
+  for (const k of uses.values()) total += k;
+  return n >= SHARED_SURNAME_MIN_USES && n >= SHARED_SURNAME_MIN_SHARE * total ? n : 0;
 }
 
 /**
@@ -230,11 +237,7 @@ function dropSharedAliases(list: CharacterSummary[], formUses: Map<CharacterSumm
  * known only as "Mrs. <Surname>", named about as often, shares every bare use of it, so with her in
  * the list it is nobody's.
  */
-function dropSharedSurnames(
-  list: CharacterSummary[],
-  usualBare: Map<CharacterSummary, Map<string, number>>,
-  formUses: Map<CharacterSummary, Map<string, number>>,
-): void {
+function dropSharedSurnames(list: CharacterSummary[], formUses: Map<CharacterSummary, Map<string, number>>): void {
   const owners = new Map<string, Set<CharacterSummary>>();
   for (const c of list) {
     for (const s of surnamesOf([c.name, ...c.aliases])) {
@@ -252,20 +255,11 @@ function dropSharedSurnames(
   }
   const keeper = new Map<string, CharacterSummary | undefined>();
   for (const [surname, set] of owners) {
-    const users = list.map((c) => ({ c, n: usualBare.get(c)!.get(surname) ?? 0 })).filter((u) => u.n > 0).sort((a, b) => b.n - a.n);
-    const [top, next] = users;
-    const sole = top !== undefined && (next === undefined || top.n >= SHARED_SURNAME_LEAD * next.n);
+    const lead = leader(list.map((c) => ({ c, n: usualUses(formUses.get(c)!, surname) })));
     // A wife the book names about as often as it says the bare surname shares it; a "Mrs. Darcy"
     // met once at the end does not take "Darcy" from Mr. Darcy.
-    const wife = SHARED_SURNAME_LEAD * (wives.get(surname) ?? 0) >= (top?.n ?? 0) && set.size > 1;
-    keeper.set(surname, sole && !wife ? top.c : undefined);
+    const wife = set.size > 1 && lead !== undefined && SHARED_SURNAME_LEAD * (wives.get(surname) ?? 0) >= usualUses(formUses.get(lead)!, surname);
+    keeper.set(surname, wife ? undefined : lead);
   }
-  for (const c of list) {
-    c.aliases = c.aliases.filter((a) => {
-      const key = a.toLowerCase();
-      if (a.includes(" ")) return true;
-      const set = owners.get(key);
-      return set === undefined || keeper.get(key) === c;
-    });
-  }
+  for (const c of list) c.aliases = c.aliases.filter((a) => a.includes(" ") || !owners.has(a.toLowerCase()) || keeper.get(a.toLowerCase()) === c);
 }
