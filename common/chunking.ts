@@ -17,6 +17,7 @@
  *
  * Pure: web-standard APIs and gpt-tokenizer only.
  */
+import { endsInAbbreviation } from "./abbreviations.ts";
 import { countO200kTokens } from "./token-count.ts";
 import { isWhitespace } from "./whitespace.ts";
 
@@ -68,8 +69,6 @@ const PARAGRAPH_SEPARATOR = "\n\n";
  * inside a long run ("!!!…!x"), each start would read the rest of the run again.
  */
 const SENTENCE_END = /(?<![.!?…۔؟])[.!?…۔؟]+["'”’»)\]]*(?=\s)|[。！？]+["'”’」』)\]]*/gu;
-/** A full stop after these is not the end of a sentence ("Mr. Darcy", "J. Smith", "altogether—Mr. Darcy"). */
-const ABBREVIATION_BEFORE_DOT = /(?:^|[\s("'“‘\p{Pd}])(?:Mr|Mrs|Ms|Dr|St|Prof|Sr|Jr|Mme|Mlle|Messrs|\p{Lu})\.$/u;
 const SENTENCE_FINAL = /[.!?…۔؟。！？:;,]["'”’»)\]」』]*$/u;
 const MAX_HEADING_CHARS = 80;
 /** Headings carried to the next chunk may take at most this fraction of the budget. */
@@ -185,7 +184,7 @@ function* cuts(text: string, level: Level): Generator<number> {
     enders.lastIndex = contentStart;
     for (let m = enders.exec(text); m; m = enders.exec(text)) {
       const end = m.index + m[0].length;
-      if (m[0].startsWith(".") && m[0].length === 1 && ABBREVIATION_BEFORE_DOT.test(text.slice(Math.max(0, end - 12), end))) {
+      if (m[0].startsWith(".") && m[0].length === 1 && endsInAbbreviation(text.slice(Math.max(0, end - 12), end))) {
         continue;
       }
       yield end;

@@ -11,6 +11,7 @@
  *
  * Pure: web-standard APIs only.
  */
+import { endsInAbbreviation } from "../abbreviations.ts";
 import { fnv1a } from "../hash.ts";
 import { normalizeText, tokenize } from "../text/tokenize.ts";
 
@@ -196,8 +197,6 @@ export function withoutMarkup(text: string): string {
 
 const sentenceSegmenter = new Intl.Segmenter("und", { granularity: "sentence" });
 
-/** A sentence "ending" in a title or an initial ("Mr.", "J.") does not end there. */
-const ABBREVIATION_END = /(?:^|\s)(?:Mr|Mrs|Ms|Dr|St|Mme|Mlle|Messrs|[A-Z])\.$/;
 
 /**
  * The text's sentences, trimmed, in order (Unicode sentence breaks: Urdu's ۔ ends one too). A piece
@@ -217,7 +216,7 @@ export function sentences(text: string): string[] {
       continue;
     }
     pending = pending ? `${pending} ${sentence}` : sentence;
-    if (!ABBREVIATION_END.test(pending)) {
+    if (!endsInAbbreviation(pending)) {
       result.push(pending);
       pending = "";
     }

@@ -410,6 +410,7 @@ describe("offline chat lines cut at dialogue tags", () => {
     [`"Can I wind it? Please?" said Pim. "No."`, [`"Can I wind it?`, `Please?" said Pim.`, `"No."`]],
     [`"Why?" asked Pim, and Tilda laughed. It was late.`, [`"Why?" asked Pim, and Tilda laughed.`, "It was late."]],
     ["Mr. Rook wound it. It stopped!", ["Mr. Rook wound it.", "It stopped!"]],
+    ["They were five altogether—Mr. Rook, his sisters and a friend. It was late.", ["They were five altogether—Mr. Rook, his sisters and a friend.", "It was late."]],
   ])("splits %j into sentences that keep each dialogue tag with its speech", (text, expected) => {
     expect(sentences(text)).toEqual(expected);
   });
