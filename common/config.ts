@@ -286,7 +286,9 @@ export function loadConfig(env: Env = process.env): Config {
  * `defaults` lets an entry point say more (a Worker answers on the network: HOST 0.0.0.0).
  */
 export function loadEdgeConfig(env: Env = process.env, defaults: Env = {}): Config {
-  return loadConfig({ DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv", SPOILER_GUARD_CACHE_MB: String(DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB), ...defaults, ...env });
+  // A variable set to "" counts as unset, as loadConfig reads it: it must not hide the edge's default.
+  const given = Object.fromEntries(Object.entries(env).filter(([, v]) => empty(v) !== undefined));
+  return loadConfig({ DATABASE_DRIVER: "neon", METRICS_AGGREGATION: "kv", SPOILER_GUARD_CACHE_MB: String(DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB), ...defaults, ...given });
 }
 
 /** Every credential in the configuration: what the logs must never show. */

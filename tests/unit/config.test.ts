@@ -99,6 +99,7 @@ describe("loadConfig", () => {
       ["unset, on an isolate runtime, whose isolate has 128 MB in all", () => edge({}), 16],
       ["set, in a container", () => loadConfig({ SPOILER_GUARD_CACHE_MB: "256" }), 256],
       ["set, on an isolate runtime", () => edge({ SPOILER_GUARD_CACHE_MB: "8" }), 8],
+      ["set blank, on an isolate runtime: still the isolate's default", () => edge({ SPOILER_GUARD_CACHE_MB: "" }), 16],
     ])("%s: %d MiB", (_, load, mib) => {
       expect(load().spoilerGuardCacheMb).toBe(mib);
     });
