@@ -129,7 +129,7 @@ export function createChatService(deps: ChatDeps): ChatService {
         logger: log,
       }),
       ...createKnowledge({ db: deps.db, cache, log }),
-      ...createSpoilerGuards({ db: deps.db, log, ...(deps.config?.spoilerGuardCacheMb ? { maxBytes: deps.config.spoilerGuardCacheMb * 2 ** 20 } : {}) }),
+      ...createSpoilerGuards({ db: deps.db, log, ...(deps.config ? { cacheMb: deps.config.spoilerGuardCacheMb } : {}) }),
       rewrite: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,

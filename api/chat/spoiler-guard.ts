@@ -17,8 +17,6 @@ import { createSpoilerGuard, lateNames, type SpoilerGuard } from "../../common/p
  * was one) is not read: the book's replies are checked for names only, and the log says to ingest it again.
  */
 
-/** Memory for the books' guards in one API process, unless configured (SPOILER_GUARD_CACHE_MB). */
-export const DEFAULT_SPOILER_GUARD_CACHE_BYTES = DEFAULT_SPOILER_GUARD_CACHE_MB * 2 ** 20;
 export const DEFAULT_SPOILER_GUARD_TTL_MS = 10 * 60_000;
 
 interface BookGuard {
@@ -35,7 +33,8 @@ interface Entry {
 export interface SpoilerGuardsOptions {
   db: Database;
   log: Logger;
-  maxBytes?: number;
+  /** MiB the books' guards may take in this process (SPOILER_GUARD_CACHE_MB). */
+  cacheMb?: number;
   /** The longest stored shingle index read (MAX_STORED_CHARS: the bound of book-shingles.ts). */
   maxStoredChars?: number;
   ttlMs?: number;
@@ -44,7 +43,7 @@ export interface SpoilerGuardsOptions {
 
 export function createSpoilerGuards(options: SpoilerGuardsOptions) {
   const { db, log } = options;
-  const maxBytes = options.maxBytes ?? DEFAULT_SPOILER_GUARD_CACHE_BYTES;
+  const maxBytes = (options.cacheMb ?? DEFAULT_SPOILER_GUARD_CACHE_MB) * 2 ** 20;
   const ttlMs = options.ttlMs ?? DEFAULT_SPOILER_GUARD_TTL_MS;
   const maxStoredChars = options.maxStoredChars ?? MAX_STORED_CHARS;
   const now = options.now ?? Date.now;
