@@ -8,7 +8,7 @@ import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";
 import { processingRoutes } from "./processing/index.ts";
 import type { ProcessingDeps } from "./processing/service.ts";
 import type { Config } from "../common/config.ts";
-import { INTERNAL_ERROR, unhandledFailure } from "../common/http-server.ts";
+import { unhandledFailure } from "../common/http-server.ts";
 import type { LocalChatOptions } from "../common/local/sessions.ts";
 import { localFileRoute } from "./local-file.ts";
 import { playgroundRoutes } from "./playground/index.ts";
@@ -56,14 +56,13 @@ export function createApp(deps: AppDeps) {
   const app = buildRoutes(deps, chat);
   const refuse = createRequestGuard(deps.requestGuard);
   const log = deps.logger.child({ component: "api" });
-  // The framework's own error handler sees only what its routes throw; this sees the rest (the guard,
+  // The framework's own error handler (onError below) sees only what its routes throw; the handlers here see the rest (the guard,
   // the docs' examples), so that no failure reaches the runtime's error page or prints a stack.
-  const failed = (request: Request, error: unknown) => unhandledFailure(log, request, error);
   const guardedHealth = (request: Request) => {
     try {
       return refuse(request) ?? health();
     } catch (error) {
-      return failed(request, error);
+      return unhandledFailure(log, request, error);
     }
   };
   const handle = async (request: Request) => {
@@ -74,7 +73,7 @@ export function createApp(deps: AppDeps) {
       const examples = deps.requestExamples?.();
       return examples && response.ok && new URL(request.url).pathname === OPENAPI_JSON_PATH ? withRequestExamples(response, examples) : response;
     } catch (error) {
-      return failed(request, error);
+      return unhandledFailure(log, request, error);
     }
   };
   return {
@@ -139,9 +138,7 @@ function buildRoutes(deps: AppDeps, chat: ChatService) {
           set.status = 400;
           return { error: "invalid request" };
       }
-      log.error("unhandled error", { method: request.method, url: request.url, code, error });
-      set.status = 500;
-      return { error: INTERNAL_ERROR } satisfies ErrorBody;
+      return unhandledFailure(log, request, error, { code });
     })
     .use(docs(swaggerUiAssets))
     // The API's front page is its documentation.

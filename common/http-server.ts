@@ -4,11 +4,11 @@ import type { Logger } from "./log.ts";
 /** The whole answer to a request whose handler failed unexpectedly: no stack, no path, no source line. */
 export const INTERNAL_ERROR = "internal error";
 
-export const internalErrorResponse = () => Response.json({ error: INTERNAL_ERROR } satisfies ErrorBody, { status: 500 });
+const internalErrorResponse = () => Response.json({ error: INTERNAL_ERROR } satisfies ErrorBody, { status: 500 });
 
-/** A request that failed unexpectedly: logged as one line, answered with `{error}` and nothing more. */
-export function unhandledFailure(logger: Logger, request: Request, error: unknown): Response {
-  logger.error("unhandled error", { method: request.method, url: request.url, error });
+/** A request that failed unexpectedly: logged as one line (with `fields`), answered with `{error}` and nothing more. */
+export function unhandledFailure(logger: Logger, request: Request, error: unknown, fields: Record<string, unknown> = {}): Response {
+  logger.error("unhandled error", { method: request.method, url: request.url, ...fields, error });
   return internalErrorResponse();
 }
 
