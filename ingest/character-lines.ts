@@ -8,7 +8,7 @@ import type { TokenColumns } from "./token-columns.ts";
 
 /** Enough lines that the offline reply finds one close to most questions; a model reads them all in passes 1 and 2. */
 export const MAX_PROFILE_QUOTES = 60;
-export const MAX_QUOTE_CHARS = 300;
+const MAX_QUOTE_CHARS = 300;
 
 /** `count` items spread evenly from first to last, in order. */
 export function spread<T>(items: readonly T[], count: number): T[] {
@@ -33,7 +33,7 @@ export function clip(text: string, max: number): string {
 
 const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
 /** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
-export const TAG_REACH = 4;
+const TAG_REACH = 4;
 /** Verbs of a dialogue tag. */
 const SPEECH_VERBS = new Set(
   "said says say cried replied answered asked added continued returned observed remarked exclaimed whispered resumed rejoined inquired enquired began muttered shouted called interrupted repeated retorted murmured".split(" "),

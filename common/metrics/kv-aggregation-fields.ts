@@ -6,7 +6,7 @@ import type { Logger } from "../log.ts";
  * are read back, where anything else that is in the hashes is refused rather than rendered. Pure.
  */
 
-export interface MetricValue {
+interface MetricValue {
   labels: Record<string, string | number>;
   value: number;
   metricName?: string;
@@ -25,7 +25,7 @@ export function seriesField(metricName: string, labels: Record<string, string | 
   return JSON.stringify([metricName, Object.keys(labels).sort().map((k) => [k, String(labels[k])])]);
 }
 
-export interface Series {
+interface Series {
   family: string;
   metricName: string;
   labels: Record<string, string>;
