@@ -19,7 +19,7 @@
  *   resident memory from /proc.
  */
 import { readFileSync, existsSync } from "node:fs";
-import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
@@ -37,7 +37,7 @@ import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts"
 import { startService } from "../tests/support/process.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";
 import { measuredSpawn } from "./measured-spawn.ts";
-import { answerHelp, freshDataDir, generatedNovel, nonRepeatingText, machineHeader, markdownTable, percentile, removeDataDirTemplate, SHARED_BOOKS_DIR } from "./support.ts";
+import { answerHelp, freshDataDir, generatedNovel, nonRepeatingText, machineHeader, markdownTable, memoryOf, percentile, removeDataDirTemplate, SHARED_BOOKS_DIR } from "./support.ts";
 
 const CLI = resolve(import.meta.dir, "..", "ingest", "cli.ts");
 const EMBEDDING_DIMENSION = 1536;
@@ -67,12 +67,6 @@ function largeBookText(): { text: string; source: string } {
 }
 
 const mib = (n: number) => (n / 2 ** 20).toFixed(0);
-
-async function rssOf(pid: number): Promise<{ rss: number; peak: number }> {
-  const status = await readFile(`/proc/${pid}/status`, "utf8");
-  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
-  return { rss: field("VmRSS"), peak: field("VmHWM") };
-}
 
 /** On the embedded database, or on a throwaway database of the PostgreSQL at DEFAULT_TEST_POSTGRES_URLS. */
 async function ingest(bookPath: string, bookBytes: number, database: "embedded" | "postgres"): Promise<string> {
@@ -163,7 +157,7 @@ async function firstChats(text: string): Promise<string> {
     };
     // The API's own first-request costs (the database, the code) are paid on the small book first.
     for (let i = 0; i < 3; i++) await chat(sessions.small);
-    const before = await rssOf(pid);
+    const before = await memoryOf(pid);
     let loading = true;
     const health: number[] = [];
     const other: number[] = [];
@@ -191,7 +185,7 @@ async function firstChats(text: string): Promise<string> {
     const loadedAfter = performance.now() - started;
     loading = false;
     await Promise.all([poll, otherReader]);
-    const after = await rssOf(pid);
+    const after = await memoryOf(pid);
     return markdownTable(
       ["chunks", "first chat ms", "first chat grounded", "book searchable after s (chats)", "/health meanwhile: requests, p50 / max ms", "another reader's chats meanwhile: count, max ms", "chat once loaded ms", "API RSS MiB before → after", "API peak RSS MiB"],
       [

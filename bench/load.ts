@@ -40,7 +40,7 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startPrivateRedis, unavailableRedisServer } from "../tests/support/private-servers.ts";
 import { freePort, REPO_ROOT, startService, type ServiceProcess } from "../tests/support/process.ts";
-import { answerHelp, machineHeader, markdownTable, percentile } from "./support.ts";
+import { answerHelp, machineHeader, markdownTable, memoryOf, percentile } from "./support.ts";
 
 /**
  * Objects alive in the API after a full collection may grow this much from the end of warm-up to the
@@ -98,15 +98,7 @@ function log(message: string) {
 }
 
 /** Resident set size of a process in MiB (Linux), or NaN. */
-async function rssMiB(pid: number): Promise<number> {
-  try {
-    const status = await Bun.file(`/proc/${pid}/status`).text();
-    const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1]);
-    return kb / 1024;
-  } catch {
-    return Number.NaN;
-  }
-}
+const rssMiB = async (pid: number) => (await memoryOf(pid)).rss / 2 ** 20;
 
 /**
  * The API's live JavaScript heap, in MiB and in objects: it collects garbage on SIGUSR2

@@ -23,7 +23,7 @@ import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
 import { extractWork } from "../ingest/book-text.ts";
 import { freePort } from "../tests/support/process.ts";
 import { apiRuntime, edgeStores, startGatewayProcess, withChatApi } from "./chat.ts";
-import { answerHelp, generatedNovel, machineHeader, markdownTable, nonRepeatingText, openInspector, SHARED_BOOKS_DIR } from "./support.ts";
+import { answerHelp, generatedNovel, machineHeader, markdownTable, memoryOf, nonRepeatingText, openInspector, SHARED_BOOKS_DIR } from "./support.ts";
 
 answerHelp(
   "usage: bun bench/spoiler-guard-edge.ts [--mb 51] [--books 10] [--cache-mb N]\n\nThe API on workerd with its spoiler-guard cache filled by large books: the isolate's memory after each.",
@@ -56,7 +56,7 @@ try {
         await fetch(`${url}/health`);
         const swept = await Promise.race([collected, Bun.sleep(5_000).then(() => false)]);
         const heap = (await inspector.send("Runtime.getHeapUsage")) as { usedSize: number; totalSize: number; backingStorageSize?: number };
-        const rss = Number(/^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, "utf8"))![1]) / 1024;
+        const rss = (await memoryOf(pid)).rss / MiB;
         const outside = heap.backingStorageSize ?? NaN;
         rows.push([
           swept ? label : `${label} (no collection)`,

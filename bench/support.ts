@@ -181,6 +181,13 @@ export async function processesCpuNanoseconds(pids: readonly number[]): Promise<
   return each.includes(undefined) ? undefined : each.reduce<number>((sum, ns) => sum + ns!, 0);
 }
 
+/** A process's resident set and its peak so far, in bytes (Linux /proc), or NaN where it cannot be read. */
+export async function memoryOf(pid: number): Promise<{ rss: number; peak: number }> {
+  const status = await readFile(`/proc/${pid}/status`, "utf8").catch(() => "");
+  const field = (name: string) => Number(new RegExp(`^${name}:\\s+(\\d+) kB`, "m").exec(status)?.[1] ?? NaN) * 1024;
+  return { rss: field("VmRSS"), peak: field("VmHWM") };
+}
+
 export interface ProcessInfo {
   pid: number;
   /** Its command line, arguments joined by spaces. */
