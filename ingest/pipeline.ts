@@ -150,8 +150,13 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
         saveGuard(run, text, characters, people, shingles).then(() => record("guard", shingleSeconds + since(writeStarted))),
       ]);
       // Both have ended before a failure of either fails the job: nothing of it writes on after. A
-      // write refused because the book was deleted meanwhile is that deletion.
-      if (indexWritten.status === "rejected" || guardWritten.status === "rejected") await stillThere(run);
+      // write refused because the book was deleted meanwhile is that deletion; a database that cannot
+      // even say so leaves the write's own failure to report.
+      if (indexWritten.status === "rejected" || guardWritten.status === "rejected") {
+        await stillThere(run).catch((err: unknown) => {
+          if (err instanceof BookDeletedError) throw err;
+        });
+      }
       if (indexWritten.status === "rejected") throw indexWritten.reason;
       if (guardWritten.status === "rejected") throw guardWritten.reason;
       const index = indexWritten.value;

@@ -224,6 +224,31 @@ describe("a book the frontend deletes while it is ingested", () => {
   });
 });
 
+describe("a book the frontend deletes while its index is written", () => {
+  test("the writes it refuses are that deletion: the job stops and removes what it wrote, not fails with a database error", async () => {
+    const { env } = await setup();
+    const book = await insertBook(db, { title: "The Keeper's Ledger" });
+    let deleted = false;
+    const vectorIndex = {
+      ...env.deps.vectorIndex,
+      upsert: async (bookId: string, points: Parameters<typeof env.deps.vectorIndex.upsert>[1]) => {
+        if (!deleted) {
+          deleted = true;
+          await db.query("DELETE FROM books WHERE id = $1", [bookId]);
+        }
+        return env.deps.vectorIndex.upsert(bookId, points);
+      },
+    };
+    const run = runPipeline({ ...env.deps, vectorIndex }, { bookId: book.id, source: { url: books.url(ENGLISH_BOOK) } }, TEST_PIPELINE_OPTIONS);
+    await expect(run).rejects.toBeInstanceOf(BookDeletedError);
+
+    expect(deleted).toBe(true);
+    expect(await env.deps.vectorIndex.count(book.id)).toBe(0);
+    expect(await env.deps.textIndex.count(book.id)).toBe(0);
+    expect(await listFiles(join(env.promptDir, book.id))).toEqual([]);
+  });
+});
+
 describe("a file served a byte at a time", () => {
   test("fails its book once the download falls below the minimum rate, and the book queued behind it is ingested", async () => {
     const { env } = await setup();
