@@ -50,6 +50,9 @@ function termKeys(term: GuardCharacter["terms"][number]): string[] {
   return keys;
 }
 
+/** Where the reader meets each person by name, remembered like the terms' keys: it is asked every turn. */
+const metAt = new WeakMap<GuardCharacter, number>();
+
 /**
  * Whether the reader has met the person by a name that picks them out. A single word is the weak
  * kind of name: a given name is shared ("Catherine" is Kitty and Lady Catherine), and a book-NLP list
@@ -58,9 +61,12 @@ function termKeys(term: GuardCharacter["terms"][number]): string[] {
  * them has.
  */
 function metByName(c: GuardCharacter, position: number): boolean {
-  if (c.first > position) return false;
-  const full = c.terms.filter((t) => termKeys(t).length > 1);
-  return full.length === 0 || full.some((t) => t.first <= position);
+  let at = metAt.get(c);
+  if (at === undefined) {
+    const full = c.terms.filter((t) => termKeys(t).length > 1).map((t) => t.first);
+    metAt.set(c, (at = full.length === 0 ? c.first : Math.max(c.first, Math.min(...full))));
+  }
+  return at <= position;
 }
 
 /**
