@@ -173,3 +173,18 @@ export function wordsOf(text: string): KeyedWord[] {
   eachWord(text, (key, kase, start, end) => words.push({ key, kase, word: text.slice(start, end) }));
   return words;
 }
+
+/** A short text's word keys, in order. */
+export const keysOf = (text: string) => wordsOf(text).map((w) => w.key);
+
+/** The keys a word may stand for: itself, and the singular of a plural ("ashbys", "vanes"). */
+export const singulars = (key: string) => [key, ...(key.endsWith("s") ? [key.slice(0, -1)] : []), ...(key.endsWith("es") ? [key.slice(0, -2)] : [])];
+
+/** What ends a sentence before a word, so that its capital says nothing. */
+const SENTENCE_BREAKS = new Set([...".!?…:;\n\r\u2028\u2029\"“”«»"].map((c) => c.charCodeAt(0)));
+
+/** Whether text[from, to) (the gap between two words) ends a sentence. */
+export function breaksSentence(text: string, from: number, to: number): boolean {
+  for (let i = Math.max(0, from); i < to; i++) if (SENTENCE_BREAKS.has(text.charCodeAt(i))) return true;
+  return false;
+}

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { eachWord, spelledKey, wordsOf, type WordCase } from "../text-normalise.ts";
+import { breaksSentence, eachWord, keysOf, singulars, spelledKey, wordsOf, type WordCase } from "../text-normalise.ts";
 
 /**
  * What the spoiler guard (spoiler-guard.ts) knows of a book's people, built once at ingestion from the
@@ -40,17 +40,6 @@ const MAX_NAMED_PEOPLE = 500;
 const MAX_TRACKED_WORDS = 250_000;
 /** A name word used as an ordinary word at least this often (share of its uses) is not taken for a name where capitals say nothing. */
 export const MOSTLY_ORDINARY = 0.5;
-/** What ends a sentence before a word, so that its capital says nothing. */
-const SENTENCE_BREAKS = new Set([...".!?…:;\n\r\u2028\u2029\"“”«»"].map((c) => c.charCodeAt(0)));
-
-/** Whether text[from, to) (the gap between two words) ends a sentence. */
-export function breaksSentence(text: string, from: number, to: number): boolean {
-  for (let i = Math.max(0, from); i < to; i++) if (SENTENCE_BREAKS.has(text.charCodeAt(i))) return true;
-  return false;
-}
-
-export const keysOf = (text: string) => wordsOf(text).map((w) => w.key);
-
 interface Entry {
   id: string;
   forms: string[];
@@ -67,9 +56,6 @@ function termsOf(form: string): [key: string, text: string][] {
   }
   return out.filter(([key]) => !TITLES.has(key) && (key.includes(" ") || key.length >= MIN_TERM_CHARS));
 }
-
-/** The keys a word may stand for: itself, and the singular of a plural ("ashbys", "vanes"). */
-export const singulars = (key: string) => [key, ...(key.endsWith("s") ? [key.slice(0, -1)] : []), ...(key.endsWith("es") ? [key.slice(0, -2)] : [])];
 
 interface WordUse {
   /** Lower-case uses: the word as an ordinary word. */

@@ -1,6 +1,6 @@
-import { spelledKey, WORD_PATTERN, wordCase, type WordCase } from "../text-normalise.ts";
+import { breaksSentence, keysOf, singulars, spelledKey, WORD_PATTERN, wordCase, type WordCase } from "../text-normalise.ts";
 import { SHINGLE_WORDS, shingleKey, type ShingleIndex } from "./book-shingles.ts";
-import { breaksSentence, keysOf, MOSTLY_ORDINARY, singulars, type GuardCharacter } from "./book-names.ts";
+import { MOSTLY_ORDINARY, type GuardCharacter } from "./book-names.ts";
 
 /**
  * The spoiler guard on the chat's way out. A model that knows a famous book can name the murderer
