@@ -44,7 +44,7 @@ function sampleSubmission(apiUrl: string): ProcessingRequest {
 const USAGE = usage("start", `[${FRONTEND_WRITES_FLAG}]`);
 const HELP = `${USAGE}
 
-Starts the API and the ingest worker in one process, on whatever is configured (see README.md,
+Starts the API and the ingest worker in one process, on whatever is configured (see docs/operations.md,
 Configuration) and on embedded stores under DATA_DIR otherwise. On an empty embedded database it
 ingests the sample story first and prints how to chat with it.
 

@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { existsSync } from "node:fs";
-import { mkdtemp, readFile, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { networkInterfaces, tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
 import { SAMPLE_BOOK } from "../../ingest/sample-book.ts";
@@ -72,16 +72,20 @@ describe("every command answers --help as printed, without Bun", () => {
   }
 });
 
-test("every `npm run <script>` the README prints names a script of package.json, and every `bun run` has its npm form too", async () => {
+test("every `npm run <script>` the README and docs/ print names a script of package.json, and every `bun run` of the README has its npm form too", async () => {
   const readme = await readFile(join(REPO_ROOT, "README.md"), "utf8");
+  // The README's walk-through continues in docs/ (usage.md, ingestion.md, …): their commands are typed as printed too.
+  const docs = await Promise.all(
+    (await readdir(join(REPO_ROOT, "docs"))).filter((f) => f.endsWith(".md")).map((f) => readFile(join(REPO_ROOT, "docs", f), "utf8")),
+  );
   const { scripts } = JSON.parse(await readFile(join(REPO_ROOT, "package.json"), "utf8")) as { scripts: Record<string, string> };
   const named = [...readme.matchAll(/npm run ([a-z:]+)/g)].map((m) => m[1]!);
   expect(named.length).toBeGreaterThan(10);
-  for (const script of named) expect(Object.keys(scripts)).toContain(script);
+  for (const text of [readme, ...docs]) for (const m of text.matchAll(/npm run ([a-z:]+)/g)) expect(Object.keys(scripts)).toContain(m[1]!);
   const bunOnly = [...readme.matchAll(/bun run ([a-z:]+)/g)].map((m) => m[1]!).filter((script) => !named.includes(script));
   expect(bunOnly).toEqual([]);
   // Options after an npm script name reach the script only after `--`.
-  expect(readme.match(/npm run [a-z:]+ --?[a-z]/g) ?? []).toEqual([]);
+  expect([readme, ...docs].flatMap((text) => text.match(/npm run [a-z:]+ --?[a-z]/g) ?? [])).toEqual([]);
 });
 
 test("no package npm installs asks for a newer Node.js than the README names (npm would warn EBADENGINE)", async () => {
