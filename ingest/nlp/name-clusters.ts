@@ -92,16 +92,19 @@ function bareOwnName(f: Form): boolean {
 }
 
 /**
- * A full name met once, after the book has long used its given name ("Lady Mary Grierson" in
- * chapter 12 of a book that says "Mary" from chapter 1): when every full name the given name fits
+ * A full name met once, after the book has long used its given name, with a surname the book uses
+ * nowhere else ("Lady Mary Grierson" in chapter 12 of a book that says "Mary" from chapter 1): when every full name the given name fits
  * is such a latecomer, the given name is someone of its own. A full name that comes first
  * introduces whoever the given name then means ("Tobias Fenwick … Tobias"), and beside an earlier
  * owner a latecomer stays a candidate: "Miss Mary Holder", met once, is the "Mary" of her own story.
  */
-function latecomer(c: Character, f: Form): boolean {
+function latecomer(c: Character, f: Form, wordUses: ReadonlyMap<string, number>): boolean {
   const w = f.words[0]!;
   // An elaboration ends on the name it elaborates ("Brave Wren" of Wren): that one stays a candidate.
   if (c.mentionCount > 1 || !c.firsts.has(w) || c.lasts.has(w) || c.lasts.size === 0) return false;
+  // A surname the book uses elsewhere is a family it knows: "Miss Jane Bennet", met once, is the Jane
+  // of the Bennets all along.
+  if ([...c.lasts].some((l) => (wordUses.get(l) ?? 0) > c.mentionCount)) return false;
   let before = 0;
   for (const m of f.mentions) if (m.start < c.firstStart && ++before >= OWN_NAME_MIN) return true;
   return false;
@@ -220,7 +223,7 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     // A bare word mostly seen after "in"/"at" is a place that once sat next to a name ("in London Lydia").
     const placeLike = f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.filter((m) => m.placeContext).length >= PLACE_SHARE * f.mentions.length;
     let cands = placeLike ? [] : [...near].filter((c) => compatible(c, f) && !fatherOf(c, f, forms));
-    if (bareOwnName(f) && cands.every((c) => latecomer(c, f))) cands = [];
+    if (bareOwnName(f) && cands.every((c) => latecomer(c, f, wordUses))) cands = [];
     // "The Major" is the book's one major, met by name before ("Major Callendar").
     const rank = f.definite && f.words.length === 1 ? titleOf(f.parts[0]!) : undefined;
     // Only within a few pages of the major's name: "I wish to the Lord" stories away from any lord

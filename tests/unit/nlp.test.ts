@@ -261,6 +261,16 @@ describe("name clustering", () => {
     expect(mary.aliases).not.toContain("Lady Mary Grierson");
   });
 
+  test("a full name met once, late, whose surname is a family of the book, is the given name's owner", () => {
+    const t = [
+      '"Jane is kind," said Mrs. Ashby. Jane smiled. Jane sewed by the fire, and Jane said nothing.',
+      'Jane walked out. Jane was pretty. Mr. Ashby read the letter, and Kitty Ashby laughed. "Jane," said Kitty Ashby.',
+      "The letter was for Miss Jane Ashby. Jane read it twice, and Jane wept.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss Jane Ashby").id).toBe(character(characters, "Jane").id);
+  });
+
   test("'Mesdames' and 'Messrs.' before a surname name several people, none of them a character", () => {
     const t = 'Major Hale rode in. "Good day," said Major Hale. Mesdames Hale were at the club. Messrs. Hale and Dunn sold tea. Major Hale laughed.';
     const { analysis } = read(t);
