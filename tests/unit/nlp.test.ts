@@ -271,6 +271,15 @@ describe("name clustering", () => {
     expect(character(characters, "Miss Jane Ashby").id).toBe(character(characters, "Jane").id);
   });
 
+  test("a place run into a name is no part of it: 'from Brenna Halloran wrote' is Halloran, though Brenna is named more often than it is a place", () => {
+    const t = [
+      "General Halloran rode to Brenna with his men. The men rested in Brenna, and at Brenna they waited. They loved Brenna, they sang of Brenna, they left Brenna late, and they dreamt of Brenna.",
+      "The king wrote, and from Brenna Halloran wrote to the king. Halloran was tired, and Halloran was old. \"We stay,\" said Halloran.",
+    ].join("\n\n");
+    const { analysis } = read(t);
+    expect(analysis.chars.flatMap((c) => [...c.forms.keys()])).not.toContain("Brenna Halloran");
+  });
+
   test("'Mesdames' and 'Messrs.' before a surname name several people, none of them a character", () => {
     const t = 'Major Hale rode in. "Good day," said Major Hale. Mesdames Hale were at the club. Messrs. Hale and Dunn sold tea. Major Hale laughed.';
     const { analysis } = read(t);
