@@ -2,6 +2,7 @@
 // pipeline's character list: names, aliases, gender and spoken lines per character.
 
 import { detokenize, stripQuoteMarks, type BookCharacter, type EntityRow, type MentionCount, type ParsedBookNlp } from "./booknlp-files.ts";
+import { NICKNAMES } from "./lexicon.ts";
 
 export type CharacterGender = "male" | "female" | "unknown";
 
@@ -201,16 +202,23 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
 
 /**
  * An alias two listed characters both carry ("Nicholas" of two Nicholases, "Mr. Sholto" of two
- * brothers) stays only with the one the book calls so SHARED_SURNAME_LEAD times as often as any
+ * brothers), or one carries and the other goes by a familiar form of ("Catherine" of Lady Catherine
+ * and of Kitty), stays only with the one the book calls so SHARED_SURNAME_LEAD times as often as any
  * other; when neither leads, it names neither for sure and is nobody's.
  */
 function dropSharedAliases(list: CharacterSummary[], formUses: Map<CharacterSummary, Map<string, number>>): void {
-  const carriers = new Map<string, CharacterSummary[]>();
-  for (const c of list) for (const a of c.aliases) carriers.set(a.toLowerCase(), [...(carriers.get(a.toLowerCase()) ?? []), c]);
-  for (const [alias, set] of carriers) {
-    if (set.length < 2) continue;
-    const lead = leader(set.map((c) => ({ c, n: formUses.get(c)!.get(alias) ?? 0 })));
-    for (const c of set) if (c !== lead) c.aliases = c.aliases.filter((a) => a.toLowerCase() !== alias);
+  const claims = new Map<string, { c: CharacterSummary; n: number }[]>();
+  const claim = (key: string, c: CharacterSummary, n: number) => claims.set(key, [...(claims.get(key) ?? []), { c, n }]);
+  for (const c of list) {
+    const uses = formUses.get(c)!;
+    for (const a of c.aliases) claim(a.toLowerCase(), c, uses.get(a.toLowerCase()) ?? 0);
+    // "Kitty" is a "Catherine" too: the given name a familiar form stands for is claimed by whoever goes by it.
+    for (const [form, n] of uses) for (const full of NICKNAMES.get(form) ?? []) claim(full, c, n);
+  }
+  for (const [alias, claimants] of claims) {
+    if (new Set(claimants.map((x) => x.c)).size < 2) continue;
+    const lead = leader(claimants);
+    for (const { c } of claimants) if (c !== lead) c.aliases = c.aliases.filter((a) => a.toLowerCase() !== alias);
   }
 }
 

@@ -93,6 +93,15 @@ describe("aliases two characters share", () => {
     const carriers = list.filter((c) => c.aliases.includes("Nicholas"));
     expect(carriers.length).toBeLessThanOrEqual(1);
   });
+  test("a given name is nobody's alias when another character goes by its familiar form more often: Kitty is a Catherine too", () => {
+    const text = [
+      'Lady Catherine Vane came to dinner. "Sit," said Lady Catherine. Catherine, her friends said, was proud. Lady Catherine ate little.',
+      'Kitty laughed. "Oh, Kitty," said her sister. Kitty coughed, and Kitty ran out. "I am Kitty," said Kitty.',
+      'Later Lady Catherine left, and Kitty came back. "Gone?" said Kitty. Kitty sat down.',
+    ].join("\n\n");
+    const list = listOf(text);
+    expect(namesOf(list, "Lady Catherine")).not.toContain("Catherine");
+  });
 });
 
 describe("a collection of stories", () => {
