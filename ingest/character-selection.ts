@@ -7,7 +7,7 @@
  */
 import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
 import { detokenize, type ParsedBookNlp } from "./nlp/booknlp-files.ts";
-import { DEFAULT_MIN_MENTIONS, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "./nlp/character-list.ts";
+import { DEFAULT_MIN_MENTIONS, givenNamesOf, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "./nlp/character-list.ts";
 import { nameKey } from "./character-names.ts";
 import { quoteSample, spread, taggedLines } from "./character-lines.ts";
 import { tokenColumns, type TokenColumns } from "./token-columns.ts";
@@ -57,9 +57,10 @@ interface Merged {
 
 /**
  * Clusters that end up with the same name are one character to a reader (and one row in the
- * database), unless their fuller names show different surnames: "Mary" of Mary Sutherland and
- * "Mary" of Mary Holder are two women who share a given name, and each is then called by her
- * fullest name.
+ * database), unless their fuller names show different surnames or different given names: "Mary" of
+ * Mary Sutherland and "Mary" of Mary Holder are two women who share a given name, "Kutúzov" of Paul
+ * Ivánovich and of Michael Ilariónovich Kutúzov two men who share a surname, and each is then called
+ * by their fullest name.
  */
 function mergeByName(list: readonly CharacterSummary[]): Merged[] {
   const byKey = new Map<string, Merged[]>();
@@ -67,8 +68,11 @@ function mergeByName(list: readonly CharacterSummary[]): Merged[] {
   for (const c of list) {
     const key = nameKey(c.name);
     const same = byKey.get(key) ?? [];
-    const surnames = surnamesOf([c.name, ...c.aliases]);
-    const existing = same.find((m) => !differentPeople(surnames, surnamesOf([m.summary.name, ...m.summary.aliases])));
+    const names = [c.name, ...c.aliases];
+    const existing = same.find((m) => {
+      const theirs = [m.summary.name, ...m.summary.aliases];
+      return !disjoint(surnamesOf(names), surnamesOf(theirs)) && !disjoint(givenNamesOf(names), givenNamesOf(theirs));
+    });
     if (!existing) {
       const merged = { summary: { ...c, aliases: [...c.aliases] }, ids: [c.id], quotes: [...c.quotes] };
       byKey.set(key, [...same, merged]);
@@ -88,8 +92,8 @@ function mergeByName(list: readonly CharacterSummary[]): Merged[] {
   return all;
 }
 
-/** Both show surnames and none is shared. */
-function differentPeople(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
+/** Both show names of the kind and none is shared: different surnames, or one surname and different given names (Paul and Michael Kutúzov). */
+function disjoint(a: ReadonlySet<string>, b: ReadonlySet<string>): boolean {
   if (a.size === 0 || b.size === 0) return false;
   for (const s of a) if (b.has(s)) return false;
   return true;

@@ -60,6 +60,16 @@ export function surnamesOf(names: readonly string[]): Set<string> {
   return out;
 }
 
+/** Given names a character's names show, lower-cased: the first word of a name of two words or more after its titles. */
+export function givenNamesOf(names: readonly string[]): Set<string> {
+  const out = new Set<string>();
+  for (const n of names) {
+    const bare = withoutTitle(n).trim().split(/\s+/);
+    if (bare.length >= 2) out.add(bare[0]!.toLowerCase());
+  }
+  return out;
+}
+
 /**
  * Share of a character's name mentions a bare surname must have to stay an alias when someone else
  * shares that surname: "Darcy" is Mr. Darcy's usual name; the one "Bennet" clustered with Elizabeth

@@ -50,6 +50,31 @@ describe("people who share a name", () => {
     expect(selected.filter((c) => c.aliases.includes("Mary"))).toEqual([]);
   });
 
+  test("two men who share only a surname stay two characters, each called by his full name", () => {
+    const text = [
+      'Michael Kestrel commanded the army. Kestrel was old. "We wait," said Kestrel. Kestrel slept, and Kestrel woke late.',
+      '"Retreat," said Michael Kestrel. Kestrel rode on, and Kestrel frowned.',
+      "Years before, a poem had been written by Paul Kestrel, the general's cousin. Kestrel wrote verses. \"A rhyme,\" said Kestrel. Kestrel smiled.",
+      "Paul Kestrel died young. Kestrel was mourned.",
+      "Kestrel marched. Kestrel halted. Kestrel ate. Kestrel rested. Kestrel read the map, and Kestrel slept.",
+    ].join("\n\n");
+    const names = select(text).map((c) => c.name);
+    expect(names).toContain("Michael Kestrel");
+    expect(names).toContain("Paul Kestrel");
+  });
+
+  test("two men the book mostly calls by the surname they share stay two characters when their given names differ", () => {
+    const text = [
+      'Michael Kestrel commanded the army. Kestrel was old. "We wait," said Kestrel. Kestrel slept, and Kestrel woke late. Michael was his name, and Michael he signed.',
+      '"Retreat," said Kestrel. Kestrel rode on, and Kestrel frowned.',
+      "Years before, a poem had been written by Paul Kestrel, the general's cousin. Kestrel wrote verses. \"A rhyme,\" said Kestrel. Kestrel smiled. Paul was a poet; Paul died young.",
+      "Kestrel marched. Kestrel halted. Kestrel ate. Kestrel rested. Kestrel read the map, and Kestrel slept.",
+    ].join("\n\n");
+    const names = select(text).map((c) => c.name);
+    expect(names).toContain("Michael Kestrel");
+    expect(names).toContain("Paul Kestrel");
+  });
+
   test("a bare surname the family shares is not an alias of the one it was once used for, but stays the name of the one it usually means", () => {
     const text = [
       'Mr. Tobin read his paper. "Well," said Mr. Tobin. Mrs. Tobin sighed. "You never listen," said Mrs. Tobin.',
