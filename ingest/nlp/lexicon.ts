@@ -41,7 +41,6 @@ export const NOT_NAMES = words(`
   sir madam ma'am miss mrs mr dear dearest good poor old young little great
   mamma mama papa pa ma mother father aunt uncle grandmother grandfather cousin brother sister
   monday tuesday wednesday thursday friday saturday sunday
-  january february march april may june july august september october november december
   christmas easter michaelmas whitsuntide lent
   chapter volume book part letter preface introduction contents appendix finis end
   indeed upon pray thank thanks
@@ -49,6 +48,9 @@ export const NOT_NAMES = words(`
   mister madame monsieur mademoiselle signor signora herr frau
   esq esquire other latter former same rest whole transcriber transcribers
 `);
+/** Months: no name, but a month before a name after "the" is part of it ("the March Hare", "the May Queen"). */
+export const MONTHS = words("january february march april may june july august september october november december");
+for (const m of MONTHS) NOT_NAMES.add(m);
 
 /** Verbs of a credit line: the names after "Edited by", "Produced by"… made the book, they are not in it. */
 export const CREDIT_VERBS = words(`

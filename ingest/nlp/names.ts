@@ -14,6 +14,7 @@ import {
   GIVEN_NAMES,
   HONORIFICS,
   INTERJECTIONS,
+  MONTHS,
   NAME_PARTICLES,
   NOT_NAMES,
   PLACE_HEADS,
@@ -177,7 +178,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       while (
         start > 0 &&
         is(start - 1, SHAPE_CAPITALISED) &&
-        !notName(lowers[start - 1]!) &&
+        (!notName(lowers[start - 1]!) || (MONTHS.has(lowers[start - 1]!) && lowers[start - 2] === "the")) &&
         !isPlaceWord(lowers[start - 1]!) &&
         (lower.get(lowers[start - 1]!) ?? 0) <= (capMid.get(lowers[start - 1]!) ?? 0) &&
         !isSentenceInitial(tok, start - 1, inQuote) &&

@@ -280,6 +280,12 @@ describe("name clustering", () => {
     expect(analysis.chars.flatMap((c) => [...c.forms.keys()])).not.toContain("Brenna Halloran");
   });
 
+  test("a month after 'the' and before a name is part of the name: the March Hare", () => {
+    const t = 'The March Hare poured the tea. "More?" said the March Hare. Alice shook her head. "Then hush," said the March Hare, and the March Hare laughed. In March Alice went home.';
+    const { characters } = read(t);
+    expect(character(characters, "the March Hare").name).toBe("March Hare");
+  });
+
   test("'Mesdames' and 'Messrs.' before a surname name several people, none of them a character", () => {
     const t = 'Major Hale rode in. "Good day," said Major Hale. Mesdames Hale were at the club. Messrs. Hale and Dunn sold tea. Major Hale laughed.';
     const { analysis } = read(t);
