@@ -18,6 +18,17 @@ export const MOSTLY_MALE_TITLES = words(
 );
 for (const w of MOSTLY_MALE_TITLES) HONORIFICS.set(w, undefined);
 
+/**
+ * Military and noble ranks, and the courtesy titles that stand for them abroad: one person may be
+ * called by several ("General Kutúzov" and "Prince Kutúzov"), where Mr., Mrs., Miss or Lady before a
+ * surname tell a family's members apart.
+ */
+export const RANKS = words(`
+  general colonel major captain admiral lieutenant commander
+  prince princess count countess duke duchess baron baroness marquis marchioness earl
+  madame monsieur
+`);
+
 /** Titles of several people at once ("Mesdames Callendar", "Messrs. Hale and Co."). */
 export const PLURAL_TITLES = words("mesdames messrs messrs. messieurs mmes");
 

@@ -1,4 +1,4 @@
-import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, MOSTLY_MALE_TITLES, NAME_PARTICLES, NICKNAMES, type Gender } from "./lexicon.ts";
+import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, MOSTLY_MALE_TITLES, NAME_PARTICLES, NICKNAMES, RANKS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -69,10 +69,13 @@ function compatible(c: Character, f: Form): boolean {
   if (f.title === "lady" && f.words.length === 1 && !c.titles.has("lady") && c.lasts.has(f.words[0]!) && !c.firsts.has(f.words[0]!)) return false;
   const words = f.words;
   // Different titles before one surname are different people (Major Sholto, Mr. Sholto), except
-  // "Master", the old full form of "Mr.": "Master Holmes" before a surname is Mr. Holmes.
+  // "Master", the old full form of "Mr.": "Master Holmes" before a surname is Mr. Holmes; and ranks,
+  // which one person holds several of ("General Kutúzov", "Prince Kutúzov"; "Countess Olenska",
+  // "Madame Olenska").
   const surnameOnly = words.length === 1 && c.lasts.has(words[0]!) && !c.firsts.has(words[0]!);
   const mister = f.title === "master" && c.titles.has("mr") && surnameOnly;
-  if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister) return false;
+  const ranked = f.title !== undefined && RANKS.has(f.title) && [...c.titles].every((t) => RANKS.has(t));
+  if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister && !ranked) return false;
   if (f.definite) return c.heads.has(words[words.length - 1]!);
   // "Lord St. Simon", "Mr. de Winter": a surname with its particle, no given name.
   if (particleSurname(words)) return c.lasts.has(words[words.length - 1]!);

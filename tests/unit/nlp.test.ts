@@ -286,6 +286,16 @@ describe("name clustering", () => {
     expect(character(characters, "the March Hare").name).toBe("March Hare");
   });
 
+  test("two ranks before one surname are one person, Mr. and a rank two: Countess and Madame Olenska, Major and Mr. Sholt", () => {
+    const t = [
+      'Countess Olenska came late to the opera. "Good evening," said Countess Olenska. Newland looked at Madame Olenska, and Madame Olenska smiled. "You are kind," said Madame Olenska.',
+      'Major Sholt had died in India. Mr. Sholt, his son, kept the house. "Come in," said Mr. Sholt. Major Sholt\'s portrait hung above him.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Countess Olenska").id).toBe(character(characters, "Madame Olenska").id);
+    expect(character(characters, "Major Sholt").id).not.toBe(character(characters, "Mr. Sholt").id);
+  });
+
   test("'Mesdames' and 'Messrs.' before a surname name several people, none of them a character", () => {
     const t = 'Major Hale rode in. "Good day," said Major Hale. Mesdames Hale were at the club. Messrs. Hale and Dunn sold tea. Major Hale laughed.';
     const { analysis } = read(t);
