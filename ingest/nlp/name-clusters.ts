@@ -42,6 +42,9 @@ const OWN_NAME_MIN = 3;
 // How many times more often a man must be called by his given name than "Mr. <his surname>" is
 // used for that "Mr." to be someone else (his father).
 const GIVEN_NAME_OVER_TITLE = 5;
+// How many times more often than any other unmarried woman of her surname the book must name the
+// one "Miss <Surname>" is taken for.
+const HEROINE_LEAD = 5;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
 export function formGender(title: string | undefined, parts: string[]): Gender | undefined {
@@ -111,6 +114,19 @@ function latecomer(c: Character, f: Form, wordUses: ReadonlyMap<string, number>)
   let before = 0;
   for (const m of f.mentions) if (m.start < c.firstStart && ++before >= OWN_NAME_MIN) return true;
   return false;
+}
+
+/**
+ * "Miss Morland", when no Morland is called Miss yet, is the unmarried Morland woman the book names
+ * HEROINE_LEAD times as often as any other (Catherine, not the sister met twice); with two of like
+ * weight (the Miss Bennets) it is neither: by custom that is the eldest, whom nothing here tells.
+ */
+function heroine(cands: Character[], surname: string, forms: Map<string, Form>): Character | undefined {
+  const weight = (c: Character) => c.mentionCount + [...c.firsts].reduce((n, g) => n + (forms.get(g)?.mentions.length ?? 0), 0);
+  const [top, next] = cands
+    .filter((c) => c.gender !== "m" && c.lasts.has(surname) && !c.firsts.has(surname) && !c.titles.has("mrs") && !c.titles.has("lady"))
+    .sort((a, b) => weight(b) - weight(a));
+  return top !== undefined && (next === undefined || weight(top) >= HEROINE_LEAD * weight(next)) ? top : undefined;
 }
 
 /**
@@ -290,6 +306,7 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         const holders = cands.filter((c) => c.titles.has(title) && c.lasts.has(w) && !c.firsts.has(w));
         if (byFirst.length === 1) target = byFirst[0];
         else if (holders.length === 1) target = holders[0];
+        else if (holders.length === 0 && title === "miss") target = heroine(cands, w, forms);
         else if (holders.length > 1 && HONORIFICS.get(title) === "m") {
           // Two brothers both "Mr. Sholto": each use is whichever of them the text was just about.
           // (Several "Miss Bennet"s are not settled so: by custom that is the eldest alone.)

@@ -207,6 +207,16 @@ describe("name clustering", () => {
     expect(character(characters, "Mrs. Pell").id).not.toBe(character(characters, "Rosa").id);
   });
 
+  test("'Miss <Surname>' with no Miss of that name yet is the woman of that surname the book names far more than any other", () => {
+    const t = [
+      "Catherine Morland was plain as a child. Catherine loved cricket. Catherine ran, and Catherine climbed. Catherine grew up.",
+      "Her sister Sarah Morland stayed at home. Catherine went to Bath. Catherine danced, and Catherine laughed.",
+      '"You dance well, Miss Morland," said Henry. Miss Morland blushed. "Thank you," said Miss Morland. Catherine smiled.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss Morland").id).toBe(character(characters, "Catherine Morland").id);
+  });
+
   test("the narrator's 'Mr. <Surname>' is the father of a son the book calls by his given name", () => {
     const t = [
       "Ned Dorling came home on leave. Ned ran up the steps, and Ned kissed his sister. Ned was tall now, and Ned was brown.",
