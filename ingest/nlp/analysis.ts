@@ -1,5 +1,5 @@
 import type { Attribution } from "./attribution.ts";
-import type { Character } from "./name-clusters.ts";
+import type { Character } from "./character.ts";
 import type { EntityMention } from "./coref.ts";
 import type { NameMention, PlaceMention } from "./names.ts";
 import type { QuoteScan } from "./quotes.ts";

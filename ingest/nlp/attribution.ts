@@ -1,4 +1,4 @@
-import type { Character } from "./name-clusters.ts";
+import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";

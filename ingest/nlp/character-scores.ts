@@ -1,7 +1,8 @@
 // After clustering, what the text around each character's names says of them: their gender, from
 // the pronouns that follow, and whether they are a person at all; and whether a name is a vocative.
 import { FEMALE_PRONOUNS, GIVEN_NAMES, HONORIFICS, MALE_PRONOUNS, MOSTLY_MALE_TITLES } from "./lexicon.ts";
-import { formGender, type Character } from "./name-clusters.ts";
+import type { Character } from "./character.ts";
+import { formGender } from "./name-fit.ts";
 import { isTagSubject, type NameMention } from "./names.ts";
 import { classifyWords, type Tokenized } from "./tokenizer.ts";
 

@@ -1,5 +1,6 @@
 import { NARRATOR_ID, type Attribution } from "./attribution.ts";
-import { surfaceOf, type Character } from "./name-clusters.ts";
+import type { Character } from "./character.ts";
+import { surfaceOf } from "./name-clusters.ts";
 import { FEMALE_PRONOUNS, FIRST_PERSON, MALE_PRONOUNS, SECOND_PERSON } from "./lexicon.ts";
 import type { NameMention, PlaceMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";

@@ -1,5 +1,5 @@
 import type { Attribution } from "./attribution.ts";
-import { mergeCharacter, type Character } from "./name-clusters.ts";
+import { mergeCharacter, type Character } from "./character.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 

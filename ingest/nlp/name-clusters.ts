@@ -1,166 +1,17 @@
-import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, MOSTLY_MALE_TITLES, NAME_PARTICLES, NICKNAMES, RANKS, type Gender } from "./lexicon.ts";
+import { emptyCharacter, mergeCharacter, type Character } from "./character.ts";
+import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, NICKNAMES } from "./lexicon.ts";
+import { bareOwnName, compatible, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, type Form } from "./name-fit.ts";
 import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
 import type { Tokenized } from "./tokenizer.ts";
-
-export interface Character {
-  id: number;
-  titles: Set<string>;
-  /** Lower-cased name words known to be given names / surnames of this character. */
-  firsts: Set<string>;
-  lasts: Set<string>;
-  /** Heads of "the X" names ("rabbit" for "the White Rabbit"). */
-  heads: Set<string>;
-  /** Name form (as written, e.g. "Miss Bennet") → occurrences. */
-  forms: Map<string, number>;
-  mentionCount: number;
-  gender: Gender | undefined;
-  votes: { m: number; f: number };
-  person: boolean;
-  /** Token where the character's first name mention starts. */
-  firstStart: number;
-}
-
-interface Form {
-  key: string;
-  title: string | undefined;
-  parts: string[];
-  /** parts, lower-cased. */
-  words: string[];
-  gender: Gender | undefined;
-  definite: boolean;
-  mentions: NameMention[];
-}
 
 // How many times more often a bare name must occur than all the fuller names it fits together
 // before those fuller names are taken for elaborations of it.
 const ELABORATION_RATIO = 4;
 // How far (tokens, a few pages) "the Major" may be from the major's name to be taken for them.
 const RANK_REACH = 3000;
-// Bare uses that make a given name a name in its own right.
-const OWN_NAME_MIN = 3;
-// How many times more often a man must be called by his given name than "Mr. <his surname>" is
-// used for that "Mr." to be someone else (his father).
-const GIVEN_NAME_OVER_TITLE = 5;
-// How many times more often than any other unmarried woman of her surname the book must name the
-// one "Miss <Surname>" is taken for.
-const HEROINE_LEAD = 5;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
-export function formGender(title: string | undefined, parts: string[]): Gender | undefined {
-  if (title !== undefined) {
-    const g = HONORIFICS.get(title);
-    if (g) return g;
-    if (MOSTLY_MALE_TITLES.has(title)) return "m";
-  }
-  const first = parts[0]?.toLowerCase();
-  return first !== undefined && (parts.length > 1 || title === undefined || FIRST_NAME_TITLES.has(title))
-    ? GIVEN_NAMES.get(first)
-    : undefined;
-}
-
-function formKey(m: NameMention): string {
-  return (m.definite ? "the " : m.title !== undefined ? m.title + " " : "") + m.parts.join(" ").toLowerCase();
-}
-
-function compatible(c: Character, f: Form): boolean {
-  const g = f.gender;
-  if (g && c.gender && g !== c.gender) return false;
-  // A married title names a different person from the same surname's "Miss" or first name.
-  if (f.title === "mrs" && !c.titles.has("mrs")) return false;
-  // So does "Lady" before a surname: Lady Bertram is not the untitled Maria Bertram, her daughter.
-  if (f.title === "lady" && f.words.length === 1 && !c.titles.has("lady") && c.lasts.has(f.words[0]!) && !c.firsts.has(f.words[0]!)) return false;
-  const words = f.words;
-  // Different titles before one surname are different people (Major Sholto, Mr. Sholto), except
-  // "Master", the old full form of "Mr.": "Master Holmes" before a surname is Mr. Holmes; and ranks,
-  // which one person holds several of ("General Kutúzov", "Prince Kutúzov"; "Countess Olenska",
-  // "Madame Olenska").
-  const surnameOnly = words.length === 1 && c.lasts.has(words[0]!) && !c.firsts.has(words[0]!);
-  const mister = f.title === "master" && c.titles.has("mr") && surnameOnly;
-  const ranked = f.title !== undefined && RANKS.has(f.title) && [...c.titles].every((t) => RANKS.has(t));
-  if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister && !ranked) return false;
-  if (f.definite) return c.heads.has(words[words.length - 1]!);
-  // "Lord St. Simon", "Mr. de Winter": a surname with its particle, no given name.
-  if (particleSurname(words)) return c.lasts.has(words[words.length - 1]!);
-  if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
-  const w = words[0]!;
-  if (f.title !== undefined && !FIRST_NAME_TITLES.has(f.title)) return c.lasts.has(w);
-  return c.firsts.has(w) || c.lasts.has(w) || (f.title === undefined && c.heads.has(w));
-}
-
-function particleSurname(words: readonly string[]): boolean {
-  return words.length >= 2 && NAME_PARTICLES.has(words[0]!);
-}
-
-/** An untitled single word the book uses often: a given name (or a one-word name) in its own right. */
-function bareOwnName(f: Form): boolean {
-  return f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.length >= OWN_NAME_MIN;
-}
-
-/**
- * A full name met once, after the book has long used its given name, with a surname the book uses
- * nowhere else ("Lady Mary Grierson" in chapter 12 of a book that says "Mary" from chapter 1): when every full name the given name fits
- * is such a latecomer, the given name is someone of its own. A full name that comes first
- * introduces whoever the given name then means ("Tobias Fenwick … Tobias"), and beside an earlier
- * owner a latecomer stays a candidate: "Miss Mary Holder", met once, is the "Mary" of her own story.
- */
-function latecomer(c: Character, f: Form, wordUses: ReadonlyMap<string, number>): boolean {
-  const w = f.words[0]!;
-  // An elaboration ends on the name it elaborates ("Brave Wren" of Wren): that one stays a candidate.
-  if (c.mentionCount > 1 || !c.firsts.has(w) || c.lasts.has(w) || c.lasts.size === 0) return false;
-  // A surname the book uses elsewhere is a family it knows: "Miss Jane Bennet", met once, is the Jane
-  // of the Bennets all along.
-  if ([...c.lasts].some((l) => (wordUses.get(l) ?? 0) > c.mentionCount)) return false;
-  let before = 0;
-  for (const m of f.mentions) if (m.start < c.firstStart && ++before >= OWN_NAME_MIN) return true;
-  return false;
-}
-
-/**
- * "Miss Morland", when no Morland is called Miss yet, is the unmarried Morland woman the book names
- * HEROINE_LEAD times as often as any other (Catherine, not the sister met twice); with two of like
- * weight (the Miss Bennets) it is neither: by custom that is the eldest, whom nothing here tells.
- */
-function heroine(cands: Character[], surname: string, forms: Map<string, Form>): Character | undefined {
-  const weight = (c: Character) => c.mentionCount + [...c.firsts].reduce((n, g) => n + (forms.get(g)?.mentions.length ?? 0), 0);
-  const [top, next] = cands
-    .filter((c) => c.gender !== "m" && c.lasts.has(surname) && !c.firsts.has(surname) && !c.titles.has("mrs") && !c.titles.has("lady"))
-    .sort((a, b) => weight(b) - weight(a));
-  return top !== undefined && (next === undefined || weight(top) >= HEROINE_LEAD * weight(next)) ? top : undefined;
-}
-
-/**
- * "Mr. Price" in the narration is not William Price when the book calls William by his given name
- * many times more: a man the narrative knows by his given name is the son, and "Mr. <Surname>" is
- * the head of the family, whose given name the book may never give.
- */
-function fatherOf(c: Character, f: Form, forms: Map<string, Form>): boolean {
-  if (f.title === undefined || HONORIFICS.get(f.title) !== "m" || FIRST_NAME_TITLES.has(f.title) || f.words.length !== 1) return false;
-  const surname = f.words[0]!;
-  if (!c.lasts.has(surname) || c.firsts.has(surname)) return false;
-  // Said to his face ("Please, Mr. Herriton"), it is how others address the man the narrator calls
-  // Philip; only the narrator's own "Mr. Price" is a second man.
-  if (f.mentions.filter((m) => m.inQuote).length * 2 >= f.mentions.length) return false;
-  return [...c.firsts].some((g) => (forms.get(g)?.mentions.length ?? 0) >= GIVEN_NAME_OVER_TITLE * f.mentions.length);
-}
-
-/** A character with no names, mentions or votes yet. */
-export function emptyCharacter(id: number, gender: Gender | undefined): Character {
-  return {
-    id,
-    titles: new Set(),
-    firsts: new Set(),
-    lasts: new Set(),
-    heads: new Set(),
-    forms: new Map(),
-    mentionCount: 0,
-    gender,
-    votes: { m: 0, f: 0 },
-    person: false,
-    firstStart: Number.POSITIVE_INFINITY,
-  };
-}
-
 function newCharacter(id: number, f: Form): Character {
   const words = f.parts.map((p) => p.toLowerCase());
   const c = emptyCharacter(id, formGender(f.title, f.parts));
@@ -339,31 +190,6 @@ function nearTo(starts: readonly number[]): (m: NameMention) => boolean {
     const [before, after] = [starts[lo - 1], starts[lo]];
     return (after !== undefined && after - m.start <= RANK_REACH) || (before !== undefined && m.start - before <= RANK_REACH);
   };
-}
-
-/**
- * Moves every name, mention and vote of `from` to `into`; `from` is left empty and no person, no
- * longer a candidate for anything. Clustering merges elaborations with it, and description links
- * (after attribution) a description with the name it turns out to be.
- */
-export function mergeCharacter(into: Character, from: Character, names: NameMention[]): void {
-  for (const t of from.titles) into.titles.add(t);
-  for (const w of from.firsts) into.firsts.add(w);
-  for (const w of from.lasts) into.lasts.add(w);
-  for (const w of from.heads) into.heads.add(w);
-  for (const [form, n] of from.forms) into.forms.set(form, (into.forms.get(form) ?? 0) + n);
-  into.mentionCount += from.mentionCount;
-  into.firstStart = Math.min(into.firstStart, from.firstStart);
-  into.votes.m += from.votes.m;
-  into.votes.f += from.votes.f;
-  if (!into.gender) into.gender = from.gender;
-  for (const m of names) if (m.char === from.id) m.char = into.id;
-  from.forms = new Map();
-  from.mentionCount = 0;
-  from.firsts = new Set();
-  from.lasts = new Set();
-  from.heads = new Set();
-  from.person = false;
 }
 
 /** mergeCharacter, and the word index of clustering pointed at `into`. */
