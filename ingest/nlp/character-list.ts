@@ -218,7 +218,11 @@ export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOpt
  */
 function dropSharedAliases(list: CharacterSummary[], formUses: Map<CharacterSummary, Map<string, number>>): void {
   const claims = new Map<string, { c: CharacterSummary; n: number }[]>();
-  const claim = (key: string, c: CharacterSummary, n: number) => claims.set(key, [...(claims.get(key) ?? []), { c, n }]);
+  const claim = (key: string, c: CharacterSummary, n: number) => {
+    const held = claims.get(key);
+    if (held) held.push({ c, n });
+    else claims.set(key, [{ c, n }]);
+  };
   for (const c of list) {
     const uses = formUses.get(c)!;
     for (const a of c.aliases) claim(a.toLowerCase(), c, uses.get(a.toLowerCase()) ?? 0);
@@ -238,12 +242,21 @@ function leader(uses: { c: CharacterSummary; n: number }[]): CharacterSummary | 
   return top !== undefined && (next === undefined || top.n >= SHARED_SURNAME_LEAD * next.n) ? top.c : undefined;
 }
 
-/** Uses of a bare word that show a character is usually called by it (SHARED_SURNAME_MIN_USES, SHARED_SURNAME_MIN_SHARE), else 0. */
-function usualUses(uses: ReadonlyMap<string, number>, word: string): number {
-  const n = uses.get(word) ?? 0;
-  let total = 0;
-  for (const k of uses.values()) total += k;
-  return n >= SHARED_SURNAME_MIN_USES && n >= SHARED_SURNAME_MIN_SHARE * total ? n : 0;
+/** For each bare word, the characters usually called by it (SHARED_SURNAME_MIN_USES, SHARED_SURNAME_MIN_SHARE) and how often. */
+function usualBareUses(list: readonly CharacterSummary[], formUses: Map<CharacterSummary, Map<string, number>>): Map<string, { c: CharacterSummary; n: number }[]> {
+  const out = new Map<string, { c: CharacterSummary; n: number }[]>();
+  for (const c of list) {
+    const uses = formUses.get(c)!;
+    let total = 0;
+    for (const n of uses.values()) total += n;
+    for (const [form, n] of uses) {
+      if (form.includes(" ") || n < SHARED_SURNAME_MIN_USES || n < SHARED_SURNAME_MIN_SHARE * total) continue;
+      const users = out.get(form) ?? [];
+      users.push({ c, n });
+      out.set(form, users);
+    }
+  }
+  return out;
 }
 
 /**
@@ -271,12 +284,15 @@ function dropSharedSurnames(list: CharacterSummary[], formUses: Map<CharacterSum
     const surname = withoutTitle(c.name).toLowerCase();
     wives.set(surname, (wives.get(surname) ?? 0) + [...formUses.get(c)!.values()].reduce((a, b) => a + b, 0));
   }
+  const usual = usualBareUses(list, formUses);
   const keeper = new Map<string, CharacterSummary | undefined>();
   for (const [surname, set] of owners) {
-    const lead = leader(list.map((c) => ({ c, n: usualUses(formUses.get(c)!, surname) })));
+    const users = usual.get(surname) ?? [];
+    const lead = leader(users);
     // A wife the book names about as often as it says the bare surname shares it; a "Mrs. Darcy"
     // met once at the end does not take "Darcy" from Mr. Darcy.
-    const wife = set.size > 1 && lead !== undefined && SHARED_SURNAME_LEAD * (wives.get(surname) ?? 0) >= usualUses(formUses.get(lead)!, surname);
+    const leadUses = users.find((u) => u.c === lead)?.n ?? 0;
+    const wife = set.size > 1 && lead !== undefined && SHARED_SURNAME_LEAD * (wives.get(surname) ?? 0) >= leadUses;
     keeper.set(surname, wife ? undefined : lead);
   }
   for (const c of list) c.aliases = c.aliases.filter((a) => a.includes(" ") || !owners.has(a.toLowerCase()) || keeper.get(a.toLowerCase()) === c);
