@@ -1,4 +1,4 @@
-import { GENDERED_NOUNS, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { GENDERED_NOUNS, PREPOSITIONS, REPLY_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -23,8 +23,8 @@ const CONTINUING = new Set(["added", "continued", "resumed", "pursued"]);
 const SKIPPABLE = new Set([",", "!", "?", "\u2014", "--", "-", ";", ":", "_", "."]);
 const ADVERBS = new Set(["then", "again", "now", "at", "once", "still", "presently", "suddenly", "simply", "only", "quietly", "softly", "gravely", "calmly", "coldly", "eagerly", "warmly", "sharply", "slowly"]);
 const MAX_TAG_DISTANCE = 14;
-// Nouns for what someone said, in "was his answer", "was Elizabeth's reply".
-const REPLY_NOUNS = new Set(["answer", "reply", "response", "rejoinder", "retort", "remark", "exclamation", "observation", "comment", "question", "cry"]);
+// How far back from a tag's verb its clause's subject is looked for ("Fanny, averting her face, said,").
+const CLAUSE_REACH = 40;
 const POSSESSIVE = new Set(["'s", "\u2019s"]);
 
 function isAdverb(w: string): boolean {
@@ -88,9 +88,11 @@ export function createTagReader(input: TagReaderInput): TagReader {
     if (j <= hi && isAdverb(lower[j]!)) j++;
     if (j <= hi) {
       const k = nameAt[j]!;
-      if (k >= 0) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
+      if (k >= 0) return charTag(k);
       const g = pronounGender(lower[j]!);
       if (g) return { kind: "pronoun", gender: g, at: j };
+      const named = describedName(j, hi);
+      if (named) return named;
       const d = describedGender(j, hi);
       if (d) return d;
     }
@@ -99,11 +101,60 @@ export function createTagReader(input: TagReaderInput): TagReader {
       const g = pronounGender(lc);
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
-      if (k >= 0 && isPerson(names[k]!.char)) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
+      if (k >= 0 && isPerson(names[k]!.char)) return charTag(k);
       if (!isAdverb(lc)) break;
       skipped++;
     }
     return undefined;
+  };
+  const charTag = (k: number): Tag => ({ kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end });
+
+  // "said dour Major Callendar", "responded the ingenious Giovanelli", "cried the voice of Kemp": a
+  // name after a few lower-case words that describe it (no word that is itself a gendered
+  // description, no preposition but the "of" of "voice of").
+  const describedName = (j: number, hi: number): Tag | undefined => {
+    for (let k = j; k <= Math.min(hi, j + 3); k++) {
+      if (nameAt[k]! >= 0) return k > j ? charTag(nameAt[k]!) : undefined;
+      const w = lower[k]!;
+      if (text[k] !== w || !/^\p{L}+$/u.test(w) || GENDERED_NOUNS.has(w)) return undefined;
+      if (PREPOSITIONS.has(w) && !(w === "of" && lower[k - 1] === "voice")) return undefined;
+    }
+    return undefined;
+  };
+
+  // The person a clause is about, from its start up to `end`: the first named (not after a
+  // preposition, not a possessive), or whoever a "who" right after a name refers to; none when a
+  // he/she comes first.
+  const firstSubject = (lo: number, end: number): Tag | undefined => {
+    let found: Tag | undefined;
+    for (let i = lo; i < end; i++) {
+      const k = nameAt[i]!;
+      if (k >= 0) {
+        const m = names[k]!;
+        if (!found && !PREPOSITIONS.has(lower[i - 1] ?? "") && !POSSESSIVE.has(lower[m.end + 1] ?? "") && isPerson(m.char)) found = charTag(k);
+        const after = lower[m.end + 1] === "," ? m.end + 2 : m.end + 1;
+        if (lower[after] === "who" && isPerson(m.char)) found = charTag(k);
+        i = m.end;
+        continue;
+      }
+      // A clause about he/she is left to the paragraph's own reading of it.
+      if (!found && pronounGender(lower[i]!)) return undefined;
+    }
+    return found;
+  };
+  // "Fanny, averting her face, said," / "Aziz took his leave saying": the subject of the clause the
+  // speech verb ends, when it does not stand next to the verb. The clause starts at the sentence's
+  // start or at its last semicolon or colon; a clause without anyone named falls back to the sentence.
+  const clauseSubject = (v: number, lo: number): Tag | undefined => {
+    const sentLo = Math.max(lo, v - CLAUSE_REACH, tok.sentenceStarts[tok.sentence[v]!]!);
+    let clauseLo = sentLo;
+    for (let i = v - 1; i > sentLo; i--) {
+      if (text[i] === ";" || text[i] === ":") {
+        clauseLo = i + 1;
+        break;
+      }
+    }
+    return firstSubject(clauseLo, v) ?? (clauseLo > sentLo ? firstSubject(sentLo, v) : undefined);
   };
 
   // "…," was Edmund's answer / was her only reply: whose reply, read from the possessive before it.
@@ -143,7 +194,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
+      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
     }
     return undefined;
   };

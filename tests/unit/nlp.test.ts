@@ -445,6 +445,12 @@ describe("speaker attribution", () => {
     ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
     ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
+    ["a name after words that describe it", 'Clara looked at the gate. "It is open," said the weary Tobias.', "Tobias Fenwick"],
+    ["'the voice of X'", 'Clara looked at the gate. "It is open," called the voice of Tobias.', "Tobias Fenwick"],
+    ["a subject set off from its verb by a phrase", 'Clara looked at the gate. Tobias, turning away from her, said, "It is open."', "Tobias Fenwick"],
+    ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
+    ["'X, who … said' after another person", 'Clara turned from the gate to Tobias, who said, "It is open."', "Tobias Fenwick"],
+    ["'was X's explanation'", 'Clara looked at the gate. "It is open," was Tobias\'s explanation.', "Tobias Fenwick"],
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
