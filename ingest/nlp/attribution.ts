@@ -124,7 +124,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
       return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
     }
-    const holder = resolvePronoun(tag.possessor, -1, paraSubjects);
+    // "…," cried his wife: his, most likely, who spoke the turn she answers.
+    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));

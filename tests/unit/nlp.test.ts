@@ -636,6 +636,16 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
   });
 
+  test("'his wife' answering a man is the wife of the man who spoke, not of the last man named", () => {
+    const text = [
+      "Mr. Ashdown and Mrs. Ashdown sat by the fire with Mr. Pell and Mrs. Pell.",
+      '"The roses are finished," said Mr. Ashdown, looking at Mr. Pell.',
+      '"Then we shall have none for Sunday," cried his wife.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
+  });
+
   test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
     const text =
       intro +
