@@ -646,6 +646,12 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
   });
 
+  test("an untagged turn goes to someone present in the narration, not to someone it names only after a preposition", () => {
+    const text = intro + ["Clara sat by the fire with a long letter from Mrs. Pell.", '"Tobias, do listen to this."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
   test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
     const text =
       intro +
