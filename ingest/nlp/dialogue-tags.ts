@@ -1,4 +1,4 @@
-import { GENDERED_NOUNS, PREPOSITIONS, REPLY_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { GENDERED_NOUNS, PHRASAL_SPEECH_VERBS, PREPOSITIONS, REPLY_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -83,8 +83,11 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return tag;
   };
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
+  // "put in Fielding", "broke out the Nawab": a verb with its particle is a speech verb.
+  const isSpeechVerb = (v: number): boolean => SPEECH_VERBS.has(lower[v]!) || (PHRASAL_SPEECH_VERBS.get(lower[v]!)?.has(lower[v + 1] ?? "") === true);
   const subjectOf = (v: number, lo: number, hi: number): Tag | undefined => {
     let j = v + 1;
+    if (PHRASAL_SPEECH_VERBS.get(lower[v]!)?.has(lower[j] ?? "")) j++;
     if (j <= hi && isAdverb(lower[j]!)) j++;
     if (j <= hi) {
       const k = nameAt[j]!;
@@ -186,7 +189,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
     }
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
+      if (isSpeechVerb(v)) return subject(v, i, Math.min(hi, v + 5));
     }
     return undefined;
   };
@@ -194,7 +197,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
+      if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
     }
     return undefined;
   };

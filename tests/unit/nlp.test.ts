@@ -446,6 +446,7 @@ describe("speaker attribution", () => {
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
     ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
     ["a name after words that describe it", 'Clara looked at the gate. "It is open," said the weary Tobias.', "Tobias Fenwick"],
+    ["a speech verb with its particle", 'Clara looked at the gate. "It is open," Tobias put in.', "Tobias Fenwick"],
     ["'the voice of X'", 'Clara looked at the gate. "It is open," called the voice of Tobias.', "Tobias Fenwick"],
     ["a subject set off from its verb by a phrase", 'Clara looked at the gate. Tobias, turning away from her, said, "It is open."', "Tobias Fenwick"],
     ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
