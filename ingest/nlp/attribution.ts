@@ -129,6 +129,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
+    if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
     const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
@@ -253,6 +254,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
           // read from the person the paragraph is about, or a tag that names, is not.
           if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
+          // "said the other" reads who spoke two turns before: a guess too, but a sure gender.
+          else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;
           if (tag.kind === "char") {
             mentionStart[qk] = tag.start;

@@ -7,6 +7,8 @@ export type Tag =
   | { kind: "char"; char: number; start: number; end: number }
   /** goesOn: the verb carries on a speech ("she added", "he continued"). */
   | { kind: "pronoun"; gender: Gender | "i"; at: number; goesOn?: boolean }
+  /** "said the other": whichever of the two people talking did not speak last. */
+  | { kind: "other"; at: number }
   /** "his wife": the wife of whoever "his" is, found through a shared surname. */
   | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number };
 
@@ -64,6 +66,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
   const describedGender = (j: number, hi: number): Tag | undefined => {
     const det = lower[j]!;
     if (det !== "the" && det !== "his" && det !== "her" && det !== "my" && det !== "a" && det !== "their") return undefined;
+    // "…," said the other: the one of the two talking who did not speak last.
+    if (det === "the" && lower[j + 1] === "other" && !/^\p{L}+$/u.test(text[j + 2] ?? "")) return { kind: "other", at: j + 1 };
     for (let k = j + 1; k <= Math.min(hi, j + 3); k++) {
       const noun = lower[k]!;
       const relation = RELATIONS[noun];

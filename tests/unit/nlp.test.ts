@@ -653,6 +653,20 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
   });
 
+  test("'said the other' is whichever of the two talking did not speak last, though the turn before named someone else", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came up the lane, and Clara waved to him.",
+        '"Where have you been?" asked Walter.',
+        '"At the mill, Clara," said Tobias.',
+        '"All night?" said the other.',
+        '"Never mind, Clara," said Tobias.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick", "Walter Ashdown", "Tobias Fenwick"));
+  });
+
   test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
     const text =
       intro +
