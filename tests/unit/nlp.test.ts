@@ -667,6 +667,20 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick", "Walter Ashdown", "Tobias Fenwick"));
   });
 
+  test("'said I.' at the end of a sentence is the first-person narrator, not an initial", () => {
+    const text = [
+      "I had not seen my brother for a year when I came home at last. I found him in the study with Walter Ashdown, and I sat down.",
+      '"Sit down, Arthur," said Edmund Varley. "You look tired."',
+      '"I am tired," I said. "The roads were bad, and I rode all night."',
+      '"Nobody rides at night," said Walter Ashdown.',
+      '"Then you must rest," said Edmund Varley.',
+      '"The roads were worse last winter," said I.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.analysis.narrator).toBe(true);
+    expect(r.speakers.at(-1)).toBe(0);
+  });
+
   test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
     const text =
       intro +
