@@ -1,4 +1,4 @@
-import { GENDERED_NOUNS, PHRASAL_SPEECH_VERBS, PREPOSITIONS, REPLY_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { GENDERED_NOUNS, NOT_NAMES, PHRASAL_SPEECH_VERBS, PREPOSITIONS, REPLY_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -118,12 +118,13 @@ export function createTagReader(input: TagReaderInput): TagReader {
 
   // "said dour Major Callendar", "responded the ingenious Giovanelli", "cried the voice of Kemp": a
   // name after a few lower-case words that describe it (no word that is itself a gendered
-  // description, no preposition but the "of" of "voice of").
+  // description, no preposition but the "of" of "voice of"), or capitalised words that are never
+  // names ("said the March Hare").
   const describedName = (j: number, hi: number): Tag | undefined => {
     for (let k = j; k <= Math.min(hi, j + 3); k++) {
       if (nameAt[k]! >= 0) return k > j ? charTag(nameAt[k]!) : undefined;
       const w = lower[k]!;
-      if (text[k] !== w || !/^\p{L}+$/u.test(w) || GENDERED_NOUNS.has(w)) return undefined;
+      if ((text[k] !== w && !NOT_NAMES.has(w)) || !/^\p{L}+$/u.test(w) || GENDERED_NOUNS.has(w)) return undefined;
       if (PREPOSITIONS.has(w) && !(w === "of" && lower[k - 1] === "voice")) return undefined;
     }
     return undefined;

@@ -681,6 +681,17 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(0);
   });
 
+  test("a name after a capitalised word that is never a name ('the March Hare') is read as the tag", () => {
+    const text = [
+      "Clara Whitcombe sat with Hare and Tobias Fenwick at the table. Hare poured the tea, and Hare laughed.",
+      '"Have some wine," said Tobias.',
+      '"I see none," said Clara.',
+      '"There is none," said the March Hare.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Hare"));
+  });
+
   test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
     const text =
       intro +
