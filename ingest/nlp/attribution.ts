@@ -86,9 +86,13 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
 
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
   const recent: number[] = [];
-  const remember = (c: number) => {
+  // The same without those named only after a preposition ("a letter from Jane", "thinking of
+  // Darcy"): who is present and acting in the scene, the people a turn-taking reading chooses from.
+  const present: number[] = [];
+  const remember = (c: number, acting = true) => {
     if (c < 0) return;
     recent.push(c);
+    if (acting) present.push(c);
   };
   // People named inside the quotes of the turn being read: a speaker seldom names themselves.
   let quoted: Set<number> = new Set();
@@ -124,7 +128,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
       return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
     }
-    const holder = resolvePronoun(tag.possessor, -1, paraSubjects);
+    // "…," cried his wife: his, most likely, who spoke the turn she answers.
+    if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
+    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
@@ -141,14 +147,18 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
   });
 
-  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[]) => {
+  // The people named in the narration from lo to hi; `acting` (one flag per name) and `subjects`
+  // keep those not named after a preposition.
+  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
       const c = k >= 0 ? names[k]!.char : narrator && FIRST_PERSON.has(lower[i]!) ? NARRATOR_ID : -1;
       if (c < 0) continue;
       out.push(c);
-      if (subjects && !PREPOSITIONS.has(lower[i - 1] ?? "")) subjects.push(c);
+      const subject = !PREPOSITIONS.has(lower[i - 1] ?? "");
+      acting?.push(subject);
+      if (subjects && subject) subjects.push(c);
     }
   };
 
@@ -166,7 +176,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
-      if (k >= 0) remember(names[k]!.char);
+      if (k >= 0) remember(names[k]!.char, !PREPOSITIONS.has(lower[i - 1] ?? ""));
       else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {
         const g = pronounGender(lower[i]!);
@@ -212,6 +222,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     repliedTo = u.para - prevUnitPara === 1 ? prevUnitAddressee : -1;
     const beat = u.para - prevUnitPara === 2 ? beatSubject(u.para - 1, [prevUnitSpeaker, turnBefore]) : -1;
     const paraMentions: number[] = [];
+    const paraActing: boolean[] = [];
     // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
     const paraSubjects: number[] = [];
     let cursor = paraStart;
@@ -231,7 +242,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
-      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects);
+      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing);
       const from = idx === 0 && q.start === paraStart ? leadIn(u.para) : -1;
       const tag = from >= 0 ? tagOf(qk, from, nextStart) : tagOf(qk, cursor, nextStart);
       if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects);
@@ -243,6 +254,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
           // read from the person the paragraph is about, or a tag that names, is not.
           if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
+          // "said the other" reads who spoke two turns before: a guess too, but a sure gender.
+          else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;
           if (tag.kind === "char") {
             mentionStart[qk] = tag.start;
@@ -275,11 +288,12 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;
     if (u.speaker >= 0 && u.speaker === u.addressee) u.speaker = -1;
     const tail: number[] = [];
-    mentionsIn(cursor, paraEnd, tail);
-    for (const c of paraMentions) remember(c);
+    const tailActing: boolean[] = [];
+    mentionsIn(cursor, paraEnd, tail, undefined, tailActing);
+    paraMentions.forEach((c, k) => remember(c, paraActing[k]));
     if (u.speaker >= 0) remember(u.speaker);
-    for (const c of tail) remember(c);
-    u.recentAt = recent.length;
+    tail.forEach((c, k) => remember(c, tailActing[k]));
+    u.recentAt = present.length;
     turnBefore = prevUnitSpeaker;
     prevUnitAddressee = u.addressee;
     prevUnitSpeaker = u.speaker;
@@ -297,7 +311,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let from = 0;
   for (let k = 1; k <= units.length; k++) {
     if (k < units.length && gapBefore(k) <= CONVERSATION_GAP_TOKENS) continue;
-    decodeConversation(units.slice(from, k), recent, isPerson, genderOf);
+    decodeConversation(units.slice(from, k), present, isPerson, genderOf);
     from = k;
   }
 

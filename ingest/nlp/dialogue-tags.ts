@@ -1,4 +1,4 @@
-import { GENDERED_NOUNS, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { GENDERED_NOUNS, NOT_NAMES, PHRASAL_SPEECH_VERBS, PREPOSITIONS, REPLY_NOUNS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -7,6 +7,8 @@ export type Tag =
   | { kind: "char"; char: number; start: number; end: number }
   /** goesOn: the verb carries on a speech ("she added", "he continued"). */
   | { kind: "pronoun"; gender: Gender | "i"; at: number; goesOn?: boolean }
+  /** "said the other": whichever of the two people talking did not speak last. */
+  | { kind: "other"; at: number }
   /** "his wife": the wife of whoever "his" is, found through a shared surname. */
   | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number };
 
@@ -23,8 +25,8 @@ const CONTINUING = new Set(["added", "continued", "resumed", "pursued"]);
 const SKIPPABLE = new Set([",", "!", "?", "\u2014", "--", "-", ";", ":", "_", "."]);
 const ADVERBS = new Set(["then", "again", "now", "at", "once", "still", "presently", "suddenly", "simply", "only", "quietly", "softly", "gravely", "calmly", "coldly", "eagerly", "warmly", "sharply", "slowly"]);
 const MAX_TAG_DISTANCE = 14;
-// Nouns for what someone said, in "was his answer", "was Elizabeth's reply".
-const REPLY_NOUNS = new Set(["answer", "reply", "response", "rejoinder", "retort", "remark", "exclamation", "observation", "comment", "question", "cry"]);
+// How far back from a tag's verb its clause's subject is looked for ("Fanny, averting her face, said,").
+const CLAUSE_REACH = 40;
 const POSSESSIVE = new Set(["'s", "\u2019s"]);
 
 function isAdverb(w: string): boolean {
@@ -64,6 +66,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
   const describedGender = (j: number, hi: number): Tag | undefined => {
     const det = lower[j]!;
     if (det !== "the" && det !== "his" && det !== "her" && det !== "my" && det !== "a" && det !== "their") return undefined;
+    // "…," said the other: the one of the two talking who did not speak last.
+    if (det === "the" && lower[j + 1] === "other" && !/^\p{L}+$/u.test(text[j + 2] ?? "")) return { kind: "other", at: j + 1 };
     for (let k = j + 1; k <= Math.min(hi, j + 3); k++) {
       const noun = lower[k]!;
       const relation = RELATIONS[noun];
@@ -83,14 +87,19 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return tag;
   };
   // Subject of a speech verb next to the verb at v: "said Jane", "Jane said", "she replied".
+  // "put in Fielding", "broke out the Nawab": a verb with its particle is a speech verb.
+  const isSpeechVerb = (v: number): boolean => SPEECH_VERBS.has(lower[v]!) || (PHRASAL_SPEECH_VERBS.get(lower[v]!)?.has(lower[v + 1] ?? "") === true);
   const subjectOf = (v: number, lo: number, hi: number): Tag | undefined => {
     let j = v + 1;
+    if (PHRASAL_SPEECH_VERBS.get(lower[v]!)?.has(lower[j] ?? "")) j++;
     if (j <= hi && isAdverb(lower[j]!)) j++;
     if (j <= hi) {
       const k = nameAt[j]!;
-      if (k >= 0) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
+      if (k >= 0) return charTag(k);
       const g = pronounGender(lower[j]!);
       if (g) return { kind: "pronoun", gender: g, at: j };
+      const named = describedName(j, hi);
+      if (named) return named;
       const d = describedGender(j, hi);
       if (d) return d;
     }
@@ -99,11 +108,61 @@ export function createTagReader(input: TagReaderInput): TagReader {
       const g = pronounGender(lc);
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
-      if (k >= 0 && isPerson(names[k]!.char)) return { kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end };
+      if (k >= 0 && isPerson(names[k]!.char)) return charTag(k);
       if (!isAdverb(lc)) break;
       skipped++;
     }
     return undefined;
+  };
+  const charTag = (k: number): Tag => ({ kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end });
+
+  // "said dour Major Callendar", "responded the ingenious Giovanelli", "cried the voice of Kemp": a
+  // name after a few lower-case words that describe it (no word that is itself a gendered
+  // description, no preposition but the "of" of "voice of"), or capitalised words that are never
+  // names ("said the March Hare").
+  const describedName = (j: number, hi: number): Tag | undefined => {
+    for (let k = j; k <= Math.min(hi, j + 3); k++) {
+      if (nameAt[k]! >= 0) return k > j ? charTag(nameAt[k]!) : undefined;
+      const w = lower[k]!;
+      if ((text[k] !== w && !NOT_NAMES.has(w)) || !/^\p{L}+$/u.test(w) || GENDERED_NOUNS.has(w)) return undefined;
+      if (PREPOSITIONS.has(w) && !(w === "of" && lower[k - 1] === "voice")) return undefined;
+    }
+    return undefined;
+  };
+
+  // The person a clause is about, from its start up to `end`: the first named (not after a
+  // preposition, not a possessive), or whoever a "who" right after a name refers to; none when a
+  // he/she comes first.
+  const firstSubject = (lo: number, end: number): Tag | undefined => {
+    let found: Tag | undefined;
+    for (let i = lo; i < end; i++) {
+      const k = nameAt[i]!;
+      if (k >= 0) {
+        const m = names[k]!;
+        if (!found && !PREPOSITIONS.has(lower[i - 1] ?? "") && !POSSESSIVE.has(lower[m.end + 1] ?? "") && isPerson(m.char)) found = charTag(k);
+        const after = lower[m.end + 1] === "," ? m.end + 2 : m.end + 1;
+        if (lower[after] === "who" && isPerson(m.char)) found = charTag(k);
+        i = m.end;
+        continue;
+      }
+      // A clause about he/she is left to the paragraph's own reading of it.
+      if (!found && pronounGender(lower[i]!)) return undefined;
+    }
+    return found;
+  };
+  // "Fanny, averting her face, said," / "Aziz took his leave saying": the subject of the clause the
+  // speech verb ends, when it does not stand next to the verb. The clause starts at the sentence's
+  // start or at its last semicolon or colon; a clause without anyone named falls back to the sentence.
+  const clauseSubject = (v: number, lo: number): Tag | undefined => {
+    const sentLo = Math.max(lo, v - CLAUSE_REACH, tok.sentenceStarts[tok.sentence[v]!]!);
+    let clauseLo = sentLo;
+    for (let i = v - 1; i > sentLo; i--) {
+      if (text[i] === ";" || text[i] === ":") {
+        clauseLo = i + 1;
+        break;
+      }
+    }
+    return firstSubject(clauseLo, v) ?? (clauseLo > sentLo ? firstSubject(sentLo, v) : undefined);
   };
 
   // "…," was Edmund's answer / was her only reply: whose reply, read from the possessive before it.
@@ -135,7 +194,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
     }
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, i, Math.min(hi, v + 5));
+      if (isSpeechVerb(v)) return subject(v, i, Math.min(hi, v + 5));
     }
     return undefined;
   };
@@ -143,7 +202,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (SPEECH_VERBS.has(lower[v]!)) return subject(v, Math.max(lo, v - 6), hi);
+      if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
     }
     return undefined;
   };

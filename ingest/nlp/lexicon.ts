@@ -143,6 +143,24 @@ export const SPEECH_VERBS = words(`
   sputtered implored howled adding replying exclaiming answering observing remarking
 `);
 
+/** Speech verbs made of a verb and a particle ("put in", "broke out"): the verb, and its particles. */
+export const PHRASAL_SPEECH_VERBS = new Map<string, Set<string>>([
+  ["put", words("in")],
+  ["broke", words("in out forth")],
+  ["burst", words("out forth")],
+  ["chimed", words("in")],
+  ["cut", words("in")],
+  ["struck", words("in")],
+  ["summed", words("up")],
+]);
+
+/** Nouns for what someone said, in "was his answer", "was Elizabeth's reply", "was Ronny's explanation". */
+export const REPLY_NOUNS = words(`
+  answer reply response rejoinder retort remark exclamation observation comment question cry thought
+  assurance explanation reflection greeting salutation conclusion apology objection protest suggestion
+  inquiry enquiry advice verdict
+`);
+
 export const MALE_PRONOUNS = words("he him his himself");
 export const FEMALE_PRONOUNS = words("she her hers herself");
 export const FIRST_PERSON = words("i me my mine myself");

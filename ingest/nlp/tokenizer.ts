@@ -50,6 +50,15 @@ export function classifyWords(tok: Tokenized, classify: (lower: string) => numbe
 }
 
 // Abbreviations that keep their period (so the period never ends a sentence).
+/** Whether the word before `start` (across spaces) ends in a lower-case letter: "said I." is the pronoun. */
+function afterLowerWord(text: string, start: number): boolean {
+  let i = start - 1;
+  while (i >= 0 && (text.charCodeAt(i) === 32 || text.charCodeAt(i) === 10 || text.charCodeAt(i) === 13 || text.charCodeAt(i) === 9)) i--;
+  if (i < 0) return false;
+  const ch = text[i]!;
+  return ch !== ch.toUpperCase() && ch === ch.toLowerCase();
+}
+
 const ABBREVIATIONS = new Set([
   "mr", "mrs", "ms", "dr", "st", "messrs", "mme", "mlle", "capt", "col", "gen", "lieut", "lt", "sgt",
   "rev", "prof", "hon", "esq", "jr", "sr", "co", "vs", "viz", "etc", "no", "vol", "ch", "fig", "ft",
@@ -275,9 +284,10 @@ export function tokenize(text: string): Tokenized {
           pos++;
         } else break;
       }
-      // Keep an abbreviation's period on the word ("Mr."), and a single capital's ("P." in "Annie P. Miller").
+      // Keep an abbreviation's period on the word ("Mr."), and a single capital's ("P." in "Annie P. Miller"),
+      // but not the pronoun's after a lower-case word ("said I.").
       if (text.charCodeAt(pos) === 46 && text.charCodeAt(pos + 1) !== 46) {
-        if ((pos - start === 1 && c >= 65 && c <= 90) || ABBREVIATIONS.has(text.slice(start, pos).toLowerCase())) {
+        if ((pos - start === 1 && c >= 65 && c <= 90 && !(c === 73 && afterLowerWord(text, start))) || ABBREVIATIONS.has(text.slice(start, pos).toLowerCase())) {
           cols.push(start, pos + 1, paragraph, hashStep(h, 46));
           pos++;
           continue;

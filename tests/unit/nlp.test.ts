@@ -480,6 +480,13 @@ describe("speaker attribution", () => {
     ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
     ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
+    ["a name after words that describe it", 'Clara looked at the gate. "It is open," said the weary Tobias.', "Tobias Fenwick"],
+    ["a speech verb with its particle", 'Clara looked at the gate. "It is open," Tobias put in.', "Tobias Fenwick"],
+    ["'the voice of X'", 'Clara looked at the gate. "It is open," called the voice of Tobias.', "Tobias Fenwick"],
+    ["a subject set off from its verb by a phrase", 'Clara looked at the gate. Tobias, turning away from her, said, "It is open."', "Tobias Fenwick"],
+    ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
+    ["'X, who … said' after another person", 'Clara turned from the gate to Tobias, who said, "It is open."', "Tobias Fenwick"],
+    ["'was X's explanation'", 'Clara looked at the gate. "It is open," was Tobias\'s explanation.', "Tobias Fenwick"],
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
@@ -663,6 +670,61 @@ describe("speaker attribution", () => {
     ].join("\n\n");
     const r = read(text);
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
+  });
+
+  test("'his wife' answering a man is the wife of the man who spoke, not of the last man named", () => {
+    const text = [
+      "Mr. Ashdown and Mrs. Ashdown sat by the fire with Mr. Pell and Mrs. Pell.",
+      '"The roses are finished," said Mr. Ashdown, looking at Mr. Pell.',
+      '"Then we shall have none for Sunday," cried his wife.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
+  });
+
+  test("an untagged turn goes to someone present in the narration, not to someone it names only after a preposition", () => {
+    const text = intro + ["Clara sat by the fire with a long letter from Mrs. Pell.", '"Tobias, do listen to this."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe"));
+  });
+
+  test("'said the other' is whichever of the two talking did not speak last, though the turn before named someone else", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came up the lane, and Clara waved to him.",
+        '"Where have you been?" asked Walter.',
+        '"At the mill, Clara," said Tobias.',
+        '"All night?" said the other.',
+        '"Never mind, Clara," said Tobias.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick", "Walter Ashdown", "Tobias Fenwick"));
+  });
+
+  test("'said I.' at the end of a sentence is the first-person narrator, not an initial", () => {
+    const text = [
+      "I had not seen my brother for a year when I came home at last. I found him in the study with Walter Ashdown, and I sat down.",
+      '"Sit down, Arthur," said Edmund Varley. "You look tired."',
+      '"I am tired," I said. "The roads were bad, and I rode all night."',
+      '"Nobody rides at night," said Walter Ashdown.',
+      '"Then you must rest," said Edmund Varley.',
+      '"The roads were worse last winter," said I.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.analysis.narrator).toBe(true);
+    expect(r.speakers.at(-1)).toBe(0);
+  });
+
+  test("a name after a capitalised word that is never a name ('the March Hare') is read as the tag", () => {
+    const text = [
+      "Clara Whitcombe sat with Hare and Tobias Fenwick at the table. Hare poured the tea, and Hare laughed.",
+      '"Have some wine," said Tobias.',
+      '"I see none," said Clara.',
+      '"There is none," said the March Hare.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Hare"));
   });
 
   test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
