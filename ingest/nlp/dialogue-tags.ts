@@ -119,7 +119,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
   // "said dour Major Callendar", "responded the ingenious Giovanelli", "cried the voice of Kemp": a
   // name after a few lower-case words that describe it (no word that is itself a gendered
   // description, no preposition but the "of" of "voice of"), or capitalised words that are never
-  // names ("said the March Hare").
+  // names ("said the Old Hare"; a month there is part of the name itself, "the March Hare").
   const describedName = (j: number, hi: number): Tag | undefined => {
     for (let k = j; k <= Math.min(hi, j + 3); k++) {
       if (nameAt[k]! >= 0) return k > j ? charTag(nameAt[k]!) : undefined;

@@ -716,12 +716,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(0);
   });
 
-  test("a name after a capitalised word that is never a name ('the March Hare') is read as the tag", () => {
+  test("a name after a capitalised word that is never a name ('the Old Hare') is read as the tag", () => {
     const text = [
       "Clara Whitcombe sat with Hare and Tobias Fenwick at the table. Hare poured the tea, and Hare laughed.",
       '"Have some wine," said Tobias.',
       '"I see none," said Clara.',
-      '"There is none," said the March Hare.',
+      '"There is none," said the Old Hare.',
     ].join("\n\n");
     const r = read(text);
     expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Hare"));
