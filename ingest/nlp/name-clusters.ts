@@ -134,8 +134,11 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         // Rostóv and Nicholas Bolkónski one man.
         // Only surnames the book uses beyond one full name: "a Pooh Party" is no family.
         const families = new Set(cands.flatMap((c) => [...c.lasts].filter((l) => l !== w && (wordUses.get(l) ?? 0) >= 2)));
-        // …nor a surname two given names share: "Kutúzov" does not make Paul and Michael Kutúzov one man.
-        const givens = new Set(cands.flatMap((c) => [...c.firsts].filter((g) => g !== w && (wordUses.get(g) ?? 0) >= 2)));
+        // …nor a surname two given names share: "Kutúzov" does not make Paul and Michael Kutúzov one
+        // man. A given name counts when its full name is used more than once or it is used alone:
+        // "Clever Bear Pooh", once, is no Clever.
+        const given = (c: Character, g: string) => g !== w && (c.mentionCount > 1 || (forms.get(g)?.mentions.length ?? 0) > 1);
+        const givens = new Set(cands.flatMap((c) => [...c.firsts].filter((g) => given(c, g))));
         if (!cands.some(someoneElse) && families.size < 2 && givens.size < 2 && f.mentions.length >= ELABORATION_RATIO * cands.reduce((n, c) => n + c.mentionCount, 0)) {
           // A bare name used far more than every fuller name it fits is one character's own name, and
           // the fuller ones are occasional elaborations ("Piglet" and "Foolish Piglet", "Pooh" and
