@@ -98,7 +98,9 @@ function log(message: string) {
 }
 
 /** Resident set size of a process in MiB (Linux), or NaN. */
-const rssMiB = async (pid: number) => (await memoryOf(pid)).rss / 2 ** 20;
+async function rssMiB(pid: number): Promise<number> {
+  return (await memoryOf(pid)).rss / 2 ** 20;
+}
 
 /**
  * The API's live JavaScript heap, in MiB and in objects: it collects garbage on SIGUSR2
