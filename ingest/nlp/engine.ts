@@ -13,6 +13,7 @@ import { findEpithets } from "./epithets.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
 import { findNames, splitRunTogether, type NameMention } from "./names.ts";
 import { findQuotes } from "./quotes.ts";
+import { mergeStatedNames } from "./stated-names.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
 import { renderBook, renderEntities, renderQuotes, renderSupersense, renderTokenPieces, Tags, type BookNlpFiles } from "./writer.ts";
 
@@ -91,6 +92,7 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
     withoutCredited(tok, [...found.names, ...findEpithets(tok, scan.inQuote, found.names)].sort((a, b) => a.start - b.start), scan.inQuote),
   );
   const chars = clusterNames(tok, names, [emptyCharacter(NARRATOR_ID, undefined)]);
+  mergeStatedNames(tok, names, chars);
   scoreCharacters(tok, names, chars, scan.inQuote);
   const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);
   chars[NARRATOR_ID]!.person = narrator;

@@ -407,6 +407,26 @@ describe("name clustering", () => {
     const { characters } = read(t);
     expect(characters.map((c) => c.name)).not.toContain("Yesterday");
   });
+
+  test.each([
+    ["known to his friends as", "Tobias Fenwick, known to his friends as Toby Wren, came down the stairs.", "Tobias Fenwick", "Toby Wren"],
+    ["or … as she was called", "Margaret Ashdown, or Peggy as she was called, sat by the fire.", "Margaret Ashdown", "Peggy"],
+    ["or … for short", "Bartholomew Crane, or Barty for short, fell asleep.", "Bartholomew Crane", "Barty"],
+    ["commonly called", "Ignatius Hale, commonly called Nat, was a miller.", "Ignatius Hale", "Nat"],
+  ])("a name the text says someone goes by ('%s') is that person", (_, intro, full, other) => {
+    const [given] = full.split(" ");
+    const t = [intro, `${given} was tall. ${other} laughed. ${given} smiled.`, `"Come," said ${other}. ${other} went out and ${given} followed.`].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, full).id).toBe(character(characters, other).id);
+  });
+
+  test("two names side by side without a naming phrase, or with 'called' in its other sense, stay two people", () => {
+    const t = "Tobias Fenwick, Toby Wren and Clara came down the stairs. Toby Wren laughed. Tobias Fenwick smiled. Clara, or Tobias, must go. Mrs. Ashdown, called Clara to her side.";
+    const { characters } = read(t);
+    expect(character(characters, "Tobias Fenwick").id).not.toBe(character(characters, "Toby Wren").id);
+    expect(character(characters, "Clara").id).not.toBe(character(characters, "Tobias Fenwick").id);
+    expect(character(characters, "Clara").id).not.toBe(character(characters, "Mrs. Ashdown").id);
+  });
 });
 
 describe("quote conventions", () => {
