@@ -4,6 +4,8 @@
  * vendor error classes.
  */
 
+import { retry } from "./retry.ts";
+
 export type UpstreamService = "llm" | "rerank" | "qdrant" | "typesense" | "download";
 export type UpstreamErrorKind = "http" | "timeout" | "aborted" | "connection" | "invalid_response";
 
@@ -109,7 +111,7 @@ export async function requestJson(service: UpstreamService, url: string, options
   }
 }
 
-export interface RetryOptions {
+export interface UpstreamRetryOptions {
   /** Further tries after the first. */
   maxRetries: number;
   /** First back-off; doubles each retry, with jitter. */
@@ -126,21 +128,24 @@ export const MAX_RETRY_AFTER_MS = 60_000;
 
 const defaultShouldRetry = (err: unknown) => err instanceof UpstreamError && err.retryable;
 
+/** The wait an UpstreamError's Retry-After asked for, when it asked for one we honour. */
+function askedDelay(err: unknown): number | undefined {
+  const asked = err instanceof UpstreamError ? err.retryAfterMs : undefined;
+  return asked !== undefined && asked <= MAX_RETRY_AFTER_MS ? asked : undefined;
+}
+
 /**
  * Calls fn until it succeeds, a non-retryable error occurs, or the retries are spent. Between tries it
  * waits as long as the service's Retry-After asked, or else backs off exponentially with jitter.
  */
-export async function withRetries<T>(fn: (attempt: number) => Promise<T>, options: RetryOptions): Promise<T> {
-  const shouldRetry = options.shouldRetry ?? defaultShouldRetry;
-  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const base = options.baseDelayMs ?? DEFAULT_RETRY_BASE_DELAY_MS;
-  for (let attempt = 0; ; attempt++) {
-    try {
-      return await fn(attempt);
-    } catch (err) {
-      if (attempt >= options.maxRetries || options.signal?.aborted || !shouldRetry(err)) throw err;
-      const asked = err instanceof UpstreamError ? err.retryAfterMs : undefined;
-      await sleep(asked !== undefined && asked <= MAX_RETRY_AFTER_MS ? asked : base * 2 ** attempt * (0.5 + Math.random() / 2));
-    }
-  }
+export function withRetries<T>(fn: (attempt: number) => Promise<T>, options: UpstreamRetryOptions): Promise<T> {
+  return retry(fn, {
+    attempts: options.maxRetries + 1,
+    firstDelayMs: options.baseDelayMs ?? DEFAULT_RETRY_BASE_DELAY_MS,
+    jitter: true,
+    delayOf: askedDelay,
+    shouldRetry: options.shouldRetry ?? defaultShouldRetry,
+    ...(options.signal ? { signal: options.signal } : {}),
+    ...(options.sleep ? { sleep: options.sleep } : {}),
+  });
 }

@@ -3,6 +3,7 @@ import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../
 import type { KeyValueStore } from "../common/kv/index.ts";
 import type { Logger } from "../common/log.ts";
 import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
+import { nextDelay } from "../common/retry.ts";
 import { BookRejectedError } from "./errors.ts";
 import { createLeaseKeeper } from "./lease-keeper.ts";
 import { runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
@@ -278,7 +279,9 @@ export function startWorker(deps: WorkerDeps, options: WorkerOptions = {}): Work
       }
       databaseDown = false;
       await idle(delay);
-      delay = Math.min(delay * 2, maxPoll);
+      // A poll interval rather than a retry: an empty queue is no failure, and the loop polls on
+      // forever. So it takes only the back-off's doubling (common/retry.ts), not its bounds.
+      delay = nextDelay(delay, maxPoll);
     }
     await Promise.allSettled([...current.values()].map((job) => job.done));
     await leases.close();

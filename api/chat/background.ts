@@ -1,4 +1,4 @@
-import { sleep } from "../../common/sleep.ts";
+import { retry } from "../../common/retry.ts";
 import type { Logger } from "../../common/log.ts";
 
 /** How long, and how often, a lock release or a cache drop the store failed is tried again. */
@@ -29,18 +29,21 @@ export function createBackground(): { track: Track; settle: () => Promise<void>;
   return { track, settle, settleStarted };
 }
 
-/** Tries a write the store failed again, with back-off, until it succeeds or STORE_RETRY_WINDOW_MS has passed. */
-export async function retryUntilStoreAnswers(log: Logger, key: string, write: () => Promise<unknown>) {
-  const deadline = performance.now() + STORE_RETRY_WINDOW_MS;
-  for (let wait = STORE_RETRY_FIRST_MS; performance.now() + wait < deadline; wait = Math.min(wait * 2, STORE_RETRY_MAX_MS)) {
-    await sleep(wait);
-    try {
-      await write();
-      log.info("key-value write done after the store came back", { key });
-      return;
-    } catch {
-      // still unavailable
-    }
+/**
+ * Tries a write the store failed (with `failure`) again, with back-off, until it succeeds or
+ * STORE_RETRY_WINDOW_MS has passed. Never rejects: it runs in the background, where a failure is
+ * only logged.
+ */
+export async function retryUntilStoreAnswers(log: Logger, key: string, write: () => Promise<unknown>, failure: unknown) {
+  try {
+    await retry(write, {
+      windowMs: STORE_RETRY_WINDOW_MS,
+      firstDelayMs: STORE_RETRY_FIRST_MS,
+      maxDelayMs: STORE_RETRY_MAX_MS,
+      alreadyFailed: { error: failure },
+    });
+    log.info("key-value write done after the store came back", { key });
+  } catch {
+    log.error("key-value write given up; the key lapses at its expiry", { key });
   }
-  log.error("key-value write given up; the key lapses at its expiry", { key });
 }

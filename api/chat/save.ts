@@ -1,7 +1,7 @@
 import { DatabaseError, type Database } from "../../common/db/index.ts";
 import { appendExchange, type ExchangeIds, type SavedExchange } from "../../common/db/sessions.ts";
 import type { Logger } from "../../common/log.ts";
-import { sleep } from "../../common/sleep.ts";
+import { retry } from "../../common/retry.ts";
 
 /**
  * A reply the reader has received is saved in up to SAVE_ATTEMPTS attempts, waiting
@@ -51,14 +51,13 @@ export function createExchangeSaver(deps: ExchangeSaverDeps) {
    */
   return async function saveExchange(sessionId: string, userMessage: string, reply: string, signal: AbortSignal): Promise<SavedExchange | null> {
     const ids: ExchangeIds = { userMessageId: crypto.randomUUID(), assistantMessageId: crypto.randomUUID() };
-    for (let attempt = 1, wait = SAVE_RETRY_FIRST_MS; ; attempt++, wait = Math.min(wait * 2, SAVE_RETRY_MAX_MS)) {
-      try {
-        return await appendExchange(deps.db, sessionId, userMessage, reply, previewOf(reply), ids);
-      } catch (error) {
-        if (attempt >= SAVE_ATTEMPTS || !mayPassOnRetry(error) || signal.aborted) throw error;
-        deps.log.warn("saving the exchange failed; trying again", { session_id: sessionId, attempt, error });
-        await sleep(wait);
-      }
-    }
+    return retry(() => appendExchange(deps.db, sessionId, userMessage, reply, previewOf(reply), ids), {
+      attempts: SAVE_ATTEMPTS,
+      firstDelayMs: SAVE_RETRY_FIRST_MS,
+      maxDelayMs: SAVE_RETRY_MAX_MS,
+      shouldRetry: mayPassOnRetry,
+      signal,
+      onRetry: (error, attempt) => deps.log.warn("saving the exchange failed; trying again", { session_id: sessionId, attempt, error }),
+    });
   };
 }

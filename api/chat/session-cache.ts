@@ -27,7 +27,7 @@ export function createSessionCacheUpkeep(deps: SessionCacheUpkeepDeps) {
     await cache.forgetSession(sessionId).catch((err: unknown) => {
       // Left in place, the entry would feed the next turns a history without this exchange for an hour.
       log.warn("stale session cache entry left behind; dropping it again in the background", { session_id: sessionId, error: err });
-      deps.track(retryUntilStoreAnswers(log, sessionCacheKey(sessionId), () => cache.forgetSession(sessionId)));
+      deps.track(retryUntilStoreAnswers(log, sessionCacheKey(sessionId), () => cache.forgetSession(sessionId), err));
     });
   }
 

@@ -78,7 +78,7 @@ export function createSessionLocks(deps: SessionLocksDeps) {
       // Otherwise a store that was down as the turn ended (a Redis restart) would leave the session
       // refusing every message with 429 until the lock's 30 s expiry.
       log.warn("session lock release failed; trying again in the background", { key: lock.key, error });
-      deps.track(retryUntilStoreAnswers(log, lock.key, () => lock.release()));
+      deps.track(retryUntilStoreAnswers(log, lock.key, () => lock.release(), error));
     }
   }
 
