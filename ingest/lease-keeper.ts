@@ -1,6 +1,7 @@
 import { Worker } from "node:worker_threads";
 import type { KvConfig } from "../common/config.ts";
 import type { KeyValueStore } from "../common/kv/index.ts";
+import { keepRenewing, type Renewal } from "../common/lease-renewal.ts";
 import { leaseKey, type ClaimedJob, type ReliableQueue } from "../common/queue.ts";
 import type { LeaseThreadMessage, LeaseThreadReply } from "./lease-thread.ts";
 
@@ -52,65 +53,57 @@ export interface LeaseKeeper {
 
 export function createLeaseKeeper(queue: ReliableQueue, kv: KeyValueStore, options: LeaseKeeperOptions): LeaseKeeper {
   const everyMs = (queue.visibilityTimeoutSeconds * 1000) / RENEWALS_PER_LEASE;
-  const held = new Map<string, { claim: ClaimedJob; events: LeaseEvents }>();
-
-  const renew = async (id: string) => {
-    const lease = held.get(id);
-    if (!lease) return;
-    try {
-      // A lease that lapsed while this thread was busy is taken again if no reaper took the job.
-      if (!(await queue.renew(lease.claim)) && !(await queue.reclaim(lease.claim))) {
-        held.delete(id);
-        lease.events.lost();
-      }
-    } catch (err) {
-      lease.events.failed(err);
-    }
-  };
 
   if (kv.driver === "memory" || kv.driver !== options.kvConfig.driver) {
-    const timers = new Map<string, ReturnType<typeof setInterval>>();
+    const renewals = new Map<string, Renewal>();
     return {
       where: "main",
       hold(claim, events) {
         const id = claim.token;
-        held.set(id, { claim, events });
-        timers.set(
+        renewals.set(
           id,
-          setInterval(() => void renew(id), everyMs),
+          keepRenewing({
+            everyMs,
+            // A lease that lapsed while this thread was busy is taken again if no reaper took the job.
+            renew: async () => (await queue.renew(claim)) || (await queue.reclaim(claim)),
+            onLost: () => {
+              renewals.delete(id);
+              events.lost();
+            },
+            onError: (err) => events.failed(err),
+          }),
         );
         return () => {
-          clearInterval(timers.get(id));
-          timers.delete(id);
-          held.delete(id);
+          renewals.get(id)?.stop();
+          renewals.delete(id);
         };
       },
       async renewAll() {
-        await Promise.all([...held.keys()].map(renew));
+        await Promise.all([...renewals.values()].map((renewal) => renewal.renewNow()));
       },
       async close() {
-        for (const timer of timers.values()) clearInterval(timer);
-        timers.clear();
-        held.clear();
+        for (const renewal of renewals.values()) renewal.stop();
+        renewals.clear();
       },
     };
   }
 
+  const held = new Map<string, LeaseEvents>();
   const thread = new Worker(new URL("./lease-thread.ts", import.meta.url));
   // The thread never keeps the process alive on its own; the worker's loop does.
   thread.unref();
   const post = (message: LeaseThreadMessage) => thread.postMessage(message);
   post({ kind: "start", kv: options.kvConfig, everyMs, maxSilenceMs: options.maxSilenceMs ?? DEFAULT_MAX_SILENCE_MS });
   thread.on("message", (reply: LeaseThreadReply) => {
-    const lease = held.get(reply.id);
-    if (!lease) return;
+    const events = held.get(reply.id);
+    if (!events) return;
     if (reply.kind === "lost") {
       held.delete(reply.id);
-      lease.events.lost();
-    } else lease.events.failed(new Error(reply.error));
+      events.lost();
+    } else events.failed(new Error(reply.error));
   });
   thread.on("error", (err: Error) => {
-    for (const lease of held.values()) lease.events.failed(err);
+    for (const events of held.values()) events.failed(err);
   });
   const alive = setInterval(() => post({ kind: "alive" }), everyMs);
   alive.unref();
@@ -118,7 +111,7 @@ export function createLeaseKeeper(queue: ReliableQueue, kv: KeyValueStore, optio
     where: "thread",
     hold(claim, events) {
       const id = claim.token;
-      held.set(id, { claim, events });
+      held.set(id, events);
       post({ kind: "hold", id, key: leaseKey(queue.keys, claim.job), token: claim.token, seconds: queue.visibilityTimeoutSeconds });
       return () => {
         held.delete(id);

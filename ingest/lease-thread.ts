@@ -8,6 +8,8 @@
 import { parentPort } from "node:worker_threads";
 import type { KvConfig } from "../common/config.ts";
 import { createKeyValueStore } from "../common/kv/create.ts";
+import type { KeyValueStore } from "../common/kv/index.ts";
+import { keepRenewing, type Renewal } from "../common/lease-renewal.ts";
 
 export type LeaseThreadMessage =
   | { kind: "start"; kv: KvConfig; everyMs: number; maxSilenceMs: number }
@@ -20,34 +22,37 @@ export type LeaseThreadReply = { kind: "lost"; id: string } | { kind: "failed"; 
 
 if (parentPort) {
   const port = parentPort;
-  const leases = new Map<string, { key: string; token: string; seconds: number }>();
+  const renewals = new Map<string, Renewal>();
   let heard = Date.now();
+  let started: { kv: KeyValueStore; everyMs: number; maxSilenceMs: number } | undefined;
   port.on("message", (message: LeaseThreadMessage) => {
     heard = Date.now();
     switch (message.kind) {
-      case "start": {
-        const kv = createKeyValueStore(message.kv);
-        const renew = async () => {
-          if (Date.now() - heard > message.maxSilenceMs) return;
-          for (const [id, lease] of leases) {
-            try {
-              if (!(await kv.expireIfEquals(lease.key, lease.token, lease.seconds))) {
-                leases.delete(id);
-                port.postMessage({ kind: "lost", id } satisfies LeaseThreadReply);
-              }
-            } catch (err) {
-              port.postMessage({ kind: "failed", id, error: err instanceof Error ? err.message : String(err) } satisfies LeaseThreadReply);
-            }
-          }
-        };
-        setInterval(() => void renew(), message.everyMs);
+      case "start":
+        started = { kv: createKeyValueStore(message.kv), everyMs: message.everyMs, maxSilenceMs: message.maxSilenceMs };
+        break;
+      case "hold": {
+        if (!started) throw new Error("lease thread: a lease held before the thread was started");
+        const { kv, everyMs, maxSilenceMs } = started;
+        const { id, key, token, seconds } = message;
+        renewals.set(
+          id,
+          keepRenewing({
+            everyMs,
+            // A silent main thread's lease is neither renewed nor reported: it lapses, and another worker takes the job.
+            renew: async () => Date.now() - heard > maxSilenceMs || (await kv.expireIfEquals(key, token, seconds)),
+            onLost: () => {
+              renewals.delete(id);
+              port.postMessage({ kind: "lost", id } satisfies LeaseThreadReply);
+            },
+            onError: (err) => port.postMessage({ kind: "failed", id, error: err instanceof Error ? err.message : String(err) } satisfies LeaseThreadReply),
+          }),
+        );
         break;
       }
-      case "hold":
-        leases.set(message.id, { key: message.key, token: message.token, seconds: message.seconds });
-        break;
       case "release":
-        leases.delete(message.id);
+        renewals.get(message.id)?.stop();
+        renewals.delete(message.id);
         break;
       case "alive":
         break;

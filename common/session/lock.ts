@@ -1,4 +1,5 @@
 import { KvError, type KeyValueStore } from "../kv/index.ts";
+import { keepRenewing } from "../lease-renewal.ts";
 
 /**
  * A lease on a key-value key: set only if absent, with a random token and an expiry, so that a
@@ -40,22 +41,12 @@ export interface KeepAliveOptions {
  * reply that streams for longer than 30 s). Returns the function that stops renewing.
  */
 export function keepLockAlive(lock: Lock, options: KeepAliveOptions): () => void {
-  let stopped = false;
-  const timer = setInterval(() => {
-    lock.extend(options.ttlSeconds).then(
-      (held) => {
-        if (held || stopped) return;
-        stop();
-        options.onLost?.();
-      },
-      (error: unknown) => options.onError?.(error),
-    );
-  }, (options.ttlSeconds * 1000) / RENEWALS_PER_TTL);
-  const stop = () => {
-    stopped = true;
-    clearInterval(timer);
-  };
-  return stop;
+  return keepRenewing({
+    everyMs: (options.ttlSeconds * 1000) / RENEWALS_PER_TTL,
+    renew: () => lock.extend(options.ttlSeconds),
+    onLost: options.onLost,
+    onError: options.onError,
+  }).stop;
 }
 
 function randomToken(): string {
