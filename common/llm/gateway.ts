@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { UpstreamError, requestJson, toUpstreamError, upstreamErrorFromResponse, withRetries } from "../upstream.ts";
 import type { ChatMessage, CompletionOptions, LanguageModel, UsageListener } from "./index.ts";
-import { createSseDataDecoder } from "./sse-data.ts";
+import { createSseDataDecoder } from "../sse-data.ts";
 
 /**
  * LanguageModel over any OpenAI-compatible gateway (OpenAI, OpenRouter, vLLM, Ollama, LiteLLM), spoken
@@ -160,7 +160,7 @@ export function createOpenAiLanguageModel(options: OpenAiLanguageModelOptions): 
       reader = res.body.getReader();
       // Decoded here rather than through a TextDecoderStream: one stream fewer on every chunk.
       const text = new TextDecoder();
-      const decoder = createSseDataDecoder();
+      const decoder = createSseDataDecoder({ atEnd: "dispatch" });
       let usage: { prompt_tokens: number; completion_tokens: number } | undefined;
       for (;;) {
         // The clock runs only while waiting on the gateway, not while a slow consumer handles a delta.

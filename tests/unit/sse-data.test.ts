@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test";
-import { createSseDataDecoder } from "../../common/llm/sse-data.ts";
+import { createSseDataDecoder, type SseDataDecoderOptions } from "../../common/sse-data.ts";
 
 /** Every event's data, the text fed in the given pieces and then ended. */
-function decode(pieces: readonly string[]): string[] {
-  const decoder = createSseDataDecoder();
+function decode(pieces: readonly string[], options: SseDataDecoderOptions = {}): string[] {
+  const decoder = createSseDataDecoder(options);
   return [...pieces.flatMap((piece) => decoder.push(piece)), ...decoder.end()];
 }
 
@@ -20,10 +20,22 @@ describe("the data of a Server-Sent Events stream", () => {
     ["comments and other fields ignored", [": keep-alive\n\nevent: message\nid: 7\ndata: x\nretry: 10\n\n"], ["x"]],
     ["blank lines with no data make no event", ["\n\n\n"], []],
     ["the [DONE] marker is data like any other", ["data: [DONE]\n\n"], ["[DONE]"]],
-    ["an event left open at the end is delivered", ["data: last"], ["last"]],
+    ["a data line without a colon is an empty data line", ["data\ndata: x\n\ndata\n\n"], ["\nx", ""]],
+    ["a last CR ends its line at the end of the stream", ["data: 1\r\r"], ["1"]],
+    ["an event left open at the end is dropped, as the standard says", ["data: 1\n\ndata: last"], ["1"]],
+    ["an event left open after its last line end is dropped too", ["data: last\n"], []],
     ["an empty stream", [], []],
   ] as const)("%s", (_, pieces, events) => {
     expect(decode(pieces)).toEqual([...events]);
+  });
+
+  test.each([
+    ["an event left open at the end is delivered", ["data: last"], ["last"]],
+    ["an event left open after its last line end is delivered", ["data: a\ndata: b\n"], ["a\nb"]],
+    ["a line cut by the end of the stream is read as a whole line", ["data: 1\n\nda", "ta: 2"], ["1", "2"]],
+    ["nothing left open delivers nothing more", ["data: 1\n\n"], ["1"]],
+  ] as const)("with atEnd dispatch (the LLM gateway's streams), %s", (_, pieces, events) => {
+    expect(decode(pieces, { atEnd: "dispatch" })).toEqual([...events]);
   });
 
   test("the same events whatever the pieces' boundaries", () => {
