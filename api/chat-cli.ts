@@ -9,7 +9,6 @@ import { parseArgs } from "node:util";
 import { loadConfigOrExit, secretsOf, type Config } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
 import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
-import { downloadBook } from "../common/file-url.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
 import { join } from "node:path";
@@ -89,10 +88,7 @@ async function connect(config: Config, options: LocalChatOptions): Promise<ChatT
   const deps = await buildDepsOrExit(config, { logger });
   const openChat = (choice: LocalChoice) => openLocalChat(deps.db, choice, options);
   if (apiRunning) return { description: `the API at ${apiUrl}`, apiUrl, fetch: (request) => fetch(request), openChat, close: deps.close };
-  const { fetch: handle, settle } = createApp({
-    ...deps,
-    probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
-  });
+  const { fetch: handle, settle } = createApp(deps);
   const offline = deps.llm.provider === "offline" ? ", offline provider" : "";
   return {
     description: `this process (no service is running${offline})`,

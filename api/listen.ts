@@ -1,5 +1,4 @@
 import type { Deps } from "../common/deps.ts";
-import { downloadBook } from "../common/file-url.ts";
 import { createApp, type AppDeps } from "./app.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { serverErrorHandling } from "../common/http-server.ts";
@@ -12,7 +11,6 @@ export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "requ
     ...deps,
     ...options,
     requestGuard: { allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins },
-    probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
   });
   const server = Bun.serve({
     port: config.port,

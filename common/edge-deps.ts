@@ -1,14 +1,12 @@
 import { secretsOf, type Config } from "./config.ts";
+import { assembleDeps, type Deps } from "./deps-assembly.ts";
 import { createNeonDatabase, type NeonConnections, type NeonDatabase } from "./db/neon.ts";
 import { createUpstashKeyValueStore } from "./kv/upstash.ts";
 import { createOpenAiLanguageModel } from "./llm/gateway.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createCatalogueMetrics } from "./metrics/catalogue.ts";
-import { countTokens } from "./metrics/llm.ts";
-import { createHttpReranker } from "./rerank/http.ts";
 import { createTypesenseTextIndex } from "./text/typesense.ts";
 import { createQdrantVectorIndex } from "./vector/qdrant.ts";
-import type { Deps } from "./deps.ts";
 
 /**
  * The composition root of the API on an edge runtime (Deno, workerd): the production adapters only,
@@ -61,7 +59,8 @@ export type EdgeDeps = Deps & { db: NeonDatabase };
 export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): EdgeDeps {
   refuseEmbeddedDefaults(config);
   const { database, kv: kvConfig, qdrant, typesense } = config;
-  if (database.driver !== "neon" || kvConfig.driver !== "upstash" || !qdrant || !typesense || !config.llm.gatewayUrl) {
+  const { gatewayUrl } = config.llm;
+  if (database.driver !== "neon" || kvConfig.driver !== "upstash" || !qdrant || !typesense || !gatewayUrl) {
     throw new Error("unreachable: refuseEmbeddedDefaults checked the drivers");
   }
   const logger =
@@ -76,30 +75,21 @@ export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): E
     ...(options.databaseConnections ? { connections: options.databaseConnections } : {}),
     logger,
   });
-  const kv = createUpstashKeyValueStore({ url: kvConfig.url, token: kvConfig.token });
-  const llm = createOpenAiLanguageModel({
-    baseURL: config.llm.gatewayUrl,
-    ...(config.llm.apiKey ? { apiKey: config.llm.apiKey } : {}),
-    chatModel: config.llm.chatModel,
-    embedModel: config.llm.embedModel,
-    onUsage: (purpose, usage) => countTokens(metrics, purpose, usage.promptTokens, usage.completionTokens),
-  });
-  const vectorIndex = createQdrantVectorIndex(qdrant);
-  const textIndex = createTypesenseTextIndex(typesense);
-  const reranker = config.rerank ? createHttpReranker(config.rerank) : undefined;
-  return {
+  return assembleDeps({
     config,
     logger,
     metrics,
     db,
-    kv,
-    llm,
-    vectorIndex,
-    textIndex,
-    reranker,
-    async close() {
-      await Promise.allSettled([kv.close(), vectorIndex.close?.(), textIndex.close?.()]);
-      await db.close();
-    },
-  };
+    kv: createUpstashKeyValueStore({ url: kvConfig.url, token: kvConfig.token }),
+    llm: (onUsage) =>
+      createOpenAiLanguageModel({
+        baseURL: gatewayUrl,
+        ...(config.llm.apiKey ? { apiKey: config.llm.apiKey } : {}),
+        chatModel: config.llm.chatModel,
+        embedModel: config.llm.embedModel,
+        onUsage,
+      }),
+    vectorIndex: createQdrantVectorIndex(qdrant),
+    textIndex: createTypesenseTextIndex(typesense),
+  });
 }

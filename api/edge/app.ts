@@ -2,8 +2,6 @@ import type { ElysiaAdapter } from "elysia";
 import type { Config } from "../../common/config.ts";
 import { buildEdgeDeps, type EdgeBuildOptions } from "../../common/edge-deps.ts";
 import { unhandledFailure } from "../../common/http-server.ts";
-import { downloadBook } from "../../common/file-url.ts";
-import { enableKvMetricsAggregation } from "../../common/metrics/kv-aggregation.ts";
 import { createApp } from "../app.ts";
 import type { SwaggerUiAssets } from "../docs.ts";
 import { sseStreamEnd } from "../sse.ts";
@@ -32,24 +30,13 @@ export interface EdgeApi {
  */
 export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): EdgeApi {
   const deps = buildEdgeDeps(config, options);
-  // A scrape reaches one isolate of many: the series are summed through the key-value store (on by default on the edge).
-  if (config.metricsAggregation) enableKvMetricsAggregation(deps.metrics, deps.kv, { ...config.metricsAggregation, logger: deps.logger });
   const { app, fetch, settleStarted } = createApp({
     ...deps,
     ...(options.adapter ? { adapter: options.adapter } : {}),
     ...(options.swaggerUiAssets ? { swaggerUiAssets: options.swaggerUiAssets } : {}),
     requestGuard: { allowedHosts: config.allowedHosts, allowedOrigins: config.allowedOrigins },
-    probeBook: (fileUrl) => downloadBook(fileUrl, { allowedHosts: config.fileUrlAllowedHosts, maxBytes: config.maxBookBytes }),
   });
   app.compile();
-  deps.logger.info("components", {
-    database: deps.db.driver,
-    kv: deps.kv.driver,
-    llm: deps.llm.provider,
-    vector_index: deps.vectorIndex.adapter,
-    text_index: deps.textIndex.adapter,
-    reranker: deps.reranker ? "http" : "rank fusion",
-  });
   return {
     async fetch(request, waitUntil) {
       const scope = deps.db.openScope();

@@ -70,7 +70,7 @@ function readGraph(): Graph {
 // Bottom to top. A file may import its own layer or any layer below it, never one above.
 const PORTS = ["db", "kv", "vector", "text", "llm", "rerank", "metrics"];
 const DOMAIN = ["retrieval", "prompt", "session", "local"];
-const COMPOSITION = ["common/config.ts", "common/deps.ts", "common/edge-deps.ts", "common/db/migrate-cli.ts"];
+const COMPOSITION = ["common/config.ts", "common/deps.ts", "common/edge-deps.ts", "common/deps-assembly.ts", "common/db/migrate-cli.ts"];
 
 export type Layer = "contract" | "ports" | "domain" | "composition" | "api" | "ingest";
 const RANK: Record<Layer, number> = { contract: 0, ports: 1, domain: 2, composition: 3, api: 4, ingest: 4 };
@@ -81,7 +81,8 @@ export function layerOf(file: string): Layer {
   if (top === "ingest") return "ingest";
   // The composition root: the typed config (it reads each module's own DEFAULT_X, so it sits above the
   // modules it configures), the adapter factories that pick an adapter from it, deps.ts that wires
-  // them (edge-deps.ts for the edge runtimes), and the migration command.
+  // them (edge-deps.ts for the edge runtimes, deps-assembly.ts what both do once the adapters are
+  // chosen), and the migration command.
   if (COMPOSITION.includes(file) || /^common\/[a-z]+\/create\.ts$/.test(file)) return "composition";
   // Only the shapes of an indexed chunk and of a hit: the index ports store and return them, and
   // retrieval fuses them, so they are part of the contract below both.
