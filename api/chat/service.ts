@@ -1,22 +1,16 @@
+import type { Deps } from "../../common/deps-assembly.ts";
 import { noSourcesReason } from "../../common/retrieval/no-sources.ts";
 import { createChatCache, type ChatBook, type ChatCharacter, type ChatSessionState } from "../../common/session/cache.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
-import type { Database } from "../../common/db/index.ts";
-import type { KeyValueStore } from "../../common/kv/index.ts";
-import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Lock } from "../../common/session/lock.ts";
-import type { LogFields, Logger } from "../../common/log.ts";
+import type { LogFields } from "../../common/log.ts";
 import type { ChatOutcome } from "../../common/metrics/chat.ts";
-import type { Metrics } from "../../common/metrics/index.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { CONVERSATION_WINDOW_MESSAGES, withExchange } from "../../common/prompt/conversation.ts";
 import { messagesLeavingWindow } from "../../common/prompt/summary.ts";
 import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
-import type { Reranker } from "../../common/rerank/index.ts";
 import { createRetriever, type RetrievalResult } from "../../common/retrieval/retriever.ts";
 import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
-import type { TextIndex } from "../../common/text/index.ts";
-import type { VectorIndex } from "../../common/vector/index.ts";
 import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";
 import { createKnowledge } from "./knowledge.ts";
@@ -48,19 +42,10 @@ import { closingAfter, type SpoilerKind } from "../../common/prompt/spoiler-guar
  * session-cache.ts, background.ts (work outliving the reply, store writes tried again).
  */
 
-export interface ChatDeps {
-  db: Database;
-  kv: KeyValueStore;
-  llm: LanguageModel;
-  vectorIndex: VectorIndex;
-  textIndex: TextIndex;
-  /** Without one, retrieval orders passages by rank fusion. */
-  reranker: Reranker | undefined;
+export interface ChatDeps extends Pick<Deps, "db" | "kv" | "llm" | "vectorIndex" | "textIndex" | "reranker" | "metrics" | "logger"> {
   /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
   sessionLockTtlSeconds?: number;
   config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb">>;
-  metrics: Metrics;
-  logger: Logger;
 }
 
 export const SESSION_NOT_FOUND = "session not found";

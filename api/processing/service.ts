@@ -1,21 +1,11 @@
+import type { Deps } from "../../common/deps-assembly.ts";
 import { getBook } from "../../common/db/books.ts";
-import type { Database } from "../../common/db/index.ts";
-import { FileUrlError, checkFileUrlSyntax, type DownloadResult } from "../../common/file-url.ts";
-import type { KeyValueStore } from "../../common/kv/index.ts";
-import type { Logger } from "../../common/log.ts";
-import type { Metrics } from "../../common/metrics/index.ts";
+import { FileUrlError, checkFileUrlSyntax } from "../../common/file-url.ts";
 import { enqueueJob } from "../../common/queue.ts";
 import type { ProcessingAccepted, ProcessingRequest } from "../../common/contract/schemas.ts";
 import { StoreUnavailableError, UnusableInputError } from "../service-errors.ts";
 
-export interface ProcessingDeps {
-  db: Database;
-  kv: KeyValueStore;
-  metrics: Metrics;
-  logger: Logger;
-  /** Downloads file_url with every check (address policy, size, time, text) and discards the bytes. */
-  probeBook: (fileUrl: string) => Promise<DownloadResult>;
-}
+export type ProcessingDeps = Pick<Deps, "db" | "kv" | "metrics" | "logger" | "probeBook">;
 
 /**
  * Validates a book submission the way the worker will need it and queues it. Cheap checks come
