@@ -12,12 +12,17 @@ import { nameKey } from "./character-names.ts";
 import { quoteSample, spread, taggedLines } from "./character-lines.ts";
 import { tokenColumns, type TokenColumns } from "./token-columns.ts";
 
-export const DEFAULT_MAX_CHARACTERS = 12;
+/**
+ * The cap on the characters a book keeps (each gets a profile and a persona); a collection's cast
+ * may raise it, up to MAX_COLLECTION_CHARACTERS. The NLP engine's own list before selection has a
+ * bound of its own, DEFAULT_MAX_CANDIDATES (nlp/character-list.ts).
+ */
+export const DEFAULT_CHARACTER_CAP = 12;
 /** Leading characters kept from each story of a collection, ahead of the cap. */
 export const STORY_LEADS = 2;
 /** Lines in each of two stories that make a character one of the collection's recurring cast. */
 export const RECURRING_MIN_QUOTES = 2;
-/** The default cap grows to hold a collection's recurring cast and story leads, up to this many. */
+/** DEFAULT_CHARACTER_CAP grows to hold a collection's recurring cast and story leads, up to this many. */
 export const MAX_COLLECTION_CHARACTERS = 40;
 /** A character who never speaks gives a persona nothing to imitate. */
 export const DEFAULT_MIN_QUOTES = 1;
@@ -154,7 +159,7 @@ export function selectCharacters(
   // (see storyLeads); a novel is ranked by importance alone.
   const stories = storyBoundaries(paragraphOpenings(tokens));
   const kept = stories.length > 0 ? storyLeads(eligible, parsed, tokens, stories) : new Set<Merged>();
-  const maxCharacters = options.maxCharacters ?? Math.min(Math.max(DEFAULT_MAX_CHARACTERS, kept.size), MAX_COLLECTION_CHARACTERS);
+  const maxCharacters = options.maxCharacters ?? Math.min(Math.max(DEFAULT_CHARACTER_CAP, kept.size), MAX_COLLECTION_CHARACTERS);
   const chosen = [...eligible.filter((m) => kept.has(m)), ...eligible.filter((m) => !kept.has(m))]
     .slice(0, maxCharacters)
     .sort((a, b) => importanceOf(b.summary.mentionCount, b.summary.quoteCount) - importanceOf(a.summary.mentionCount, a.summary.quoteCount));

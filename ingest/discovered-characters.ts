@@ -4,7 +4,7 @@
 import type { Discovery } from "../common/llm/prompt-format.ts";
 import {
   countShared,
-  DEFAULT_MAX_CHARACTERS,
+  DEFAULT_CHARACTER_CAP,
   importanceOf,
   MAX_COOCCURRING,
   MAX_DISCOVERY_PASSAGE_CHARS,
@@ -37,7 +37,7 @@ function occurrences(text: string, needle: string): number {
  * (that also drops names the model made up). Quotes come from the model, so minQuotes is not applied.
  */
 export function mergeDiscoveries(text: string, found: readonly SampledDiscovery[], options: SelectionOptions = {}): FoundCharacter[] {
-  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
+  const maxCharacters = options.maxCharacters ?? DEFAULT_CHARACTER_CAP;
   const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
   interface Entry {
     name: string;

@@ -20,7 +20,12 @@ export interface CharacterSummary {
 
 export const DEFAULT_MIN_MENTIONS = 5;
 export const DEFAULT_MIN_QUOTES = 0;
-export const DEFAULT_MAX_CHARACTERS = 40;
+/**
+ * A bound on the engine's list of candidates when it is asked for one without a bound of its own. Not
+ * the cap on the characters a book keeps: selection (ingest/character-selection.ts) reads the whole
+ * list and applies its own, DEFAULT_CHARACTER_CAP.
+ */
+export const DEFAULT_MAX_CANDIDATES = 40;
 export const DEFAULT_MAX_ALIASES = 12;
 /** A spoken line counts this many mentions when ranking characters by importance. */
 export const QUOTE_WEIGHT = 3;
@@ -157,7 +162,7 @@ function charactersFromEntities(entities: EntityRow[]): BookCharacter[] {
 export function toCharacterList(parsed: ParsedBookNlp, options: CharacterListOptions = {}): CharacterSummary[] {
   const minMentions = options.minMentions ?? DEFAULT_MIN_MENTIONS;
   const minQuotes = options.minQuotes ?? DEFAULT_MIN_QUOTES;
-  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CHARACTERS;
+  const maxCharacters = options.maxCharacters ?? DEFAULT_MAX_CANDIDATES;
   const maxAliases = options.maxAliases ?? DEFAULT_MAX_ALIASES;
   const source = parsed.characters.length > 0 ? parsed.characters : charactersFromEntities(parsed.entities);
   const quotesBy = new Map<number, string[]>();
