@@ -19,7 +19,7 @@ import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { saveCharacters } from "../common/db/characters.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
-import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
+import { buildShingleIndex } from "../ingest/spoiler-guard/shingles.ts";
 import { extractWork } from "../ingest/book-text.ts";
 import { freePort } from "../tests/support/process.ts";
 import { apiRuntime, edgeStores, startGatewayProcess, withChatApi } from "./chat.ts";

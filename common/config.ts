@@ -33,7 +33,7 @@ export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
 export const DEFAULT_SSE_KEEPALIVE_SECONDS = 15;
 
 /**
- * Memory for the books' spoiler-guard data in one API process (api/chat/spoiler-guard.ts): 64 MiB in a
+ * Memory for the books' spoiler-guard data in one API process (api/chat/spoiler-guard-cache.ts): 64 MiB in a
  * container; on an isolate runtime, where an isolate has 128 MB in all and the app itself takes about
  * 33 MiB of it, 16 MiB (measured on workerd: bench/spoiler-guard-edge.ts).
  */

@@ -8,8 +8,9 @@ import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
 import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
-import { buildShingleIndex, type ShingleIndex } from "../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../common/prompt/book-names.ts";
+import type { ShingleIndex } from "../common/spoiler-guard/shingles.ts";
+import { buildShingleIndex } from "./spoiler-guard/shingles.ts";
+import { guardCharacters } from "./spoiler-guard/people.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { removeIndexesAndBackups } from "./book-removal.ts";
 import { BookDeletedError, BookRejectedError } from "./errors.ts";
@@ -181,7 +182,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
   });
 }
 
-/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts): the book's passages (built beside the other phases) and its characters' names (common/prompt/book-names.ts). */
+/** What the chat's spoiler guard checks replies against (api/chat/spoiler-filter.ts): the book's passages (built beside the other phases) and its characters' names (common/spoiler-guard/people.ts). */
 async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[], people: readonly NamedPerson[], shingles: ShingleIndex): Promise<void> {
   run.progress("guard", 0, 1);
   const guarded = guardCharacters(text, characters.map((c) => c.character), people);

@@ -24,9 +24,9 @@ import { createRewriter } from "./rewrite.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./session-cache.ts";
 import { createSessionLocks } from "./session-lock.ts";
-import { createSpoilerGuards } from "./spoiler-guard.ts";
+import { createSpoilerGuards } from "./spoiler-guard-cache.ts";
 import { createSummaryFold } from "./summary.ts";
-import { closingAfter, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
+import { closingAfter, type SpoilerKind } from "./spoiler-filter.ts";
 
 /**
  * One chat turn, from the request body to the events of the reply. Knows nothing of HTTP: `open`

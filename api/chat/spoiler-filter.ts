@@ -1,6 +1,6 @@
-import { breaksSentence, keysOf, singulars, spelledKey, WORD_PATTERN, wordCase, type WordCase } from "../text-normalise.ts";
-import { SHINGLE_WORDS, shingleKey, type ShingleIndex } from "./book-shingles.ts";
-import { MOSTLY_ORDINARY, type GuardCharacter } from "./book-names.ts";
+import { breaksSentence, keysOf, singulars, spelledKey, WORD_PATTERN, wordCase, type WordCase } from "../../common/text-normalise.ts";
+import { SHINGLE_WORDS, shingleKey, type ShingleIndex } from "../../common/spoiler-guard/shingles.ts";
+import { MOSTLY_ORDINARY, type GuardCharacter } from "../../common/spoiler-guard/people.ts";
 
 /**
  * The spoiler guard on the chat's way out. A model that knows a famous book can name the murderer
@@ -23,10 +23,10 @@ import { MOSTLY_ORDINARY, type GuardCharacter } from "./book-names.ts";
  * while "Silas Crane" is one): a name is never shown in part. A late passage is recognised on its
  * SHINGLE_WORDS-th word, so up to SHINGLE_WORDS - 1 words of it have gone out (holding them back
  * would delay every reply by as many words); in a book too long for every run to be held (more than
- * MAX_FINGERPRINTS of them, book-shingles.ts), at most the index's window - 1 words later.
+ * MAX_FINGERPRINTS of them, common/spoiler-guard/shingles.ts), at most the index's window - 1 words later.
  *
- * What it checks against is built at ingestion: the book's people (book-names.ts) and its passages
- * (book-shingles.ts). Pure: no I/O.
+ * What it checks against is built at ingestion: the book's people (common/spoiler-guard/people.ts) and its passages
+ * (common/spoiler-guard/shingles.ts). Pure: no I/O.
  */
 
 /**

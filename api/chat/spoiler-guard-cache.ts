@@ -3,12 +3,12 @@ import { DEFAULT_SPOILER_GUARD_CACHE_MB } from "../../common/config.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import type { Logger } from "../../common/log.ts";
-import { decodeShingleIndex, MAX_STORED_CHARS, type ShingleIndex } from "../../common/prompt/book-shingles.ts";
-import { GuardCharacter } from "../../common/prompt/book-names.ts";
-import { createSpoilerGuard, lateNames, type SpoilerGuard } from "../../common/prompt/spoiler-guard.ts";
+import { decodeShingleIndex, MAX_STORED_CHARS, type ShingleIndex } from "../../common/spoiler-guard/shingles.ts";
+import { GuardCharacter } from "../../common/spoiler-guard/people.ts";
+import { createSpoilerGuard, lateNames, type SpoilerGuard } from "./spoiler-filter.ts";
 
 /**
- * The spoiler guard of a turn (common/prompt/spoiler-guard.ts), from the book's row in
+ * The spoiler guard of a turn (api/chat/spoiler-filter.ts), from the book's row in
  * book_spoiler_guards, kept in memory per book: the shingle index is read on the hot path for every
  * word of every reply, so it is loaded once (8 bytes per shingle of the book, at most 8 MiB whatever
  * its size: 1 MB for Pride and Prejudice, 4.6 MB for War and Peace) and kept, least recently used out
@@ -35,7 +35,7 @@ export interface SpoilerGuardsOptions {
   log: Logger;
   /** MiB the books' guards may take in this process (SPOILER_GUARD_CACHE_MB). */
   cacheMb?: number;
-  /** The longest stored shingle index read (MAX_STORED_CHARS: the bound of book-shingles.ts). */
+  /** The longest stored shingle index read (MAX_STORED_CHARS: the bound of common/spoiler-guard/shingles.ts). */
   maxStoredChars?: number;
   ttlMs?: number;
   now?: () => number;
