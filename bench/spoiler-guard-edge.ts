@@ -14,7 +14,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB } from "../common/config.ts";
+import { DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB } from "../common/config-defaults.ts";
 import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { saveCharacters } from "../common/db/characters.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";

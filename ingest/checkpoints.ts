@@ -222,3 +222,19 @@ export function placeCheckpoints(materialEnds: readonly (readonly number[])[], t
 export function materialEnds(placed: PlacedCharacter): number[] {
   return [...placed.quoteAt, ...placed.passageAt].flatMap((at) => (at === null ? [] : [Math.max(at.end, placed.firstAppearance + 1)]));
 }
+
+/** How many checkpoints a book of `characters` characters gets in all: 1 → none (the whole book only). */
+export function checkpointBudget(setting: number, characters: number): number {
+  return Math.max(0, Math.floor(setting) - 1) * Math.max(0, characters);
+}
+
+/**
+ * What a book records as its attempted checkpoints: the positions placed, or, with checkpoints on and
+ * none placed (no character has material that can be located), [1], a checkpoint no reader part-way
+ * reaches, so that a turn never takes the empty list for "the whole book".
+ */
+export function attemptedCheckpoints(enabled: boolean, placed: readonly number[]): number[] {
+  if (!enabled) return [];
+  const positions = [...new Set(placed)].sort((a, b) => a - b);
+  return positions.length > 0 ? positions : [1];
+}

@@ -7,7 +7,7 @@ import { getBook } from "../common/db/books.ts";
 import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
-import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
+import { attemptedCheckpoints, checkpointBudget } from "./checkpoints.ts";
 import type { ShingleIndex } from "../common/spoiler-guard/shingles.ts";
 import { buildShingleIndex } from "./spoiler-guard/shingles.ts";
 import { guardCharacters } from "./spoiler-guard/people.ts";

@@ -1,6 +1,7 @@
 import { noSourcesReason } from "../../common/retrieval/no-sources.ts";
 import { createChatCache, type ChatBook, type ChatCharacter, type ChatSessionState } from "../../common/session/cache.ts";
-import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, type Config } from "../../common/config.ts";
+import { type Config } from "../../common/config.ts";
+import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS } from "../../common/config-defaults.ts";
 import type { Database } from "../../common/db/index.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { DEFAULT_SPOILER_GUARD_CACHE_MB } from "../../common/config.ts";
+import { DEFAULT_SPOILER_GUARD_CACHE_MB } from "../../common/config-defaults.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import type { Logger } from "../../common/log.ts";

@@ -79,7 +79,7 @@ const CharacterKnowledge = z.object({
   checkpoints: z.array(z.object({ position: z.number(), profile_json: z.record(z.string(), z.unknown()), system_prompt: z.string() })),
 });
 
-/** What a turn with a reading position needs besides the usual context (common/prompt/reading-position.ts). */
+/** What a turn with a reading position needs besides the usual context (common/retrieval/reading-position.ts). */
 export interface PositionedContext {
   /** null: the book was ingested before reading positions were recorded. */
   book: z.infer<typeof BookPositions> | null;

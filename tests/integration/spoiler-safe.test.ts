@@ -10,7 +10,7 @@ import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
-import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/prompt/reading-position.ts";
+import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/config-defaults.ts";
 import { GuardCharacter } from "../../common/spoiler-guard/people.ts";
 import { SPOILER_CLOSING } from "../../api/chat/spoiler-filter.ts";
 import { getSpoilerGuard } from "../../common/db/spoiler-guards.ts";
