@@ -649,7 +649,7 @@ const STEPS: readonly (readonly [string, readonly string[]])[] = [
   ["LLM calls: rewrite, embedding, reply stream", ["common/llm/", "node_modules/openai/"]],
   ["search: Qdrant and Typesense clients, fusion", ["common/vector/", "common/text/", "@qdrant", "node_modules/typesense/", "axios", "follow-redirects", "common/retrieval/"]],
   ["database (Bun SQL)", ["common/db/"]],
-  ["key-value store (Redis): cache, lock", ["common/kv/", "common/session/"]],
+  ["key-value store (Redis): cache, lock", ["common/kv/", "api/chat/chat-cache", "api/chat/session-lock"]],
   ["prompt and preferences", ["common/prompt/", "gpt-tokenizer", "@noble"]],
   ["HTTP: router, body, validation, metrics", ["elysia", "api/app", "api/http-metrics", "prom-client", "api/json-body", "api/chat/index", "common/metrics/", "common/contract/", "api/errors", "api/request-guard", "api/service-errors", "@sinclair", "exact-mirror"]],
   ["SSE out", ["api/sse"]],

@@ -1,5 +1,5 @@
 import { rm } from "node:fs/promises";
-import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../common/session/cache.ts";
+import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../common/contract/cache-keys.ts";
 import type { Config } from "../common/config.ts";
 import type { Queryable } from "../common/db/index.ts";
 import { deleteBookRow } from "../common/db/frontend-rows.ts";

@@ -1,7 +1,7 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { readingPositionsCacheKey } from "../common/session/cache.ts";
+import { readingPositionsCacheKey } from "../common/contract/cache-keys.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";
 import { getBook } from "../common/db/books.ts";
 import { setProcessingStatus } from "../common/db/ingestions.ts";

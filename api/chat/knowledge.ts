@@ -1,4 +1,4 @@
-import type { ChatBook, ChatCache, ChatCharacter, PositionedContext } from "../../common/session/cache.ts";
+import type { ChatBook, ChatCache, ChatCharacter, PositionedContext } from "./chat-cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getReaderState, type ReaderState } from "../../common/db/reader-state.ts";
 import type { Logger } from "../../common/log.ts";

@@ -1,4 +1,4 @@
-import { characterCacheKey, knowledgeCacheKey } from "../../common/session/cache.ts";
+import { characterCacheKey, knowledgeCacheKey } from "../../common/contract/cache-keys.ts";
 import { DatabaseError } from "../../common/db/index.ts";
 import { saveCharacterKnowledge, type CharacterCheckpoint } from "../../common/db/reading-positions.ts";
 import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters } from "../../common/db/characters.ts";

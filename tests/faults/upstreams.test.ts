@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { MODEL_FAILED } from "../../api/chat/service.ts";
+import { MODEL_FAILED } from "../../api/chat/turn.ts";
 import { foldKey, lockKey } from "../../api/chat/session-lock.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getBook } from "../../common/db/books.ts";

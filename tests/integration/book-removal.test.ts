@@ -5,7 +5,7 @@ import type { Database } from "../../common/db/index.ts";
 import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
-import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../../common/session/cache.ts";
+import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import { deleteBook } from "../../ingest/book-removal.ts";

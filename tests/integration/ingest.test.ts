@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { characterCacheKey } from "../../common/session/cache.ts";
+import { characterCacheKey } from "../../common/contract/cache-keys.ts";
 import { chunkTextToArray } from "../../common/chunking.ts";
 import type { Language } from "../../common/contract/rows.ts";
 import { getBook } from "../../common/db/books.ts";

@@ -193,7 +193,7 @@ describe("the layer map", () => {
     ["common/edge-deps.ts", "composition"],
     ["common/metrics/catalogue.ts", "ports"],
     ["api/edge/workers.ts", "api"],
-    ["api/chat/service.ts", "api"],
+    ["api/chat/turn.ts", "api"],
     ["ingest/nlp/engine.ts", "ingest"],
   ];
   test.each(cases)("puts %s in the %s layer", (file, layer) => {

@@ -1,4 +1,5 @@
-import { sessionCacheKey, type ChatCache, type ChatSessionState } from "../../common/session/cache.ts";
+import { type ChatCache, type ChatSessionState } from "./chat-cache.ts";
+import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import type { Logger } from "../../common/log.ts";
 import { retryUntilStoreAnswers, type Track } from "./background.ts";
 

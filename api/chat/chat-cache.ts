@@ -1,13 +1,14 @@
 import { z } from "zod";
-import type { Database } from "../db/index.ts";
-import { getBook } from "../db/books.ts";
-import { getCharacter } from "../db/characters.ts";
-import { getSessionWithRecentMessages } from "../db/sessions.ts";
-import { getBookReadingPositions, getCharacterKnowledge } from "../db/reading-positions.ts";
-import type { KeyValueStore } from "../kv/index.ts";
-import { silentLogger, type Logger } from "../log.ts";
-import { CONVERSATION_WINDOW_MESSAGES } from "../prompt/conversation.ts";
-import { cutChars, TRIM_MARKER } from "../prompt/budget.ts";
+import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
+import type { Database } from "../../common/db/index.ts";
+import { getBook } from "../../common/db/books.ts";
+import { getCharacter } from "../../common/db/characters.ts";
+import { getSessionWithRecentMessages } from "../../common/db/sessions.ts";
+import { getBookReadingPositions, getCharacterKnowledge } from "../../common/db/reading-positions.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { silentLogger, type Logger } from "../../common/log.ts";
+import { CONVERSATION_WINDOW_MESSAGES } from "../../common/prompt/conversation.ts";
+import { cutChars, TRIM_MARKER } from "../../common/prompt/budget.ts";
 
 /**
  * What a chat turn reads before it can answer (the character, the session with its recent history
@@ -38,14 +39,6 @@ export const CHAT_CACHE_TTL_SECONDS = 3600;
  * size, and it is above what the prompt takes of them at the default context (common/prompt/budget.ts).
  */
 export const DEFAULT_SESSION_CACHE_BYTES = 262_144;
-
-export const characterCacheKey = (characterId: string) => `chat:char:${characterId}`;
-export const sessionCacheKey = (sessionId: string) => `chat:sess:${sessionId}`;
-export const bookCacheKey = (bookId: string) => `chat:book:${bookId}`;
-/** Spoiler-safe chat, read only for a reader with a position: the book's chunk ends and checkpoints. */
-export const readingPositionsCacheKey = (bookId: string) => `chat:positions:${bookId}`;
-/** Spoiler-safe chat: a character's first appearance and checkpoint profiles and personas. */
-export const knowledgeCacheKey = (characterId: string) => `chat:knowledge:${characterId}`;
 
 const ChatCharacter = z.object({
   id: z.string(),

@@ -1,4 +1,4 @@
-import { KvError, type KeyValueStore } from "../kv/index.ts";
+import { KvError, type KeyValueStore } from "./index.ts";
 
 /**
  * A lease on a key-value key: set only if absent, with a random token and an expiry, so that a
