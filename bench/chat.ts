@@ -23,7 +23,7 @@ import { createSession } from "../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../common/db/reading-positions.ts";
 import { createMetrics } from "../common/metrics/index.ts";
 import { DEFAULT_METRICS_KEY_PREFIX } from "../common/metrics/kv-aggregation.ts";
-import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
 import { buildWorkerdBundle, edgeRuntimeMissing, startEdgeRuntime, type EdgeRuntime } from "../tests/support/edge-runtime.ts";

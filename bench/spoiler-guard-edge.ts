@@ -20,7 +20,7 @@ import { saveCharacters } from "../common/db/characters.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
 import { buildShingleIndex } from "../ingest/spoiler-guard/shingles.ts";
-import { extractWork } from "../ingest/book-text.ts";
+import { extractWork } from "../ingest/book/book-text.ts";
 import { freePort } from "../tests/support/process.ts";
 import { apiRuntime, edgeStores, startGatewayProcess, withChatApi } from "./chat.ts";
 import { answerHelp, generatedNovel, machineHeader, markdownTable, memoryOf, nonRepeatingText, openInspector, SHARED_BOOKS_DIR } from "./support.ts";

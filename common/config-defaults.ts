@@ -43,7 +43,7 @@ export const DEFAULT_CHAT_REPLY_TOKENS = 1_024;
 /**
  * CHARACTER_CHECKPOINTS = n lets a book's character passes cost up to n times the whole book's: up to
  * (n - 1) checkpoints per character on average, placed where each character's material accumulates
- * (ingest/checkpoints.ts). 2 keeps a book within twice the model calls of the whole book alone.
+ * (ingest/characters/checkpoints.ts). 2 keeps a book within twice the model calls of the whole book alone.
  */
 export const DEFAULT_CHARACTER_CHECKPOINTS = 2;
 

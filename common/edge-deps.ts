@@ -6,7 +6,7 @@ import { createLogger, type Logger } from "./log.ts";
 import { createCatalogueMetrics } from "./metrics/catalogue.ts";
 import { countTokens } from "./metrics/llm.ts";
 import { createHttpReranker } from "./rerank/http.ts";
-import { createTypesenseTextIndex } from "./text/typesense.ts";
+import { createTypesenseTextIndex } from "./text-index/typesense.ts";
 import { createQdrantVectorIndex } from "./vector/qdrant.ts";
 import type { Deps } from "./deps.ts";
 

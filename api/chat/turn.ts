@@ -16,7 +16,7 @@ import { createTokenCounter, promptBudget, type PromptLimits } from "../../commo
 import type { Reranker } from "../../common/rerank/index.ts";
 import { createRetriever, type RetrievalResult } from "../../common/retrieval/retriever.ts";
 import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
-import type { TextIndex } from "../../common/text/index.ts";
+import type { TextIndex } from "../../common/text-index/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";

@@ -2,7 +2,7 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import type { Database } from "../../common/db/index.ts";
 import { listCharacters } from "../../common/db/characters.ts";
-import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text/index.ts";
+import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text-index/index.ts";
 import { parseJsonBody } from "../json-body.ts";
 import { getReadingPages } from "../../common/db/reader-state.ts";
 import { getBookReadingPositions } from "../../common/db/reading-positions.ts";

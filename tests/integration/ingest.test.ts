@@ -14,7 +14,7 @@ import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.t
 import { BookRejectedError } from "../../ingest/errors.ts";
 import { PIPELINE_PHASES } from "../../common/metrics/processing.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker, type WorkerHandle } from "../../ingest/queue-consumer.ts";
+import { startWorker, type WorkerHandle } from "../../ingest/jobs/queue-consumer.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
 import { openLiveStores } from "../support/live-stores.ts";

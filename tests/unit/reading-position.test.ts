@@ -3,7 +3,7 @@ import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
 import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
-import { attemptedCheckpoints, checkpointBudget } from "../../ingest/checkpoints.ts";
+import { attemptedCheckpoints, checkpointBudget } from "../../ingest/characters/checkpoints.ts";
 import { knowledgeAt } from "../../api/chat/knowledge.ts";
 
 describe("pages to a position", () => {

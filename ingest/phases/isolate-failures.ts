@@ -1,5 +1,5 @@
-import { InvalidLlmOutputError } from "../common/prompt/character.ts";
-import { UpstreamError, withRetries } from "../common/upstream.ts";
+import { InvalidLlmOutputError } from "../../common/prompt/character.ts";
+import { UpstreamError, withRetries } from "../../common/upstream.ts";
 
 /**
  * How the pipeline treats its many small units of work (a character's LLM pass, a batch of chunks):

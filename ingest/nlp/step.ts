@@ -1,6 +1,6 @@
 import { Worker } from "node:worker_threads";
-import type { FoundCharacter } from "./character-selection.ts";
-import type { NlpReply, NlpResult, NlpTask } from "./nlp-thread.ts";
+import type { FoundCharacter } from "../characters/character-selection.ts";
+import type { NlpReply, NlpResult, NlpTask } from "./thread.ts";
 
 /**
  * The booknlp phase's two engines: real BookNLP as a child process (BOOKNLP_COMMAND), whose files are
@@ -26,7 +26,7 @@ function abortReason(signal: AbortSignal): unknown {
 /** Runs one task in a fresh worker thread; aborting terminates the thread. */
 export function runInThread(task: NlpTask, signal?: AbortSignal): Promise<NlpResult> {
   if (signal?.aborted) return Promise.reject(abortReason(signal));
-  const thread = new Worker(new URL("./nlp-thread.ts", import.meta.url));
+  const thread = new Worker(new URL("./thread.ts", import.meta.url));
   return new Promise<NlpResult>((resolve, reject) => {
     const onAbort = () => reject(abortReason(signal!));
     signal?.addEventListener("abort", onAbort, { once: true });

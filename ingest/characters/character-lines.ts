@@ -3,8 +3,8 @@
  * the book prints them, and a spread of those across the book. Pure: no I/O.
  */
 import { nameKey } from "./character-names.ts";
-import type { ParsedBookNlp, QuoteRow } from "./nlp/booknlp-files.ts";
-import type { TokenColumns } from "./token-columns.ts";
+import type { ParsedBookNlp, QuoteRow } from "../nlp/booknlp-files.ts";
+import type { TokenColumns } from "../nlp/token-columns.ts";
 
 /** Enough lines that the offline reply finds one close to most questions; a model reads them all in passes 1 and 2. */
 export const MAX_PROFILE_QUOTES = 60;

@@ -18,7 +18,7 @@
  *
  * Pure: no I/O.
  */
-import { isWhitespace } from "../common/whitespace.ts";
+import { isWhitespace } from "../../common/whitespace.ts";
 import { TITLE_SMALL_WORDS } from "./story-boundaries.ts";
 
 export interface StrippedRange {

@@ -1,7 +1,7 @@
 // Characters found by the LLM (books BookNLP cannot read): the answers of every discovery call
 // merged into one list. Pure: no I/O.
 
-import type { Discovery } from "../common/llm/prompt-format.ts";
+import type { Discovery } from "../../common/llm/prompt-format.ts";
 import {
   countShared,
   DEFAULT_MAX_CHARACTERS,
@@ -14,7 +14,7 @@ import {
 } from "./character-selection.ts";
 import { quoteSample, spread } from "./character-lines.ts";
 import { nameKey } from "./character-names.ts";
-import { DEFAULT_MIN_MENTIONS } from "./nlp/character-list.ts";
+import { DEFAULT_MIN_MENTIONS } from "../nlp/character-list.ts";
 
 export interface SampledDiscovery {
   /** The sample texts one discovery call saw. */

@@ -1,4 +1,4 @@
-import type { Language } from "../common/contract/rows.ts";
+import type { Language } from "../../common/contract/rows.ts";
 
 /**
  * Which script a book is written in, to check the language it was registered with. The pipeline

@@ -1,15 +1,15 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../common/chunking.ts";
-import { chunkEndLocator } from "../common/chunk-ends.ts";
-import type { LanguageModel } from "../common/llm/index.ts";
-import type { Metrics } from "../common/metrics/index.ts";
-import type { IndexingPipeline, IndexStoreLabel } from "../common/metrics/indexing.ts";
-import type { IndexedChunk } from "../common/retrieval/types.ts";
-import type { TextIndex } from "../common/text/index.ts";
-import type { VectorIndex } from "../common/vector/index.ts";
-import { batches, forEachBounded, isolateFailures, type IsolationOptions } from "./work-items.ts";
+import { chunkText, DEFAULT_CHUNK_TOKENS, type Chunk } from "../../common/chunking.ts";
+import { chunkEndLocator } from "../../common/chunk-ends.ts";
+import type { LanguageModel } from "../../common/llm/index.ts";
+import type { Metrics } from "../../common/metrics/index.ts";
+import type { IndexingPipeline, IndexStoreLabel } from "../../common/metrics/indexing.ts";
+import type { IndexedChunk } from "../../common/retrieval/types.ts";
+import type { TextIndex } from "../../common/text-index/index.ts";
+import type { VectorIndex } from "../../common/vector/index.ts";
+import { batches, forEachBounded, isolateFailures, type IsolationOptions } from "./isolate-failures.ts";
 
 /**
  * The index phase, in two stages. prepareIndex chunks the book lazily and embeds each batch, spooling
@@ -20,7 +20,7 @@ import { batches, forEachBounded, isolateFailures, type IsolationOptions } from 
  * character passes fail leaves the book's indexes as they were.
  *
  * A batch that still fails after its retries is tried again in halves, and halves of those, so only
- * the chunks that fail alone are skipped and counted (ingest/work-items.ts, isolateFailures); a chunk
+ * the chunks that fail alone are skipped and counted (ingest/phases/isolate-failures.ts, isolateFailures); a chunk
  * whose embedding fails is in the full-text index only. If an index would end up with nothing at all, the
  * store or the embedding model is down rather than one batch being bad: that fails the attempt, so
  * the job is retried later instead of leaving a book nobody can search.

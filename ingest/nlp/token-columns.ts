@@ -1,4 +1,4 @@
-import type { ParsedBookNlp } from "./nlp/booknlp-files.ts";
+import type { ParsedBookNlp } from "./booknlp-files.ts";
 
 /**
  * A book's tokens as columns indexed by token id: the .tokens file's rows, or the native engine's

@@ -3,11 +3,11 @@
  * behind one per process (SPEC: one ingestion job in the NLP toolkit at a time, a single shared
  * instance), however many jobs the worker runs side by side.
  */
-export interface Gate {
+export interface SerialGate {
   run<T>(task: () => Promise<T>): Promise<T>;
 }
 
-export function createGate(): Gate {
+export function createSerialGate(): SerialGate {
   let last: Promise<void> = Promise.resolve();
   return {
     async run(task) {

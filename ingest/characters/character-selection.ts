@@ -5,12 +5,12 @@
  * discovered-characters.ts, each character's color, emoji and description are in character-style.ts.
  * Pure: no I/O.
  */
-import { MAX_HEADING_WORDS, storyBoundaries } from "./story-boundaries.ts";
-import { detokenize, type ParsedBookNlp } from "./nlp/booknlp-files.ts";
-import { DEFAULT_MIN_MENTIONS, givenNamesOf, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "./nlp/character-list.ts";
+import { MAX_HEADING_WORDS, storyBoundaries } from "../book/story-boundaries.ts";
+import { detokenize, type ParsedBookNlp } from "../nlp/booknlp-files.ts";
+import { DEFAULT_MIN_MENTIONS, givenNamesOf, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "../nlp/character-list.ts";
 import { nameKey } from "./character-names.ts";
 import { quoteSample, spread, taggedLines } from "./character-lines.ts";
-import { tokenColumns, type TokenColumns } from "./token-columns.ts";
+import { tokenColumns, type TokenColumns } from "../nlp/token-columns.ts";
 
 export const DEFAULT_MAX_CHARACTERS = 12;
 /** Leading characters kept from each story of a collection, ahead of the cap. */

@@ -1,14 +1,14 @@
-import { buildDiscoveryMessages, DISCOVERY_TEMPERATURE, parseDiscovery } from "../common/prompt/character.ts";
-import { type BookInfo } from "../common/llm/prompt-format.ts";
-import { chunkText, DEFAULT_CHUNK_TOKENS } from "../common/chunking.ts";
-import type { LanguageModel } from "../common/llm/index.ts";
+import { buildDiscoveryMessages, DISCOVERY_TEMPERATURE, parseDiscovery } from "../../common/prompt/character.ts";
+import { type BookInfo } from "../../common/llm/prompt-format.ts";
+import { chunkText, DEFAULT_CHUNK_TOKENS } from "../../common/chunking.ts";
+import type { LanguageModel } from "../../common/llm/index.ts";
 import { spread } from "./character-lines.ts";
 import type { SampledDiscovery } from "./discovered-characters.ts";
 
 /**
  * Character discovery for books BookNLP cannot read (Urdu, or English and Urdu together): chunks
  * sampled from beginning to end go to the model a few at a time, each call answering with the
- * characters it sees. ingest/discovered-characters.ts merges the answers.
+ * characters it sees. ingest/characters/discovered-characters.ts merges the answers.
  */
 
 export const DEFAULT_DISCOVERY_SAMPLES = 12;

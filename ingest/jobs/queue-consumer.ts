@@ -1,11 +1,11 @@
-import { DatabaseError } from "../common/db/index.ts";
-import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../common/db/ingestions.ts";
-import type { KeyValueStore } from "../common/kv/index.ts";
-import type { Logger } from "../common/log.ts";
-import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../common/queue.ts";
-import { BookRejectedError } from "./errors.ts";
+import { DatabaseError } from "../../common/db/index.ts";
+import { clearStaleIngestionError, getIngestion, setProcessingStatus } from "../../common/db/ingestions.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import type { Logger } from "../../common/log.ts";
+import { createReliableQueue, type ClaimedJob, type QueueKeys, type ReapResult } from "../../common/queue.ts";
+import { BookRejectedError } from "../errors.ts";
 import { createLeaseKeeper } from "./lease-keeper.ts";
-import { runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline.ts";
+import { runPipeline, type PipelineDeps, type PipelineOptions } from "../pipeline.ts";
 
 /**
  * The ingest worker: takes jobs from processing_queue (see common/queue.ts for the claim, lease and
@@ -15,7 +15,7 @@ import { runPipeline, type PipelineDeps, type PipelineOptions } from "./pipeline
  *
  * Polls with exponential back-off while the queue is empty or the store fails (blocking pops are not
  * available on every key-value adapter). Keeps the job's lease alive while the pipeline runs, from a
- * thread of its own with a shared store (ingest/lease-keeper.ts). On stop()
+ * thread of its own with a shared store (ingest/jobs/lease-keeper.ts). On stop()
  * (SIGTERM) it lets the current jobs finish within a grace period, then aborts them and hands them
  * back to the queue untouched.
  *
@@ -45,7 +45,7 @@ export interface WorkerOptions {
   shutdownGraceMs?: number;
   concurrency?: number;
   pipeline?: Omit<PipelineOptions, "signal">;
-  /** How long a silent main thread keeps its leases (ingest/lease-keeper.ts, DEFAULT_MAX_SILENCE_MS). */
+  /** How long a silent main thread keeps its leases (ingest/jobs/lease-keeper.ts, DEFAULT_MAX_SILENCE_MS). */
   maxSilenceMs?: number;
 }
 

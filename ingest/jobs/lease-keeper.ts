@@ -1,7 +1,7 @@
 import { Worker } from "node:worker_threads";
-import type { KvConfig } from "../common/config.ts";
-import type { KeyValueStore } from "../common/kv/index.ts";
-import { leaseKey, type ClaimedJob, type ReliableQueue } from "../common/queue.ts";
+import type { KvConfig } from "../../common/config.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
+import { leaseKey, type ClaimedJob, type ReliableQueue } from "../../common/queue.ts";
 import type { LeaseThreadMessage, LeaseThreadReply } from "./lease-thread.ts";
 
 /**

@@ -1,7 +1,7 @@
 // How a character is presented in lists: a stable color and emoji, and a one-line description.
 
-import type { CharacterProfile } from "../common/llm/prompt-format.ts";
-import { fnv1a } from "../common/hash.ts";
+import type { CharacterProfile } from "../../common/llm/prompt-format.ts";
+import { fnv1a } from "../../common/hash.ts";
 import { nameKey } from "./character-names.ts";
 import { clip } from "./character-lines.ts";
 
@@ -21,7 +21,7 @@ export function characterStyle(name: string): { color: string; emoji: string } {
 export const MAX_DESCRIPTION_CHARS = 280;
 
 /** The one-line description shown in a character list: the opening of the profile's psychology. */
-export function describe(profile: CharacterProfile): string {
+export function listDescription(profile: CharacterProfile): string {
   const text = profile.psychology.replace(/\s+/g, " ").trim();
   const sentences = text.match(/[^.!?…۔؟]+[.!?…۔؟]*/gu) ?? [text];
   let description = "";

@@ -1,6 +1,6 @@
-import { buildExtractionMessages, buildPersonaMessages, EXTRACTION_TEMPERATURE, InvalidLlmOutputError, parseProfile, PERSONA_TEMPERATURE, withoutNul } from "../common/prompt/character.ts";
-import { type BookInfo, type CharacterProfile } from "../common/llm/prompt-format.ts";
-import type { LanguageModel } from "../common/llm/index.ts";
+import { buildExtractionMessages, buildPersonaMessages, EXTRACTION_TEMPERATURE, InvalidLlmOutputError, parseProfile, PERSONA_TEMPERATURE, withoutNul } from "../../common/prompt/character.ts";
+import { type BookInfo, type CharacterProfile } from "../../common/llm/prompt-format.ts";
+import type { LanguageModel } from "../../common/llm/index.ts";
 import type { FoundCharacter } from "./character-selection.ts";
 
 /** A persona shorter than this is a refusal or an empty answer, not a persona. */

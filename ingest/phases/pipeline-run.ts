@@ -3,8 +3,8 @@ import type { Book } from "../../common/contract/rows.ts";
 import type { DownloadOptions, ResolveHost } from "../../common/file-url.ts";
 import type { Logger, LogFields } from "../../common/log.ts";
 import type { PipelinePhase } from "../../common/metrics/processing.ts";
-import type { SelectionOptions } from "../character-selection.ts";
-import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, type ItemRetryOptions } from "../work-items.ts";
+import type { SelectionOptions } from "../characters/character-selection.ts";
+import { DEFAULT_ITEM_RETRIES, DEFAULT_ITEM_RETRY_BASE_DELAY_MS, type ItemRetryOptions } from "./isolate-failures.ts";
 import type { Deps } from "../../common/deps.ts";
 
 /** One ingestion as every phase sees it: the job, what it runs on, its options, and how it counts skips and reports progress. */

@@ -6,8 +6,8 @@
  * not busy, and its leases lapse so that another worker takes the job.
  */
 import { parentPort } from "node:worker_threads";
-import type { KvConfig } from "../common/config.ts";
-import { createKeyValueStore } from "../common/kv/create.ts";
+import type { KvConfig } from "../../common/config.ts";
+import { createKeyValueStore } from "../../common/kv/create.ts";
 
 export type LeaseThreadMessage =
   | { kind: "start"; kv: KvConfig; everyMs: number; maxSilenceMs: number }

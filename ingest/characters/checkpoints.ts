@@ -1,4 +1,4 @@
-import { isWhitespace } from "../common/whitespace.ts";
+import { isWhitespace } from "../../common/whitespace.ts";
 import type { FoundCharacter } from "./character-selection.ts";
 
 /**

@@ -1,8 +1,8 @@
 import { expect, test } from "bun:test";
-import { createGate } from "../../ingest/gate.ts";
+import { createSerialGate } from "../../ingest/nlp/serial-gate.ts";
 
 test("a gate runs its tasks one at a time, in the order they arrived, and a failing task lets the next one through", async () => {
-  const gate = createGate();
+  const gate = createSerialGate();
   const log: string[] = [];
   const task = (name: string, fail = false) => async () => {
     log.push(`${name} start`);
