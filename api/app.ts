@@ -1,7 +1,7 @@
 import { Elysia, ValidationError, type ElysiaAdapter } from "elysia";
 import { ErrorBody } from "../common/contract/schemas.ts";
 import { chatRoutes } from "./chat/index.ts";
-import { createChatService, type ChatDeps, type ChatService } from "./chat/service.ts";
+import { createChatService, type ChatDeps, type ChatService } from "./chat/turn.ts";
 import { docs, DOCS_PATH, OPENAPI_JSON_PATH, withRequestExamples, type RequestExamples, type SwaggerUiAssets } from "./docs.ts";
 import { asHttpError, HttpError } from "./errors.ts";
 import { withHttpMetrics, withRouteMetrics } from "./http-metrics.ts";

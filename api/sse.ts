@@ -11,7 +11,7 @@
  * on CR and LF. So a model token such as "\n\ndata: {…}" stays inside its own event's JSON.
  */
 
-import { DEFAULT_SSE_KEEPALIVE_SECONDS } from "../common/config.ts";
+import { DEFAULT_SSE_KEEPALIVE_SECONDS } from "../common/config-defaults.ts";
 
 export const SSE_HEADERS = {
   "content-type": "text/event-stream; charset=utf-8",

@@ -4,8 +4,8 @@
 
 import { loadConfigOrExit, type Config } from "../common/config.ts";
 import { buildDepsOrExit, type Deps } from "../common/deps.ts";
-import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
-import { startWorker } from "../ingest/queue-consumer.ts";
+import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/book/sample-book.ts";
+import { startWorker } from "../ingest/jobs/queue-consumer.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { controlFilePath, findRunningInstance, startLocalControl } from "../common/local/control-file.ts";
 import { findLocalChat, listChatBooks, LOCAL_USER_ID, openLocalChat, type LocalChat, type LocalChatOptions } from "../common/local/sessions.ts";

@@ -23,7 +23,7 @@ import { createSession } from "../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../common/db/reading-positions.ts";
 import { createMetrics } from "../common/metrics/index.ts";
 import { DEFAULT_METRICS_KEY_PREFIX } from "../common/metrics/kv-aggregation.ts";
-import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { PASSAGES, PERSONA, createTestLanguageModel, lastUserContent, scriptGateway, seedChatWorld, type ChatWorld } from "../tests/support/chat.ts";
 import { buildWorkerdBundle, edgeRuntimeMissing, startEdgeRuntime, type EdgeRuntime } from "../tests/support/edge-runtime.ts";
@@ -649,7 +649,7 @@ const STEPS: readonly (readonly [string, readonly string[]])[] = [
   ["LLM calls: rewrite, embedding, reply stream", ["common/llm/", "node_modules/openai/"]],
   ["search: Qdrant and Typesense clients, fusion", ["common/vector/", "common/text/", "@qdrant", "node_modules/typesense/", "axios", "follow-redirects", "common/retrieval/"]],
   ["database (Bun SQL)", ["common/db/"]],
-  ["key-value store (Redis): cache, lock", ["common/kv/", "common/session/"]],
+  ["key-value store (Redis): cache, lock", ["common/kv/", "api/chat/chat-cache", "api/chat/session-lock"]],
   ["prompt and preferences", ["common/prompt/", "gpt-tokenizer", "@noble"]],
   ["HTTP: router, body, validation, metrics", ["elysia", "api/app", "api/http-metrics", "prom-client", "api/json-body", "api/chat/index", "common/metrics/", "common/contract/", "api/errors", "api/request-guard", "api/service-errors", "@sinclair", "exact-mirror"]],
   ["SSE out", ["api/sse"]],

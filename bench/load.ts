@@ -32,7 +32,7 @@ import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { createRedisKeyValueStore } from "../common/kv/redis.ts";
 import { createMetrics } from "../common/metrics/index.ts";
 import { queueKeys } from "../common/queue.ts";
-import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { ENGLISH_BOOK, startBookServer, startScriptedGateway } from "../tests/fixtures/ingest/harness.ts";
 import { PASSAGES, createTestLanguageModel, scriptGateway, seedChatWorld } from "../tests/support/chat.ts";

@@ -9,7 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chunkTextToArray } from "../common/chunking.ts";
 import type { IndexedChunk } from "../common/retrieval/types.ts";
-import { createEmbeddedTextIndex } from "../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";
 import { runsInBench, markdownTable, percentile, reps, type BenchContext, type BenchSection } from "./support.ts";

@@ -14,13 +14,13 @@
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB } from "../common/config.ts";
+import { DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB } from "../common/config-defaults.ts";
 import { createSession, insertBook } from "../common/db/frontend-rows.ts";
 import { saveCharacters } from "../common/db/characters.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
-import { buildShingleIndex } from "../common/prompt/book-shingles.ts";
-import { extractWork } from "../ingest/book-text.ts";
+import { buildShingleIndex } from "../ingest/spoiler-guard/shingles.ts";
+import { extractWork } from "../ingest/book/book-text.ts";
 import { freePort } from "../tests/support/process.ts";
 import { apiRuntime, edgeStores, startGatewayProcess, withChatApi } from "./chat.ts";
 import { answerHelp, generatedNovel, machineHeader, markdownTable, memoryOf, nonRepeatingText, openInspector, SHARED_BOOKS_DIR } from "./support.ts";

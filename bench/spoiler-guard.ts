@@ -1,5 +1,5 @@
 /**
- * The spoiler guard's costs (common/prompt/spoiler-guard.ts, book-names.ts, book-shingles.ts), run
+ * The spoiler guard's costs (api/chat/spoiler-filter.ts, ingest/spoiler-guard/), run
  * alone: `bun bench/spoiler-guard.ts [book.txt …]` (default: the Gutenberg books in shared/books).
  *
  * Per book: the shingle index's build time at ingestion, its stored size (base64) and its memory in
@@ -12,14 +12,15 @@
  */
 import { readdir } from "node:fs/promises";
 import { basename, join } from "node:path";
-import { buildShingleIndex, decodeShingleIndex, shingleKey, SHINGLE_WORDS } from "../common/prompt/book-shingles.ts";
+import { decodeShingleIndex, shingleKey, SHINGLE_WORDS } from "../common/spoiler-guard/shingles.ts";
+import { buildShingleIndex } from "../ingest/spoiler-guard/shingles.ts";
 import { wordsOf } from "../common/text-normalise.ts";
-import { guardCharacters } from "../common/prompt/book-names.ts";
-import { createSpoilerGuard, lateNames } from "../common/prompt/spoiler-guard.ts";
-import { characterList, selectCharacters } from "../ingest/character-selection.ts";
+import { guardCharacters } from "../ingest/spoiler-guard/people.ts";
+import { createSpoilerGuard, lateNames } from "../api/chat/spoiler-filter.ts";
+import { characterList, selectCharacters } from "../ingest/characters/character-selection.ts";
 import { parseBookNlp } from "../ingest/nlp/booknlp-files.ts";
 import { analyze, render } from "../ingest/nlp/engine.ts";
-import { extractWork } from "../ingest/book-text.ts";
+import { extractWork } from "../ingest/book/book-text.ts";
 import { answerHelp } from "./support.ts";
 
 answerHelp(`usage: bun bench/spoiler-guard.ts [book.txt ...]
@@ -42,7 +43,7 @@ function shinglesOf(text: string): [number, number][] {
 
 // The work alone, as ingestion indexes it: Project Gutenberg's licence would otherwise be shared by every book.
 const texts = await Promise.all(paths.map(async (p) => extractWork(await Bun.file(p).text()).text));
-/** The book's people as ingestion gives them to the guard (ingest/nlp-thread.ts), and the guard's names data. */
+/** The book's people as ingestion gives them to the guard (ingest/nlp/thread.ts), and the guard's names data. */
 function guardedPeople(text: string) {
   const parsed = parseBookNlp(render(analyze(text)));
   const list = characterList(parsed);

@@ -1,44 +1,15 @@
 import { join, resolve } from "node:path";
 import { z } from "zod";
 import type { LogFormat, LogLevel } from "./log.ts";
-import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "./prompt/budget.ts";
+import { PROMPT_FRAMING_TOKENS } from "./prompt/budget.ts";
 import { listenAddress } from "./local/listen-address.ts";
-import { DEFAULT_CHARACTER_CHECKPOINTS } from "./prompt/reading-position.ts";
-import { DEFAULT_RERANK_MODEL } from "./rerank/index.ts";
+import { DEFAULT_CHARACTER_CHECKPOINTS, DEFAULT_CHARACTER_CONCURRENCY, DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, DEFAULT_CHAT_MODEL, DEFAULT_CHAT_REPLY_TOKENS, DEFAULT_DATA_DIR, DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB, DEFAULT_EMBED_MODEL, DEFAULT_HOST, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BOOK_BYTES, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_RERANK_MODEL, DEFAULT_SPOILER_GUARD_CACHE_MB, DEFAULT_SSE_KEEPALIVE_SECONDS } from "./config-defaults.ts";
 import { empty, endsInNumber, hostList, HOST_NAME, httpUrl, integer, IPV4_LITERAL, isOrigin, listOrAny, optionalString, url } from "./config-values.ts";
 
 /**
  * The one place that reads the environment. Every variable is parsed once into a typed object;
  * the composition root passes pieces of it to whoever needs them.
  */
-
-export const DEFAULT_PORT = 3000;
-/** Loopback: an unauthenticated API is reachable from the network only when HOST says so (deployments set 0.0.0.0). */
-export const DEFAULT_HOST = "127.0.0.1";
-export const DEFAULT_DATA_DIR = "./.data";
-export const DEFAULT_CHAT_MODEL = "gpt-4o-mini";
-export const DEFAULT_EMBED_MODEL = "text-embedding-3-small";
-export const DEFAULT_MAX_BOOK_BYTES = 104_857_600;
-export const DEFAULT_METRICS_PORT = 9464;
-export const DEFAULT_MAX_ATTEMPTS = 3;
-/**
- * Model calls in flight per book for the character passes. Each is one short request, and a gateway
- * answers many at once: four at a time left a four-checkpoint book waiting on the model for 7 s of
- * its 9 s. A gateway that refuses more (429) is retried after its Retry-After.
- */
-export const DEFAULT_CHARACTER_CONCURRENCY = 16;
-/** Longest a reader waits for the first token of a reply before the 502 event; common proxies cut a silent connection at 60 s. */
-export const DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS = 60_000;
-/** Quiet time after which a chat stream carries an SSE comment; well under the 60 s at which common proxies cut a silent connection. */
-export const DEFAULT_SSE_KEEPALIVE_SECONDS = 15;
-
-/**
- * Memory for the books' spoiler-guard data in one API process (api/chat/spoiler-guard.ts): 64 MiB in a
- * container; on an isolate runtime, where an isolate has 128 MB in all and the app itself takes about
- * 33 MiB of it, 16 MiB (measured on workerd: bench/spoiler-guard-edge.ts).
- */
-export const DEFAULT_SPOILER_GUARD_CACHE_MB = 64;
-export const DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB = 16;
 
 /** Below this the shares of a prompt (common/prompt/budget.ts) leave too little for a persona and a passage. */
 export const MIN_CHAT_CONTEXT_TOKENS = 4_096;

@@ -9,7 +9,7 @@ import { enableKvMetricsAggregation } from "./metrics/kv-aggregation.ts";
 import { countTokens } from "./metrics/llm.ts";
 import { createHttpReranker } from "./rerank/http.ts";
 import type { Reranker } from "./rerank/index.ts";
-import type { TextIndex } from "./text/index.ts";
+import type { TextIndex } from "./text-index/index.ts";
 import type { VectorIndex } from "./vector/index.ts";
 
 /**

@@ -10,8 +10,8 @@ import { createLogger, toStdout, type Logger } from "./log.ts";
 import { listenAddress } from "./local/listen-address.ts";
 import { createMetrics, type Metrics, type MetricsRole } from "./metrics/index.ts";
 import { detectProcessingStatuses } from "./db/processing-status.ts";
-import { createEmbeddedTextIndex } from "./text/embedded.ts";
-import { createTypesenseTextIndex } from "./text/typesense.ts";
+import { createEmbeddedTextIndex } from "./text-index/embedded.ts";
+import { createTypesenseTextIndex } from "./text-index/typesense.ts";
 import { createEmbeddedVectorIndex } from "./vector/embedded.ts";
 import { createQdrantVectorIndex } from "./vector/qdrant.ts";
 

@@ -5,7 +5,7 @@ import { createUpstashKeyValueStore } from "./kv/upstash.ts";
 import { createOpenAiLanguageModel } from "./llm/gateway.ts";
 import { createLogger, type Logger } from "./log.ts";
 import { createCatalogueMetrics } from "./metrics/catalogue.ts";
-import { createTypesenseTextIndex } from "./text/typesense.ts";
+import { createTypesenseTextIndex } from "./text-index/typesense.ts";
 import { createQdrantVectorIndex } from "./vector/qdrant.ts";
 
 /**

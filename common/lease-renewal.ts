@@ -1,7 +1,7 @@
 /**
  * Keeping a lease alive while its holder works past the expiry it was taken with: the chat's session
- * lock (common/session/lock.ts) and the ingest worker's job leases (ingest/lease-keeper.ts, and its
- * thread, ingest/lease-thread.ts). Callers renew several times per expiry, so that one late or
+ * lock (common/kv/lock.ts) and the ingest worker's job leases (ingest/jobs/lease-keeper.ts, and its
+ * thread, ingest/jobs/lease-thread.ts). Callers renew several times per expiry, so that one late or
  * failed renewal still leaves time for the next; a failure is reported and left to the next interval.
  */
 

@@ -12,7 +12,7 @@
  * their signature, so the refusal says what the file is.
  *
  * Whether the decoded text is language at all (a KOI8-R book read as Windows-1252 is valid
- * Windows-1252) is the ingest's question: see ingest/text-language.ts.
+ * Windows-1252) is the ingest's question: see ingest/book/text-language.ts.
  *
  * Pure: no I/O.
  */

@@ -1,8 +1,8 @@
 /**
  * Text as a reader sees it, not as it is encoded: what a spelling of a word or a line looks like once
  * compatibility forms, invisible characters, accents and look-alike letters are taken away. The
- * spoiler guard matches a model's reply against the book with it (common/prompt/spoiler-guard.ts,
- * book-names.ts, book-shingles.ts), and the prompt's fences tell a forged marker line by it (common/prompt/fences.ts),
+ * spoiler guard matches a model's reply against the book with it (api/chat/spoiler-filter.ts,
+ * ingest/spoiler-guard/), and the prompt's fences tell a forged marker line by it (common/prompt/fences.ts),
  * so that "Ａｓｈｂｙ", "Ash\u200bby", "Ashbý", "Аshby" (Cyrillic А) and "ᴀsʜʙʏ" are all "ashby".
  *
  * The skeleton follows Unicode TR39's: NFKC (full-width and mathematical letters, ligatures), the

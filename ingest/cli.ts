@@ -21,11 +21,11 @@ import type { Logger } from "../common/log.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
 import { npmRun, usage } from "../common/local/commands.ts";
 import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
-import { deleteBook, findBooks } from "./book-removal.ts";
-import { extractWork, openingTitle } from "./book-text.ts";
+import { deleteBook, findBooks } from "./book/book-removal.ts";
+import { extractWork, openingTitle } from "./book/book-text.ts";
 import { BookRejectedError } from "./errors.ts";
 import { runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";
-import { parseLanguage } from "./text-script.ts";
+import { parseLanguage } from "./book/text-script.ts";
 
 const USAGE = `${usage("ingest", `<book.txt> [--title <title>] [--author <author>] [--language English|Urdu|both] [--max-characters <n>] [${FRONTEND_WRITES_FLAG}]`)}
 ${usage("ingest", `--delete <book id or title> [${FRONTEND_WRITES_FLAG}]`)}`;

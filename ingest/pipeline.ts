@@ -1,23 +1,24 @@
 import { mkdtemp, rm } from "node:fs/promises";
 import { availableParallelism, tmpdir } from "node:os";
 import { join } from "node:path";
-import { readingPositionsCacheKey } from "../common/session/cache.ts";
+import { readingPositionsCacheKey } from "../common/contract/cache-keys.ts";
 import { saveBookReadingPositions } from "../common/db/reading-positions.ts";
 import { getBook } from "../common/db/books.ts";
 import { setProcessingStatus } from "../common/db/ingestions.ts";
 import { type Book } from "../common/contract/rows.ts";
 import { observePhase, type PipelinePhase } from "../common/metrics/processing.ts";
-import { attemptedCheckpoints, checkpointBudget } from "../common/prompt/reading-position.ts";
-import { buildShingleIndex, type ShingleIndex } from "../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../common/prompt/book-names.ts";
+import { attemptedCheckpoints, checkpointBudget } from "./characters/checkpoints.ts";
+import type { ShingleIndex } from "../common/spoiler-guard/shingles.ts";
+import { buildShingleIndex } from "./spoiler-guard/shingles.ts";
+import { guardCharacters } from "./spoiler-guard/people.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
-import { removeIndexesAndBackups } from "./book-removal.ts";
+import { removeIndexesAndBackups } from "./book/book-removal.ts";
 import { BookDeletedError, BookRejectedError } from "./errors.ts";
-import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./indexing.ts";
+import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./phases/indexing.ts";
 import { extractProfiles, writePersonas, type SavedCharacter } from "./phases/character-passes.ts";
 import { admitNames, findCharacters } from "./phases/nlp.ts";
-import type { NamedPerson } from "./nlp-thread.ts";
-import { createRun, forgetCached, type PipelineDeps, type PipelineJob, type PipelineOptions, type Run, type SkipKind } from "./phases/run.ts";
+import type { NamedPerson } from "./nlp/thread.ts";
+import { createRun, forgetCached, type PipelineDeps, type PipelineJob, type PipelineOptions, type Run, type SkipKind } from "./phases/pipeline-run.ts";
 import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
 
 /**
@@ -32,10 +33,10 @@ import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
  * This file only orders the phases, times them and keeps the book's status; each phase's work is in
  * ingest/phases/: source.ts (download, decode, the work's text and language), nlp.ts (booknlp: the
  * characters found), character-passes.ts (extract and prompt, then the characters saved); the index
- * is ingest/indexing.ts, which takes its own dependencies and options rather than a run.
+ * is ingest/phases/indexing.ts, which takes its own dependencies and options rather than a run.
  */
 
-export type { PipelineDeps, PipelineJob, PipelineOptions, ProgressEvent } from "./phases/run.ts";
+export type { PipelineDeps, PipelineJob, PipelineOptions, ProgressEvent } from "./phases/pipeline-run.ts";
 
 /**
  * Below this many cores the index preparation starts once the NLP step has ended instead of beside
@@ -102,7 +103,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
       const checkpointSetting = options.characterCheckpoints ?? deps.config.characterCheckpoints;
       // The index needs only the text: it is chunked and embedded while the characters are found and
       // written (on a small machine, once they are found), and reaches the indexes only once they are
-      // saved (see ingest/indexing.ts).
+      // saved (see ingest/phases/indexing.ts).
       let prepareSeconds = 0;
       let shingleSeconds = 0;
       // Only the NLP engine or BookNLP competes for the cores; discovery (other languages) waits on the model.
@@ -181,7 +182,7 @@ export async function runPipeline(deps: PipelineDeps, job: PipelineJob, options:
   });
 }
 
-/** What the chat's spoiler guard checks replies against (common/prompt/spoiler-guard.ts): the book's passages (built beside the other phases) and its characters' names (common/prompt/book-names.ts). */
+/** What the chat's spoiler guard checks replies against (api/chat/spoiler-filter.ts): the book's passages (built beside the other phases) and its characters' names (common/spoiler-guard/people.ts). */
 async function saveGuard(run: Run, text: string, characters: readonly SavedCharacter[], people: readonly NamedPerson[], shingles: ShingleIndex): Promise<void> {
   run.progress("guard", 0, 1);
   const guarded = guardCharacters(text, characters.map((c) => c.character), people);

@@ -1,12 +1,12 @@
 // npm run worker (bun run worker; the ingest image's command): the ingest worker alone, with its
-// /metrics and /health endpoint. The queue consumer is ingest/queue-consumer.ts.
+// /metrics and /health endpoint. The queue consumer is ingest/jobs/queue-consumer.ts.
 
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
 import { usage } from "../common/local/commands.ts";
 import { onStopSignals } from "../common/stop-signals.ts";
-import { startWorker } from "./queue-consumer.ts";
-import { serveWorkerMetrics } from "./worker-endpoint.ts";
+import { startWorker } from "./jobs/queue-consumer.ts";
+import { serveWorkerMetrics } from "./jobs/worker-endpoint.ts";
 
 if (process.argv.includes("--help")) {
   console.log(`${usage("worker", "")}\n\nThe ingest worker alone: takes books from the queue (REDIS_URL or UPSTASH_*), serves /metrics and /health on HOST:METRICS_PORT.`);

@@ -1,12 +1,41 @@
-import type { ChatBook, ChatCache, ChatCharacter, PositionedContext } from "../../common/session/cache.ts";
+import type { ChatBook, ChatCache, ChatCharacter, PositionedContext } from "./chat-cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getReaderState, type ReaderState } from "../../common/db/reader-state.ts";
 import type { Logger } from "../../common/log.ts";
 import { skippedPreferenceValues, type PreferencesRow } from "../../common/prompt/preferences.ts";
-import { knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
 import type { ChatRequest } from "../../common/contract/schemas.ts";
 
-/** What a turn may use of the book and the character (common/prompt/reading-position.ts). */
+export interface Checkpoint {
+  /** The position the knowledge is written as of. */
+  position: number;
+}
+
+/**
+ * Which of a character's knowledge a turn at `position` uses:
+ * - `whole-book`: the characters row (the book has no checkpoints, as before this feature);
+ * - `checkpoint`: the latest checkpoint at or before the position;
+ * - `name-only`: none fits without looking past the position, so the persona is built from the name
+ *   alone: the reader has not reached the character's first checkpoint (placed where the book has
+ *   shown a couple of their lines), or the passes for the earlier ones failed. Never a later checkpoint, not even for a character the reader has yet to meet: it is
+ *   written from what comes after the position, all of it a spoiler (the passages, cut at the
+ *   position, still show what the reader has read of them).
+ * `checkpoints` are the ones written for the character (failed ones are absent), `attempted` the
+ * book's checkpoint positions.
+ */
+export type KnownAt<T extends Checkpoint> = { kind: "whole-book" } | { kind: "checkpoint"; checkpoint: T } | { kind: "name-only" };
+
+export function knowledgeAt<T extends Checkpoint>(
+  position: number,
+  attempted: readonly number[],
+  checkpoints: readonly T[],
+): KnownAt<T> {
+  if (attempted.length === 0) return { kind: "whole-book" };
+  const before = [...checkpoints].sort((a, b) => a.position - b.position).filter((c) => c.position <= position).at(-1);
+  return before ? { kind: "checkpoint", checkpoint: before } : { kind: "name-only" };
+}
+
+/** What a turn may use of the book and the character (common/retrieval/reading-position.ts). */
 export interface Knowledge {
   /** null: the whole book. */
   position: number | null;

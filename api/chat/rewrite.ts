@@ -1,4 +1,4 @@
-import type { ChatCharacter, ChatSessionState } from "../../common/session/cache.ts";
+import type { ChatCharacter, ChatSessionState } from "./chat-cache.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Logger } from "../../common/log.ts";

@@ -1,8 +1,8 @@
-import type { ChatSessionState } from "../../common/session/cache.ts";
+import type { ChatSessionState } from "./chat-cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { setSessionSummary } from "../../common/db/sessions.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
-import type { Lock } from "../../common/session/lock.ts";
+import type { Lock } from "../../common/kv/lock.ts";
 import type { Logger } from "../../common/log.ts";
 import { buildSummaryMessages } from "../../common/prompt/summary.ts";
 import type { ConversationMessage } from "../../common/prompt/conversation.ts";

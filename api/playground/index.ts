@@ -2,12 +2,12 @@ import { Elysia } from "elysia";
 import { z } from "zod";
 import type { Database } from "../../common/db/index.ts";
 import { listCharacters } from "../../common/db/characters.ts";
-import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text/index.ts";
+import { MAX_CHUNKS_PER_GET, type TextIndex } from "../../common/text-index/index.ts";
 import { parseJsonBody } from "../json-body.ts";
 import { getReadingPages } from "../../common/db/reader-state.ts";
 import { getBookReadingPositions } from "../../common/db/reading-positions.ts";
 import { getRecentMessages, getSession, type BoundedMessage } from "../../common/db/sessions.ts";
-import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
 import { listChatBooks, LOCAL_USER_ID, LocalChoiceError, openLocalChat, type LocalChatOptions } from "../../common/local/sessions.ts";
 
 /**

@@ -4,7 +4,7 @@ import { isUuid } from "./row-lookup.ts";
 /**
  * The backend's own tables for spoiler-safe chat (migration 0004): where each chunk of a book ends,
  * where each character first appears, and each character's profile and persona at the book's
- * checkpoints. Positions are fractions of the book's text (common/prompt/reading-position.ts).
+ * checkpoints. Positions are fractions of the book's text (common/retrieval/reading-position.ts).
  */
 
 export interface BookReadingPositions {

@@ -4,7 +4,7 @@ import { isUuid } from "./row-lookup.ts";
 /**
  * The backend's table for the spoiler guard on chat replies (migration 0005): one row per book, its
  * characters' first appearances and names (JSON) and its shingle index (base64), both opaque here
- * (common/prompt/book-names.ts and book-shingles.ts build and read them).
+ * (common/spoiler-guard/: the format; ingest/spoiler-guard/ builds it, api/chat/ reads it).
  */
 
 export type SpoilerGuardRow = {

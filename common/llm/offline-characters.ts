@@ -6,7 +6,7 @@
  * provider cannot know. Pure: no I/O.
  */
 import type { CharacterProfile, Discovery, DiscoveryInput, ExtractionInput, PersonaInput } from "./prompt-format.ts";
-import { normalizeText } from "../text/tokenize.ts";
+import { normalizeText } from "../text-index/tokenize.ts";
 import { contentTerms, isStopWord, rankedWords, wordCount, wordSpans, type WordSpan } from "./offline-text.ts";
 import { OFFLINE_QUOTES_HEADING } from "./offline-conversation.ts";
 

@@ -13,7 +13,7 @@
  */
 import { endsInAbbreviation } from "../abbreviations.ts";
 import { fnv1a } from "../hash.ts";
-import { normalizeText, tokenize } from "../text/tokenize.ts";
+import { normalizeText, tokenize } from "../text-index/tokenize.ts";
 
 /** Length of every offline embedding. */
 export const OFFLINE_EMBEDDING_DIMENSION = 512;

@@ -13,7 +13,7 @@ export interface ChatMetrics {
   lockUnavailable: Counter;
   /** Prompt parts cut (or messages and passages left out) to fit the context budget (common/prompt/budget.ts). */
   promptTrims: Counter<"purpose" | "part">;
-  /** Replies stopped by the spoiler guard (common/prompt/spoiler-guard.ts), by what it found: a late name or passage. */
+  /** Replies stopped by the spoiler guard (api/chat/spoiler-filter.ts), by what it found: a late name or passage. */
   spoilerStops: Counter<"kind">;
 }
 

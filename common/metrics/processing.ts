@@ -5,7 +5,7 @@ import { Counter, Gauge, Histogram, type Registry } from "./prom.ts";
 /**
  * Every timed step of an ingestion, in order, as the pipeline reports them (the CLI prints all of
  * them, the benchmark tabulates them): `text` is the file decoded, cut to the work and its language
- * told; `guard` the spoiler guard's data (common/prompt/book-shingles.ts) built and written.
+ * told; `guard` the spoiler guard's data (common/spoiler-guard/shingles.ts) built and written.
  */
 export const PIPELINE_PHASES = ["download", "text", "booknlp", "extract", "prompt", "index", "guard", "total"] as const;
 export type PipelinePhase = (typeof PIPELINE_PHASES)[number];

@@ -14,17 +14,9 @@
  *    slices of COUNT_RUN_CHARS characters: byte-pair encoding costs the square of a run's length, and
  *    a 30,000-character run counted whole takes seconds. Slicing a run can only add a token per cut.
  */
+import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS } from "../config-defaults.ts";
 import { countO200kTokens } from "../token-count.ts";
 
-/**
- * The context window the chat's prompts are fitted into. 16k tokens holds every part at its normal
- * size (a persona of a few thousand tokens, five 512-token passages, ten messages, a 4,000-character
- * message, a reply) with room to spare, fits any current chat model (gpt-4o-mini has 128k), and keeps
- * a turn's cost bounded however large the rows behind it grow.
- */
-export const DEFAULT_CHAT_CONTEXT_TOKENS = 16_384;
-/** Left free for the reply: a thousand tokens is several long paragraphs in character. */
-export const DEFAULT_CHAT_REPLY_TOKENS = 1_024;
 /** Headings, instructions, the reading-position section and message framing: what is ours, not the rows'. */
 export const PROMPT_FRAMING_TOKENS = 512;
 /** Shares of what is left of the context after the reply and the framing. */

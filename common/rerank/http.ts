@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { UpstreamError, requestJson, withRetries } from "../upstream.ts";
-import { DEFAULT_RERANK_MODEL, type Reranker, type RerankResult } from "./index.ts";
+import { type Reranker, type RerankResult } from "./index.ts";
+import { DEFAULT_RERANK_MODEL } from "../config-defaults.ts";
 
 /**
  * Reranker over the `POST /v1/rerank` shape shared by Cohere, Jina, Voyage and the self-hosted

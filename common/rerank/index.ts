@@ -9,9 +9,3 @@ export interface Reranker {
   rerank(query: string, documents: readonly string[], topN: number, signal?: AbortSignal): Promise<RerankResult[]>;
 }
 
-/**
- * The model named when RERANK_MODEL is not set: Cohere's current rerank model. Cohere refuses a
- * request without a model, and servers that host a single model (TEI, Infinity) ignore the name;
- * Jina and Voyage users set their own.
- */
-export const DEFAULT_RERANK_MODEL = "rerank-v3.5";

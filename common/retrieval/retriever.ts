@@ -12,7 +12,7 @@ import type { LanguageModel } from "../llm/index.ts";
 import type { Logger } from "../log.ts";
 import type { Reranker } from "../rerank/index.ts";
 import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "./types.ts";
-import type { TextIndex } from "../text/index.ts";
+import type { TextIndex } from "../text-index/index.ts";
 import type { VectorIndex } from "../vector/index.ts";
 
 export const DEFAULT_RETRIEVAL_TOP_N = DEFAULT_FUSION_TOP_N;

@@ -22,7 +22,7 @@ export const DEFAULT_MIN_MENTIONS = 5;
 export const DEFAULT_MIN_QUOTES = 0;
 /**
  * A bound on the engine's list of candidates when it is asked for one without a bound of its own. Not
- * the cap on the characters a book keeps: selection (ingest/character-selection.ts) reads the whole
+ * the cap on the characters a book keeps: selection (ingest/characters/character-selection.ts) reads the whole
  * list and applies its own, DEFAULT_CHARACTER_CAP.
  */
 export const DEFAULT_MAX_CANDIDATES = 40;

@@ -7,7 +7,7 @@ import { basename, extname } from "node:path";
 import { analyze, writeBookNlp, type Stage } from "./engine.ts";
 import { usage } from "../../common/local/commands.ts";
 import { decodeBookBytes } from "../../common/text-decoding.ts";
-import { extractWork } from "../book-text.ts";
+import { extractWork } from "../book/book-text.ts";
 
 const STAGES: Stage[] = ["tokens", "quotes", "names", "speakers", "coreference", "files"];
 const BAR_WIDTH = 24;

@@ -1,16 +1,16 @@
-import { characterCacheKey, knowledgeCacheKey } from "../../common/session/cache.ts";
+import { characterCacheKey, knowledgeCacheKey } from "../../common/contract/cache-keys.ts";
 import { DatabaseError } from "../../common/db/index.ts";
 import { saveCharacterKnowledge, type CharacterCheckpoint } from "../../common/db/reading-positions.ts";
 import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters } from "../../common/db/characters.ts";
 import { type Book, type Character } from "../../common/contract/rows.ts";
-import { writeBackups } from "../backups.ts";
-import { createTextLocator, firstMention, knownAt, materialEnds, placeCharacter, placeCheckpoints } from "../checkpoints.ts";
-import type { FoundCharacter } from "../character-selection.ts";
-import { characterStyle, describe } from "../character-style.ts";
+import { writeBackups } from "../characters/backups.ts";
+import { createTextLocator, firstMention, knownAt, materialEnds, placeCharacter, placeCheckpoints } from "../characters/checkpoints.ts";
+import type { FoundCharacter } from "../characters/character-selection.ts";
+import { characterStyle, listDescription } from "../characters/character-style.ts";
 import { PassUnavailableError } from "../errors.ts";
-import { extractProfile, writePersona } from "../profiles.ts";
-import { mapBounded, retryItem } from "../work-items.ts";
-import { bookInfo, forgetCached, type Run } from "./run.ts";
+import { extractProfile, writePersona } from "../characters/profiles.ts";
+import { mapBounded, retryItem } from "./isolate-failures.ts";
+import { bookInfo, forgetCached, type Run } from "./pipeline-run.ts";
 
 /** The two model passes over the found characters (extract a profile, write a persona), then the characters saved and backed up. */
 
@@ -35,7 +35,7 @@ interface Profiled extends PassItem {
 
 /**
  * The whole-book items, then each character as known at each of their own checkpoints, placed where
- * their material accumulates within the book's budget (ingest/checkpoints.ts), most important
+ * their material accumulates within the book's budget (ingest/characters/checkpoints.ts), most important
  * characters first within each round.
  */
 function passItems(text: string, found: readonly FoundCharacter[], budget: number): PassItem[] {
@@ -111,7 +111,7 @@ export async function writePersonas(
     whole.map(({ character, profile, systemPrompt }) => ({
       name: character.name,
       aliases: character.aliases,
-      description: describe(profile),
+      description: listDescription(profile),
       profileJson: profile,
       systemPrompt,
       ...characterStyle(character.name),

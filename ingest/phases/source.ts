@@ -4,11 +4,11 @@ import type { Book } from "../../common/contract/rows.ts";
 import { DEFAULT_DOWNLOAD_TIMEOUT_MS, downloadBook, FileUrlError } from "../../common/file-url.ts";
 import { decodeBookBytes } from "../../common/text-decoding.ts";
 import { withRetries } from "../../common/upstream.ts";
-import { extractWork, hasProse } from "../book-text.ts";
+import { extractWork, hasProse } from "../book/book-text.ts";
 import { BookRejectedError } from "../errors.ts";
-import { languageEvidence, notLanguage } from "../text-language.ts";
-import { detectScript, fitLanguage } from "../text-script.ts";
-import type { Run } from "./run.ts";
+import { languageEvidence, notLanguage } from "../book/text-language.ts";
+import { detectScript, fitLanguage } from "../book/text-script.ts";
+import type { Run } from "./pipeline-run.ts";
 
 /** The book's text: downloaded (or copied from a local file), decoded, cut to the work, and the language it is written in. */
 

@@ -14,7 +14,7 @@ import { createLogger } from "../../common/log.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { BookRejectedError } from "../../ingest/errors.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker } from "../../ingest/queue-consumer.ts";
+import { startWorker } from "../../ingest/jobs/queue-consumer.ts";
 import { buildTestApp } from "../support/app.ts";
 import { readSse, scriptGateway } from "../support/chat.ts";
 import { createFrontendSchema, FRONTEND_SCHEMA_FILE } from "../support/frontend-schema.ts";

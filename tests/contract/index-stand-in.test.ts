@@ -3,7 +3,7 @@
 // exchange within the published documents.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import type { IndexedChunk } from "../../common/retrieval/types.ts";
-import { createTypesenseTextIndex } from "../../common/text/typesense.ts";
+import { createTypesenseTextIndex } from "../../common/text-index/typesense.ts";
 import type { VectorPoint } from "../../common/vector/index.ts";
 import { createQdrantVectorIndex } from "../../common/vector/qdrant.ts";
 import { quietQdrantKeyWarning } from "../support/index-contracts.ts";

@@ -12,7 +12,7 @@ import { getBook } from "../../common/db/books.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 import { silentLogger } from "../../common/log.ts";
-import { DEFAULT_INDEX_BATCH_SIZE } from "../../ingest/indexing.ts";
+import { DEFAULT_INDEX_BATCH_SIZE } from "../../ingest/phases/indexing.ts";
 import { metricValue } from "../support/app.ts";
 import { defaultChatReply } from "../support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";

@@ -1,6 +1,6 @@
 import { afterAll, afterEach, describe, expect, test } from "bun:test";
 import { loadConfig } from "../../common/config.ts";
-import { DEFAULT_RERANK_MODEL } from "../../common/rerank/index.ts";
+import { DEFAULT_RERANK_MODEL } from "../../common/config-defaults.ts";
 import { createHttpReranker, rerankEndpoint, type HttpRerankerOptions } from "../../common/rerank/http.ts";
 import { startLoopbackServer } from "../support/fake-llm-gateway.ts";
 import { startFakeReranker } from "../support/fake-reranker.ts";

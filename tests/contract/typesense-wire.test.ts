@@ -5,7 +5,7 @@ import {
   createTypesenseTextIndex,
   textLocaleFor,
   type TypesenseTextIndexOptions,
-} from "../../common/text/typesense.ts";
+} from "../../common/text-index/typesense.ts";
 import { TYPESENSE_SPEC_FILE, extractTypesenseSubset } from "../fixtures/openapi/extract.ts";
 import { typesenseContract, typesenseSubset } from "../support/index-contracts.ts";
 import { liveTypesense } from "../support/live-index-env.ts";

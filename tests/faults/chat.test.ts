@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { sessionCacheKey } from "../../common/session/cache.ts";
+import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import type { Database } from "../../common/db/index.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
-import { MODEL_FAILED, SESSION_BUSY } from "../../api/chat/service.ts";
+import { MODEL_FAILED, SESSION_BUSY } from "../../api/chat/turn.ts";
 import { lastUserContent, readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 
 /**

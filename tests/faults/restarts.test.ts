@@ -12,7 +12,7 @@ import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { enqueueJob, queueKeys, type QueueKeys } from "../../common/queue.ts";
-import { startWorker, type WorkerHandle } from "../../ingest/queue-consumer.ts";
+import { startWorker, type WorkerHandle } from "../../ingest/jobs/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { parseSseEvents, requestsOfKind, scriptGateway, startChatHarness, type ChatHarness } from "../support/chat.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";

@@ -13,7 +13,7 @@ import { insertBook } from "../../common/db/frontend-rows.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { enqueueJob, queueKeys } from "../../common/queue.ts";
-import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
 import { REPO_ROOT } from "../support/process.ts";

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
-import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, tryAcquireLock } from "../../common/session/lock.ts";
+import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, tryAcquireLock } from "../../common/kv/lock.ts";
 
 function clockedStore() {
   const clock = { now: 1_000_000 };

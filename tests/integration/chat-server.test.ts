@@ -7,7 +7,7 @@ import { migrate } from "../../common/db/migrate.ts";
 import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { createSession } from "../../common/db/frontend-rows.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
-import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import { metricValue } from "../support/app.ts";
 import {

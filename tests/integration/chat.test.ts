@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { SAVE_ATTEMPTS, previewOf } from "../../api/chat/save.ts";
-import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_FAILED, SESSION_BUSY } from "../../api/chat/service.ts";
+import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_FAILED, SESSION_BUSY } from "../../api/chat/turn.ts";
 import { SSE_OPENING } from "../../api/sse.ts";
-import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../../common/session/cache.ts";
+import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import { createDatabase } from "../../common/db/create.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { DatabaseError, type Database, type Row } from "../../common/db/index.ts";

@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { frame, writeFileAtomic } from "../../common/embedded-store.ts";
 import type { SearchOptions } from "../../common/retrieval/types.ts";
-import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
 

@@ -7,18 +7,18 @@ import { buildDiscoveryMessages, buildExtractionMessages, buildPersonaMessages, 
 import { DISCOVERY_MARKER, EXTRACTION_MARKER, PERSONA_MARKER, readPayload, type ExtractionInput } from "../../common/llm/prompt-format.ts";
 import { chunkTextToArray } from "../../common/chunking.ts";
 import { UpstreamError } from "../../common/upstream.ts";
-import { backupFileNames, bookBackupDir, writeBackups } from "../../ingest/backups.ts";
-import { selectCharacters } from "../../ingest/character-selection.ts";
-import { spread } from "../../ingest/character-lines.ts";
-import { characterStyle, describe as describeProfile } from "../../ingest/character-style.ts";
-import { mergeDiscoveries } from "../../ingest/discovered-characters.ts";
-import { discoveryCalls, sampleText } from "../../ingest/discovery.ts";
+import { backupFileNames, bookBackupDir, writeBackups } from "../../ingest/characters/backups.ts";
+import { selectCharacters } from "../../ingest/characters/character-selection.ts";
+import { spread } from "../../ingest/characters/character-lines.ts";
+import { characterStyle, listDescription } from "../../ingest/characters/character-style.ts";
+import { mergeDiscoveries } from "../../ingest/characters/discovered-characters.ts";
+import { discoveryCalls, sampleText } from "../../ingest/characters/discovery.ts";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
-import { forEachBounded, isolateFailures, mapBounded, retryItem } from "../../ingest/work-items.ts";
-import { indexBook } from "../../ingest/indexing.ts";
+import { forEachBounded, isolateFailures, mapBounded, retryItem } from "../../ingest/phases/isolate-failures.ts";
+import { indexBook } from "../../ingest/phases/indexing.ts";
 import { createOfflineLanguageModel } from "../../common/llm/offline.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
-import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 
 const BOOK_ID = "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b";
@@ -217,7 +217,7 @@ describe("character presentation", () => {
 
   test("the description is the opening of the psychology, cut at a sentence", () => {
     const profile = { psychology: "Proud. " + "Very proud indeed. ".repeat(30), voice: "v", motivations: [], relationships: [], signatureThemes: [] };
-    const description = describeProfile(profile);
+    const description = listDescription(profile);
     expect(description.length).toBeLessThanOrEqual(280);
     expect(description).toStartWith("Proud. Very proud indeed.");
     expect(description).toEndWith(".");

@@ -2,7 +2,7 @@ import { beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtemp, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { characterCacheKey } from "../../common/session/cache.ts";
+import { characterCacheKey } from "../../common/contract/cache-keys.ts";
 import { chunkTextToArray } from "../../common/chunking.ts";
 import type { Language } from "../../common/contract/rows.ts";
 import { getBook } from "../../common/db/books.ts";
@@ -14,7 +14,7 @@ import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.t
 import { BookRejectedError } from "../../ingest/errors.ts";
 import { PIPELINE_PHASES } from "../../common/metrics/processing.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker, type WorkerHandle } from "../../ingest/queue-consumer.ts";
+import { startWorker, type WorkerHandle } from "../../ingest/jobs/queue-consumer.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
 import { openLiveStores } from "../support/live-stores.ts";

@@ -1,7 +1,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { createReliableQueue, enqueueJob, leaseKey, queueKeys } from "../../common/queue.ts";
-import { createLeaseKeeper } from "../../ingest/lease-keeper.ts";
+import { createLeaseKeeper } from "../../ingest/jobs/lease-keeper.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
 
 /**

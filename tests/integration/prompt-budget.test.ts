@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { boundSession, DEFAULT_SESSION_CACHE_BYTES, sessionCacheKey, type ChatSessionState } from "../../common/session/cache.ts";
+import { boundSession, DEFAULT_SESSION_CACHE_BYTES, type ChatSessionState } from "../../api/chat/chat-cache.ts";
+import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import { countO200kTokens } from "../../common/token-count.ts";
 import { upsertPreferences } from "../../common/db/frontend-rows.ts";
 import type { ChatMessage } from "../../common/llm/index.ts";

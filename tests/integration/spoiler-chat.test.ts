@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import { sessionCacheKey } from "../../common/session/cache.ts";
+import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import type { Database } from "../../common/db/index.ts";
 import { addToLibrary } from "../../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../../common/db/reading-positions.ts";

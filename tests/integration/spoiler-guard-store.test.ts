@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { createSpoilerGuards } from "../../api/chat/spoiler-guard.ts";
+import { createSpoilerGuards } from "../../api/chat/spoiler-guard-cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { saveSpoilerGuard } from "../../common/db/spoiler-guards.ts";
 import { createLogger } from "../../common/log.ts";
-import { buildShingleIndex } from "../../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../../common/prompt/book-names.ts";
+import { buildShingleIndex } from "../../ingest/spoiler-guard/shingles.ts";
+import { guardCharacters } from "../../ingest/spoiler-guard/people.ts";
 import { openEmbeddedDatabase } from "../support/embedded-stores.ts";
 
-/** The API's reading of a book's guard row (api/chat/spoiler-guard.ts) on the embedded database. */
+/** The API's reading of a book's guard row (api/chat/spoiler-guard-cache.ts) on the embedded database. */
 
 const EARLY = "Mara Quill kept the lamp on Gull Rock through the long winter, trimming the wick each evening at dusk.";
 const LATE = "The stranger said at last that he was Jonah, her brother, who had set the fire in the boathouse himself.";

@@ -7,7 +7,7 @@ import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { enqueueJob, queueKeys, type QueueKeys } from "../../common/queue.ts";
-import { startWorker } from "../../ingest/queue-consumer.ts";
+import { startWorker } from "../../ingest/jobs/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
@@ -17,7 +17,7 @@ import { ENGLISH_BOOK, TEST_PIPELINE_OPTIONS, USER_ID, eventually } from "../fix
 /**
  * A step that keeps the worker's main thread busy for longer than a lease lasts must cost no book an
  * attempt: not its own, nor the one running beside it. The leases are renewed from a thread of their
- * own (ingest/lease-keeper.ts); another worker's reaper, in a thread as it would be in another process,
+ * own (ingest/jobs/lease-keeper.ts); another worker's reaper, in a thread as it would be in another process,
  * watches them the whole time.
  */
 

@@ -9,7 +9,7 @@ import { insertBook } from "../../common/db/frontend-rows.ts";
 import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createReliableQueue, enqueueJob, queueKeys } from "../../common/queue.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
-import { startWorker } from "../../ingest/queue-consumer.ts";
+import { startWorker } from "../../ingest/jobs/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";
 import { freePort, REPO_ROOT } from "../support/process.ts";

@@ -1,4 +1,4 @@
-import { MAX_CHARACTER_NAME_CHARS } from "../../ingest/character-names.ts";
+import { MAX_CHARACTER_NAME_CHARS } from "../../ingest/characters/character-names.ts";
 import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "bun:test";
 import fc from "fast-check";
 import { mkdtemp, readFile, rm } from "node:fs/promises";
@@ -9,7 +9,7 @@ import { listCharacters } from "../../common/db/characters.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN } from "../../common/llm/prompt-format.ts";
 import { ChatEvent } from "../../common/contract/schemas.ts";
-import { backupFileNames, writeBackups } from "../../ingest/backups.ts";
+import { backupFileNames, writeBackups } from "../../ingest/characters/backups.ts";
 import { runPipeline } from "../../ingest/pipeline.ts";
 import { buildTestApp } from "../support/app.ts";
 import { openIngestSuite } from "../support/ingest-suite.ts";

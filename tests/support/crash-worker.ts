@@ -4,7 +4,7 @@
 import { loadConfigOrExit } from "../../common/config.ts";
 import { buildDeps } from "../../common/deps.ts";
 import { queueKeys } from "../../common/queue.ts";
-import { startWorker } from "../../ingest/queue-consumer.ts";
+import { startWorker } from "../../ingest/jobs/queue-consumer.ts";
 import { TEST_PIPELINE_OPTIONS } from "../fixtures/ingest/harness.ts";
 
 const setting = (name: string, fallback: number) => Number(process.env[name] ?? fallback);

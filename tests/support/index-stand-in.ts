@@ -9,7 +9,7 @@
  *   indexes.problems();                       // [] while every exchange kept to the contract
  *   indexes.typesense.documents(bookId);      // what the adapter stored
  *
- * Only what the adapters call is served (common/vector/qdrant.ts, common/text/typesense.ts):
+ * Only what the adapters call is served (common/vector/qdrant.ts, common/text-index/typesense.ts):
  *
  *   Qdrant     create a collection (one unnamed vector, Cosine or Dot), create a payload index,
  *              upsert points, query by a vector (a filter of must/should/must_not over match and

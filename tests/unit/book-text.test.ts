@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { extractWork, hasProse, openingTitle, readHeaderFields } from "../../ingest/book-text.ts";
+import { extractWork, hasProse, openingTitle, readHeaderFields } from "../../ingest/book/book-text.ts";
 import { HOSTILE_KINDS, hostileBook, hostileGutenbergFile } from "../support/hostile-text.ts";
 
 /** A short story wrapped the way Project Gutenberg wraps its files; the variants are what differs between eras. */

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { checkCharacterName, cleanAliases, MAX_ALIASES, MAX_CHARACTER_NAME_CHARS } from "../../ingest/character-names.ts";
+import { checkCharacterName, cleanAliases, MAX_ALIASES, MAX_CHARACTER_NAME_CHARS } from "../../ingest/characters/character-names.ts";
 
 describe("character names", () => {
   test.each([

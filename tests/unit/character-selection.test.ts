@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { selectCharacters } from "../../ingest/character-selection.ts";
+import { selectCharacters } from "../../ingest/characters/character-selection.ts";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { surnamesOf, toCharacterList, withoutTitle } from "../../ingest/nlp/character-list.ts";
 import { runBookNlp } from "../../ingest/nlp/engine.ts";

@@ -12,8 +12,8 @@ import {
   placeCharacter,
   placeCheckpoints,
   positionAfter,
-} from "../../ingest/checkpoints.ts";
-import type { FoundCharacter } from "../../ingest/character-selection.ts";
+} from "../../ingest/characters/checkpoints.ts";
+import type { FoundCharacter } from "../../ingest/characters/character-selection.ts";
 
 describe("where each chunk ends in the book", () => {
   test.each([

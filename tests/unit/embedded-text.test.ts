@@ -4,8 +4,8 @@ import { readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { InvalidBookIdError } from "../../common/embedded-store.ts";
 import { createLogger } from "../../common/log.ts";
-import { createEmbeddedTextIndex, LOAD_SLICE_CHUNKS } from "../../common/text/embedded.ts";
-import { TOKENIZER_VERSION, tokenize } from "../../common/text/tokenize.ts";
+import { createEmbeddedTextIndex, LOAD_SLICE_CHUNKS } from "../../common/text-index/embedded.ts";
+import { TOKENIZER_VERSION, tokenize } from "../../common/text-index/tokenize.ts";
 import type { IndexedChunk } from "../../common/retrieval/types.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
 

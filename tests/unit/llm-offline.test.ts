@@ -16,7 +16,7 @@ import { buildSummaryMessages } from "../../common/prompt/summary.ts";
 import type { ConversationMessage } from "../../common/prompt/conversation.ts";
 import { SUMMARY_MAX_WORDS } from "../../common/llm/prompt-format.ts";
 import { createRetriever } from "../../common/retrieval/retriever.ts";
-import { createEmbeddedTextIndex } from "../../common/text/embedded.ts";
+import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { UpstreamError } from "../../common/upstream.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import { collectDeltas } from "../support/outcomes.ts";

@@ -2,7 +2,9 @@ import { describe, expect, test } from "bun:test";
 import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
-import { attemptedCheckpoints, checkpointBudget, knowledgeAt, lastChunkWithin, positionFromPages, turnPosition } from "../../common/prompt/reading-position.ts";
+import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
+import { attemptedCheckpoints, checkpointBudget } from "../../ingest/characters/checkpoints.ts";
+import { knowledgeAt } from "../../api/chat/knowledge.ts";
 
 describe("pages to a position", () => {
   test.each([

@@ -4,7 +4,7 @@ import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Reranker, RerankResult } from "../../common/rerank/index.ts";
 import { createRetriever, type RetrieverOptions, type RetrievalStep } from "../../common/retrieval/retriever.ts";
 import type { ChunkHit, SearchOptions } from "../../common/retrieval/types.ts";
-import type { TextIndex } from "../../common/text/index.ts";
+import type { TextIndex } from "../../common/text-index/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 
 const hit = (chunkIndex: number, score: number): ChunkHit => ({ chunkIndex, text: `passage ${chunkIndex}`, score });

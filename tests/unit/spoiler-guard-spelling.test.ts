@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { buildShingleIndex } from "../../common/prompt/book-shingles.ts";
-import { guardCharacters } from "../../common/prompt/book-names.ts";
-import { createSpoilerGuard, lateNames, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
+import { buildShingleIndex } from "../../ingest/spoiler-guard/shingles.ts";
+import { guardCharacters } from "../../ingest/spoiler-guard/people.ts";
+import { createSpoilerGuard, lateNames, type SpoilerKind } from "../../api/chat/spoiler-filter.ts";
 
 /**
  * Spellings a model that knows the book might write (issue: the guard against spelling), run against

@@ -1,10 +1,11 @@
 import { describe, expect, test } from "bun:test";
 import { Buffer } from "node:buffer";
-import { buildShingleIndex, decodeShingleIndex, MAX_FINGERPRINTS, SHINGLE_WORDS, shingleKey } from "../../common/prompt/book-shingles.ts";
+import { decodeShingleIndex, MAX_FINGERPRINTS, SHINGLE_WORDS, shingleKey } from "../../common/spoiler-guard/shingles.ts";
+import { buildShingleIndex } from "../../ingest/spoiler-guard/shingles.ts";
 import { WORD_PATTERN } from "../../common/text-normalise.ts";
 import { seededRandom } from "../support/seeded-random.ts";
-import { guardCharacters } from "../../common/prompt/book-names.ts";
-import { closingAfter, createSpoilerGuard, lateNames, type LateName, type SpoilerKind } from "../../common/prompt/spoiler-guard.ts";
+import { guardCharacters } from "../../ingest/spoiler-guard/people.ts";
+import { closingAfter, createSpoilerGuard, lateNames, type LateName, type SpoilerKind } from "../../api/chat/spoiler-filter.ts";
 
 const EARLY = "Mara Quill kept the lamp on Gull Rock through the long winter, trimming the wick each evening at dusk.";
 const MIDDLE = "The boats came back one by one, and the harbour slept. ".repeat(6);

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { numberOf, storyBoundaries, storyHeading } from "../../ingest/story-boundaries.ts";
+import { numberOf, storyBoundaries, storyHeading } from "../../ingest/book/story-boundaries.ts";
 
 // Every heading here is written for these tests.
 

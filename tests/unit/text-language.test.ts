@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { decodeBookBytes } from "../../common/text-decoding.ts";
-import { languageEvidence, MIN_EVIDENCE_CHARS, notLanguage } from "../../ingest/text-language.ts";
+import { languageEvidence, MIN_EVIDENCE_CHARS, notLanguage } from "../../ingest/book/text-language.ts";
 
 /** The bytes of a text in a single-byte code page, by inverting the code page's decoder. */
 function encodeIn(label: string, text: string): Uint8Array {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { LANGUAGES } from "../../common/contract/rows.ts";
-import { detectScript, fitLanguage, parseLanguage } from "../../ingest/text-script.ts";
+import { detectScript, fitLanguage, parseLanguage } from "../../ingest/book/text-script.ts";
 
 const URDU = "زینب نے دروازہ کھولا اور گلی میں چراغ جلایا۔ احمد نے کہا کہ آندھی آنے والی ہے۔\n";
 const ENGLISH = "Marta opened the door and lit the lamp in the lane. Jonas said a storm was coming.\n";

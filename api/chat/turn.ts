@@ -1,0 +1,334 @@
+import type { Deps } from "../../common/deps-assembly.ts";
+import { noSourcesReason } from "../../common/retrieval/no-sources.ts";
+import { createChatCache, type ChatBook, type ChatCharacter, type ChatSessionState } from "./chat-cache.ts";
+import type { Config } from "../../common/config.ts";
+import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS } from "../../common/config-defaults.ts";
+import type { Lock } from "../../common/kv/lock.ts";
+import type { LogFields } from "../../common/log.ts";
+import type { ChatOutcome } from "../../common/metrics/chat.ts";
+import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { CONVERSATION_WINDOW_MESSAGES, withExchange } from "../../common/prompt/conversation.ts";
+import { messagesLeavingWindow } from "../../common/prompt/summary.ts";
+import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
+import { createRetriever, type RetrievalResult } from "../../common/retrieval/retriever.ts";
+import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
+import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
+import { createBackground } from "./background.ts";
+import { createKnowledge } from "./knowledge.ts";
+import { createRewriter } from "./rewrite.ts";
+import { createExchangeSaver } from "./save.ts";
+import { createSessionCacheUpkeep } from "./cache-upkeep.ts";
+import { createSessionLocks } from "./session-lock.ts";
+import { createSpoilerGuards } from "./spoiler-guard-cache.ts";
+import { createSummaryFold } from "./summary.ts";
+import { closingAfter, type SpoilerKind } from "./spoiler-filter.ts";
+
+/**
+ * One chat turn, from the request body to the events of the reply. Knows nothing of HTTP: `open`
+ * throws the services' errors (api/service-errors.ts) before anything is streamed, and `reply`
+ * yields the events to send.
+ *
+ * Order of a turn: cached context (one KV round trip) → session checks → session lock → the
+ * session's history re-read under the lock → query rewrite (cached) → hybrid retrieval → streamed
+ * completion → the exchange saved in one transaction and the session cache refreshed → `done`.
+ *
+ * Everything that writes a session's history or summary holds a key: the turn holds the session lock
+ * `chat:lock:{id}`, and the summary fold that runs after the reply holds `chat:fold:{id}`, taken
+ * before the turn lets go of its lock. The next turn waits (briefly) for a fold to finish rather than
+ * answering 429, then reads the history under its own lock, so it always builds on the latest
+ * messages and summary. History read before the lock only decides the 404.
+ *
+ * The parts, one job each: knowledge.ts (what the character may know at the reader's position),
+ * rewrite.ts, save.ts, summary.ts (the fold), session-lock.ts (the lock, its hand-over to the fold),
+ * session-cache.ts, background.ts (work outliving the reply, store writes tried again).
+ */
+
+export interface ChatDeps extends Pick<Deps, "db" | "kv" | "llm" | "vectorIndex" | "textIndex" | "reranker" | "metrics" | "logger"> {
+  /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
+  sessionLockTtlSeconds?: number;
+  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb">>;
+}
+
+export const SESSION_NOT_FOUND = "session not found";
+/** The session's character belongs to another book than the session: its passages would be the wrong book's. */
+export const CHARACTER_NOT_IN_BOOK = "character not found in the session's book";
+export const SESSION_BUSY = "another reply is in progress for this session";
+export const MODEL_FAILED = "the language model failed to reply";
+export const SAVE_FAILED = "the reply could not be saved";
+export const REPLY_FAILED = "the reply failed";
+
+/** Everything `open` found, handed to `reply`. */
+export interface ChatTurn {
+  request: ChatRequest;
+  character: ChatCharacter;
+  book: ChatBook;
+  /** As read before the lock: enough to decide the 404, not necessarily the latest history. */
+  session: ChatSessionState;
+  /** performance.now() when the request arrived: the start of time to first token. */
+  receivedAt: number;
+}
+
+export interface ChatService {
+  /** Loads and checks the session, character and book; throws NotFoundError (or StoreUnavailableError when the database fails). */
+  open(request: ChatRequest, receivedAt?: number): Promise<ChatTurn>;
+  /**
+   * The reply's events: tokens, then `done` (or one error event). Aborting `signal` (the client left)
+   * cancels the model request, ends the events silently and saves nothing.
+   */
+  reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void>;
+  /** Resolves once the work started after replies (summary folds, rewrite cache writes) has finished. */
+  settle(): Promise<void>;
+  /** Resolves once the work started so far has finished, whatever starts later. */
+  settleStarted(): Promise<void>;
+}
+
+export function createChatService(deps: ChatDeps): ChatService {
+  const log = deps.logger.child({ component: "chat" });
+  const { track, settle, settleStarted } = createBackground();
+
+  const budget = promptBudget(deps.config?.chatContextTokens, deps.config?.chatReplyTokens);
+  const counter = createTokenCounter();
+  /** Every cut made to fit a prompt into the context is logged and counted. */
+  const limitsFor = (sessionId: string): PromptLimits => ({
+    budget,
+    counter,
+    onTrim: ({ purpose, part, chars, keptChars, budgetTokens, dropped }) => {
+      deps.metrics.chat.promptTrims.inc({ purpose, part });
+      log.info("prompt part cut to its budget", { session_id: sessionId, purpose, part, chars, kept_chars: keptChars, budget_tokens: budgetTokens, ...(dropped ? { dropped } : {}) });
+    },
+  });
+
+  // Built on first use: the routes (and the OpenAPI document) are assembled without the stores.
+  let parts: ReturnType<typeof buildParts> | undefined;
+  const use = () => (parts ??= buildParts());
+  function buildParts() {
+    const cache = createChatCache({ kv: deps.kv, db: deps.db, logger: log });
+    const sessionCache = createSessionCacheUpkeep({ cache, track, log });
+    const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.sessionLockTtlSeconds });
+    return {
+      cache,
+      retriever: createRetriever({
+        llm: deps.llm,
+        vectorIndex: deps.vectorIndex,
+        textIndex: deps.textIndex,
+        reranker: deps.reranker,
+        logger: log,
+      }),
+      ...createKnowledge({ db: deps.db, cache, log }),
+      ...createSpoilerGuards({ db: deps.db, log, ...(deps.config ? { cacheMb: deps.config.spoilerGuardCacheMb } : {}) }),
+      rewrite: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
+      saveExchange: createExchangeSaver({ db: deps.db, log }),
+      sessionCache,
+      locks,
+      foldSummary: createSummaryFold({ db: deps.db, llm: deps.llm, log, limitsFor, refreshSessionCache: sessionCache.refresh, release: locks.release }),
+    };
+  }
+
+  async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
+    const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
+    const context = await use().cache.load(ids).catch((err: unknown) => {
+      throw new StoreUnavailableError("database unavailable", { cause: err });
+    });
+    const { session, character, book } = context;
+    const notFound = (message: string) => {
+      deps.metrics.chat.requests.inc({ outcome: "404" });
+      return new NotFoundError(message);
+    };
+    // Another reader's session, or one of another character or book, is reported exactly like a
+    // missing one: the caller learns nothing about sessions that are not theirs.
+    if (
+      !session ||
+      session.user_id !== request.user_id ||
+      session.character_id !== request.character_id ||
+      session.book_id !== request.book_id
+    ) {
+      throw notFound(SESSION_NOT_FOUND);
+    }
+    if (!character) throw notFound("character not found");
+    if (character.book_id !== session.book_id) throw notFound(CHARACTER_NOT_IN_BOOK);
+    if (!book) throw notFound("book not found");
+    return { request, character, book, session, receivedAt };
+  }
+
+  async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
+    const { request, character, book } = turn;
+    const { retriever, readerFor, knowledgeFor, guardFor, rewrite, saveExchange, sessionCache, locks, foldSummary } = use();
+    let outcome: ChatOutcome | undefined;
+    let lock: Lock | null = null;
+    let stopKeepAlive: (() => void) | undefined;
+    let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
+    /** For the turn's log line: how far the reader was and which knowledge of the character spoke. */
+    let positioned: LogFields = {};
+    try {
+      const held = await locks.take(turn.session.id);
+      if (held === "busy") {
+        outcome = "429";
+        yield { error: SESSION_BUSY, code: 429 };
+        return;
+      }
+      ({ lock, stopKeepAlive } = held);
+
+      const reader = readerFor(request, book.id);
+      // Awaited with the prompt; a failed read rejects `reader` itself, awaited first.
+      const preferences = reader.then((r) => r.preferences, () => null);
+      const session = await locks.latestSession(turn.session.id, signal, held.read);
+      if (!session) throw new Error("the session was deleted before the reply");
+      const knowledge = await knowledgeFor(character, book, (await reader).position);
+      if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
+      const [queries, guard] = await Promise.all([
+        rewrite(character, request.user_message, session, knowledge, signal),
+        guardFor(book.id, character.id, knowledge.position),
+      ]);
+      // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
+      const retrieved: RetrievalResult =
+        knowledge.maxChunkIndex === -1
+          ? { chunks: [], rankedBy: "fusion", degraded: [], loading: [] }
+          : await retriever.retrieve({
+              bookId: book.id,
+              narrativeQuery: queries.narrativeQuery,
+              keywordQuery: queries.keywordQuery,
+              rerankQuery: request.user_message,
+              signal,
+              ...(knowledge.maxChunkIndex !== undefined ? { maxChunkIndex: knowledge.maxChunkIndex } : {}),
+            });
+      const systemPrompt = buildChatSystemPrompt({
+        personaPrompt: knowledge.persona,
+        preferences: await preferences,
+        preferencesOverride: request.preferences ?? null,
+        passages: retrieved.chunks,
+        summary: session.summary,
+        readingPosition: knowledge.position,
+      }, limitsFor(session.id));
+
+      let full = "";
+      /** Set when the spoiler guard ended the reply. */
+      let stopped: SpoilerKind | undefined;
+      // The reader waits for the first token at most this long from the moment the message arrived.
+      const firstTokenBudget = (deps.config?.chatFirstTokenTimeoutMs ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS) - (performance.now() - turn.receivedAt);
+      const completion = new AbortController();
+      const forwardAbort = () => completion.abort(signal.reason);
+      signal.addEventListener("abort", forwardAbort, { once: true });
+      const firstTokenTimer = setTimeout(() => completion.abort(new Error("no first token in time")), Math.max(0, firstTokenBudget));
+      try {
+        const deltas = deps.llm.stream(buildChatMessages(systemPrompt, session.messages, request.user_message, limitsFor(session.id)), {
+          purpose: "chat",
+          signal: completion.signal,
+        });
+        let started = false;
+        for await (const delta of deltas) {
+          if (!started) {
+            started = true;
+            clearTimeout(firstTokenTimer);
+            deps.metrics.chat.timeToFirstToken.observe((performance.now() - turn.receivedAt) / 1000);
+          }
+          const step = guard ? guard.push(delta) : { forward: delta };
+          if (step.forward) {
+            full += step.forward;
+            yield { token: step.forward };
+          }
+          if (step.stop) {
+            stopped = step.stop;
+            break;
+          }
+        }
+        const last = guard && !stopped ? guard.end() : undefined;
+        if (last?.forward) {
+          full += last.forward;
+          yield { token: last.forward };
+        }
+        stopped ??= last?.stop;
+        if (stopped) {
+          // The model is not read further; the reply ends in the character's voice, and only what was
+          // sent and the closing are saved. The log says where, never the words held back.
+          completion.abort(new Error("stopped by the spoiler guard"));
+          const closing = closingAfter(full);
+          full += closing;
+          yield { token: closing };
+          deps.metrics.chat.spoilerStops.inc({ kind: stopped });
+          log.warn("reply stopped by the spoiler guard", { session_id: session.id, book_id: book.id, character_id: character.id, kind: stopped, reading_position: knowledge.position, sent_chars: full.length - closing.length });
+        }
+      } catch (error) {
+        if (signal.aborted) return;
+        const late = full === "" && completion.signal.aborted && !stopped;
+        log.warn(late ? "no first token in time; the reader gets the 502 event" : "chat completion failed", { session_id: session.id, error });
+        outcome = "502";
+        yield { error: MODEL_FAILED, code: 502 };
+        return;
+      } finally {
+        clearTimeout(firstTokenTimer);
+        signal.removeEventListener("abort", forwardAbort);
+      }
+      if (signal.aborted) return;
+
+      let saved;
+      try {
+        saved = await saveExchange(session.id, request.user_message, full, signal);
+        if (!saved) throw new Error("the session was deleted during the reply");
+      } catch (error) {
+        log.error("saving the exchange failed; the reader gets the 502 event", { session_id: session.id, error });
+        outcome = "502";
+        yield { error: SAVE_FAILED, code: 502 };
+        return;
+      }
+      const conversation: ChatSessionState["messages"] = withExchange(
+        session.messages,
+        [
+          { role: "user", content: request.user_message },
+          { role: "assistant", content: full },
+        ],
+        saved.stampedAfter,
+      );
+      const state: ChatSessionState = {
+        ...session,
+        message_count: saved.messageCount,
+        messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
+      };
+      if (saved.previousCount !== null && saved.previousCount === saved.messageCount) {
+        log.warn("message_count is at its largest value and no longer counts exchanges", { session_id: session.id, message_count: saved.messageCount });
+      }
+      if (saved.previousCount === null) {
+        // Found saved by a retry: whether another exchange came in between cannot be told, so the entry is dropped.
+        log.warn("exchange found saved on a retry; its cache entry is dropped", { session_id: session.id });
+        await sessionCache.forget(session.id);
+      } else if (saved.previousCount === session.message_count) {
+        await sessionCache.refresh(state);
+        const leaving = messagesLeavingWindow(conversation, 2);
+        if (leaving.length > 0) afterReply = (foldLock) => foldSummary(character.name, state, leaving, foldLock);
+      } else {
+        // Another exchange was saved while this one was written (its lock had lapsed): this turn's
+        // history lacks it, so the cache entry is dropped for the next turn to read the database.
+        log.warn("session changed during the reply; its cache entry is dropped", { session_id: session.id });
+        await sessionCache.forget(session.id);
+      }
+
+      outcome = "ok";
+      const missing = noSourcesReason(knowledge.maxChunkIndex, retrieved);
+      if (missing) {
+        const fields = { session_id: session.id, book_id: book.id, reason: missing, degraded: retrieved.degraded.join(",") };
+        if (missing === "index_loading" || missing === "search_failed") log.warn("reply has no passages of the book", fields);
+        else log.info("reply has no passages of the book", fields);
+      }
+      yield {
+        done: true,
+        full_response: full,
+        sources: retrieved.chunks.map((c) => ({ chunk_index: c.chunkIndex, score: c.score })),
+        ...(missing ? { sources_missing: missing } : {}),
+      };
+    } catch (error) {
+      if (signal.aborted) return;
+      log.error("chat turn failed", { session_id: turn.session.id, error });
+      outcome = "502";
+      yield { error: REPLY_FAILED, code: 502 };
+    } finally {
+      stopKeepAlive?.();
+      if (afterReply) await locks.handOver(turn.session.id, lock, afterReply);
+      else await locks.release(lock);
+      // Logged and counted last: once the outcome shows, the session is free (or handed to the fold).
+      const seconds = Math.round(performance.now() - turn.receivedAt) / 1000;
+      log.info("chat turn", { session_id: turn.session.id, character_id: character.id, ...positioned, outcome: outcome ?? "aborted", seconds });
+      deps.metrics.chat.requests.inc({ outcome: outcome ?? "aborted" });
+    }
+  }
+
+  return { open, reply, settle, settleStarted };
+}

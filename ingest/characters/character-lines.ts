@@ -1,0 +1,119 @@
+/**
+ * A character's lines as a profile gets them: only the quotations the book confidently gives them, as
+ * the book prints them, and a spread of those across the book. Pure: no I/O.
+ */
+import { nameKey } from "./character-names.ts";
+import type { ParsedBookNlp, QuoteRow } from "../nlp/booknlp-files.ts";
+import type { TokenColumns } from "../nlp/token-columns.ts";
+
+/** Enough lines that the offline reply finds one close to most questions; a model reads them all in passes 1 and 2. */
+export const MAX_PROFILE_QUOTES = 60;
+const MAX_QUOTE_CHARS = 300;
+
+/** `count` items spread evenly from first to last, in order. */
+export function spread<T>(items: readonly T[], count: number): T[] {
+  if (items.length <= count) return [...items];
+  if (count <= 0) return [];
+  if (count === 1) return [items[0]!];
+  return Array.from({ length: count }, (_, i) => items[Math.round((i * (items.length - 1)) / (count - 1))]!);
+}
+
+/**
+ * At most `max` characters, cut after the last sentence that fits (else after the last whole word,
+ * with an ellipsis), never inside a word: a line is said as the book prints it.
+ */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const head = text.slice(0, max);
+  const sentenceEnd = Math.max(...[...head.matchAll(/[.!?…]["”’)]*(?=\s)/g)].map((m) => m.index! + m[0].length), -1);
+  if (sentenceEnd > max / 3) return head.slice(0, sentenceEnd);
+  const wordEnd = head.lastIndexOf(" ", max - 1);
+  return `${head.slice(0, wordEnd > 0 ? wordEnd : max - 1).replace(/[\s,;:—–-]+$/u, "")}…`;
+}
+
+const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
+/** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
+const TAG_REACH = 4;
+/** Verbs of a dialogue tag. */
+const SPEECH_VERBS = new Set(
+  "said says say cried replied answered asked added continued returned observed remarked exclaimed whispered resumed rejoined inquired enquired began muttered shouted called interrupted repeated retorted murmured".split(" "),
+);
+/** A he/she tag: it names no one, and counts only where the paragraph names the speaker too. */
+const PRONOUN_TAG = /^(?:he|she)$/i;
+/** A tag's words compared with a character's names: case, a leading article and spacing aside. */
+const tagKey = (phrase: string) => nameKey(phrase).replace(/^(?:the|a|an)\s+/, "");
+
+/**
+ * Each speaker's lines as the book prints them, in book order: cut from the text by the quote's
+ * token offsets (tokens re-joined leave seams such as "could n’t"), and only the lines whose
+ * attribution is confident: a dialogue tag right by the quotation, with a verb of speech, that calls
+ * the speaker by one of its names ("said Elizabeth", "Mr. Darcy replied", "said the stranger" when
+ * the stranger is what the book calls him), or a he/she tag in a paragraph that names the speaker.
+ * A speaker inferred from the turns of a conversation, a tag by a description the speaker is not
+ * known by ("replied her uncle" given to Darcy) or a pronoun resolved across paragraphs is right
+ * often enough to rank characters, not to put words in their mouth. The pieces of one line split by
+ * its tag (“…,” said she, “…”) are joined into the line, without the tag. `names` holds each
+ * cluster's name and aliases.
+ */
+export function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string, names: ReadonlyMap<number, readonly string[]>): Map<number, string[]> {
+  const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
+  const namedIn = new Set<string>();
+  for (const e of parsed.entities) if (e.prop === "PROP") namedIn.add(`${e.coref}:${paragraphOf(e.start)}`);
+  const textOf = (q: QuoteRow) => {
+    const [from, to] = [tokens.start[q.quoteStart] ?? -1, tokens.end[q.quoteEnd] ?? -1];
+    return from < 0 || to <= from ? "" : source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
+  };
+  const wordsOf = (from: number, to: number) => Array.from({ length: Math.max(0, to - from) }, (_, k) => tokens.word[from + k]?.toLowerCase() ?? "");
+  // The speaker's mention right by the quotation, with a verb of speech between or next to it ("as she appeared" is no tag).
+  const tagged = (q: QuoteRow) => {
+    if (paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart)) return false;
+    const after = q.mentionStart > q.quoteEnd;
+    const gap = after ? q.mentionStart - q.quoteEnd : q.quoteStart - q.mentionEnd;
+    if (gap <= 0 || gap > TAG_REACH) return false;
+    const around = after ? wordsOf(q.quoteEnd + 1, q.mentionEnd + 2) : wordsOf(q.mentionStart, q.quoteStart);
+    // "Elizabeth replied that it was" reports speech; it tags no quotation.
+    const from = after ? q.quoteEnd + 1 : q.mentionStart;
+    return around.some((w, k) => SPEECH_VERBS.has(w) && tokens.word[from + k + 1]?.toLowerCase() !== "that");
+  };
+  const keys = new Map([...names].map(([id, list]) => [id, new Set(list.map(tagKey))]));
+  const confident = (q: QuoteRow) => {
+    if (!tagged(q)) return false;
+    const phrase = q.mentionPhrase.trim();
+    if (PRONOUN_TAG.test(phrase)) return namedIn.has(`${q.charId}:${paragraphOf(q.quoteStart)}`);
+    return keys.get(q.charId!)?.has(tagKey(phrase)) ?? false;
+  };
+  const quotes = parsed.quotes.filter((q) => q.charId !== null && q.quoteStart >= 0).sort((a, b) => a.quoteStart - b.quoteStart);
+  const lines = new Map<number, string[]>();
+  for (let i = 0; i < quotes.length; i++) {
+    const q = quotes[i]!;
+    let text = textOf(q);
+    let sure = confident(q);
+    // A line split by its tag: the quotations that follow in the paragraph, by the same speaker.
+    const sameParagraph = (next: QuoteRow | undefined) => next !== undefined && paragraphOf(next.quoteStart) === paragraphOf(q.quoteStart);
+    for (let next = quotes[i + 1]; sameParagraph(next) && next!.charId === q.charId; next = quotes[i + 1]) {
+      const rest = textOf(next!);
+      // A quotation ending without punctuation ('THAT you won't') is a line of its own.
+      if (!rest || !/[,;:—–-]$|[.!?]$/u.test(text)) break;
+      // The comma before the tag stands for a full stop when the tag ended the sentence (“…,” said Ottilie. “…”).
+      const tag = source.slice(tokens.end[quotes[i]!.quoteEnd] ?? 0, tokens.start[next!.quoteStart] ?? 0);
+      const ended = /[.!?][\s“"‘«]*$/u.test(tag) && !/^\p{Ll}/u.test(rest);
+      text = ended ? `${text.replace(/,$/, ".")} ${rest}` : `${text} ${rest}`;
+      sure ||= confident(next!);
+      i++;
+    }
+    // A sentence the paragraph's next quotation goes on with, given to someone else: only a piece of a line.
+    const cut = /[,;—–-]$/u.test(text) && sameParagraph(quotes[i + 1]);
+    if (!text || !sure || cut) continue;
+    const list = lines.get(q.charId!) ?? [];
+    list.push(text);
+    lines.set(q.charId!, list);
+  }
+  return lines;
+}
+
+/** Lines worth imitating: those of three words or more when there are enough of them. */
+export function quoteSample(quotes: readonly string[]): string[] {
+  const substantial = quotes.filter((q) => q.split(/\s+/).length >= 3);
+  const pool = substantial.length >= Math.min(MAX_PROFILE_QUOTES, quotes.length) ? substantial : quotes;
+  return spread(pool, MAX_PROFILE_QUOTES).map((q) => clip(q, MAX_QUOTE_CHARS));
+}
