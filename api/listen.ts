@@ -2,7 +2,7 @@ import type { Deps } from "../common/deps.ts";
 import { createApp, type AppDeps } from "./app.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { serverErrorHandling } from "../common/http-server.ts";
-import { listenAddress } from "../common/local/listen-address.ts";
+import { listenAddress } from "../common/listen-address.ts";
 
 /** Builds the app from the composition root's dependencies and serves it on config.host:config.port. */
 export function startApi(deps: Deps, options: Pick<AppDeps, "playground" | "requestExamples" | "localFile"> = {}) {

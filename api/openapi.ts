@@ -1,6 +1,6 @@
 // npm run openapi (bun run openapi): writes the OpenAPI document of the routes to openapi.yaml.
 
-import { usage } from "../common/local/commands.ts";
+import { usage } from "../common/cli-usage.ts";
 import { generateOpenApiDocument, OPENAPI_FILE, toYaml } from "./openapi-document.ts";
 
 if (process.argv.includes("--help")) {

@@ -4,7 +4,7 @@
 
 import { loadConfigOrExit, type Config } from "../common/config.ts";
 import { buildDepsOrExit, type Deps } from "../common/deps.ts";
-import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
 import { startWorker } from "../ingest/jobs/queue-consumer.ts";
 import { DOCS_PATH } from "./docs.ts";
 import { controlFilePath, findRunningInstance, startLocalControl } from "../common/local/control-file.ts";
@@ -12,8 +12,8 @@ import { findLocalChat, listChatBooks, LOCAL_USER_ID, openLocalChat, type LocalC
 import { FRONTEND_WRITES_FLAG } from "../common/db/frontend-rows.ts";
 import { startApi } from "./listen.ts";
 import { PLAYGROUND_PATH } from "./playground/index.ts";
-import { npmRun, usage } from "../common/local/commands.ts";
-import { listenAddress, selfFileHost, type ListenAddress } from "../common/local/listen-address.ts";
+import { npmRun, usage } from "../common/cli-usage.ts";
+import { listenAddress, selfFileHost, type ListenAddress } from "../common/listen-address.ts";
 import { parseArgs } from "node:util";
 import { onStopSignals } from "../common/stop-signals.ts";
 import type { ChatRequest, ProcessingRequest } from "../common/contract/schemas.ts";

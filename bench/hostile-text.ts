@@ -18,7 +18,7 @@ import { tokenize } from "../common/text-index/tokenize.ts";
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import { extractWork, hasProse } from "../ingest/book/book-text.ts";
 import { sampleText } from "../ingest/characters/discovery.ts";
-import { runInThread } from "../ingest/nlp/step.ts";
+import { runInThread } from "../ingest/phases/book-nlp/step.ts";
 import { languageEvidence, notLanguage } from "../ingest/book/text-language.ts";
 import { detectScript } from "../ingest/book/text-script.ts";
 import { hostileBook, hostileGutenbergFile, type HostileKind } from "../tests/support/hostile-text.ts";

@@ -8,7 +8,7 @@ import { mkdtemp, readdir, rm, stat } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chunkTextToArray } from "../common/chunking.ts";
-import type { IndexedChunk } from "../common/retrieval/types.ts";
+import type { IndexedChunk } from "../common/contract/search.ts";
 import { createEmbeddedTextIndex } from "../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../common/vector/embedded.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";

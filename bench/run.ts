@@ -20,7 +20,7 @@ import { httpSection } from "./http.ts";
 import { ingestionSection } from "./ingestion.ts";
 import { retrievalSection } from "./retrieval.ts";
 import { runtimesSection } from "./runtimes.ts";
-import { usage } from "../common/local/commands.ts";
+import { usage } from "../common/cli-usage.ts";
 import { loadBooks, machineHeader, removeDataDirTemplate, type BenchContext, type BenchSection } from "./support.ts";
 
 const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {

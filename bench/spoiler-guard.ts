@@ -43,7 +43,7 @@ function shinglesOf(text: string): [number, number][] {
 
 // The work alone, as ingestion indexes it: Project Gutenberg's licence would otherwise be shared by every book.
 const texts = await Promise.all(paths.map(async (p) => extractWork(await Bun.file(p).text()).text));
-/** The book's people as ingestion gives them to the guard (ingest/nlp/thread.ts), and the guard's names data. */
+/** The book's people as ingestion gives them to the guard (ingest/phases/book-nlp/thread.ts), and the guard's names data. */
 function guardedPeople(text: string) {
   const parsed = parseBookNlp(render(analyze(text)));
   const list = characterList(parsed);

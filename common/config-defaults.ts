@@ -39,6 +39,11 @@ export const DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB = 16;
 export const DEFAULT_CHAT_CONTEXT_TOKENS = 16_384;
 /** Left free for the reply: a thousand tokens is several long paragraphs in character. */
 export const DEFAULT_CHAT_REPLY_TOKENS = 1_024;
+/**
+ * Headings, instructions, the reading-position section and message framing: what is ours, not the
+ * rows'. Not a setting: the configuration checks CHAT_CONTEXT_TOKENS leaves room for it.
+ */
+export const PROMPT_FRAMING_TOKENS = 512;
 
 /**
  * CHARACTER_CHECKPOINTS = n lets a book's character passes cost up to n times the whole book's: up to

@@ -7,7 +7,7 @@ import { SchemaError } from "./contract/frontend-columns.ts";
 import { createKeyValueStore } from "./kv/create.ts";
 import { createLanguageModel } from "./llm/create.ts";
 import { createLogger, toStdout, type Logger } from "./log.ts";
-import { listenAddress } from "./local/listen-address.ts";
+import { listenAddress } from "./listen-address.ts";
 import { createMetrics, type Metrics, type MetricsRole } from "./metrics/index.ts";
 import { detectProcessingStatuses } from "./db/processing-status.ts";
 import { createEmbeddedTextIndex } from "./text-index/embedded.ts";

@@ -19,9 +19,9 @@ import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook, setBookDetails
 import { decodeBookBytes } from "../common/text-decoding.ts";
 import type { Logger } from "../common/log.ts";
 import { terminalLogger } from "../common/local/terminal-log.ts";
-import { npmRun, usage } from "../common/local/commands.ts";
+import { npmRun, usage } from "../common/cli-usage.ts";
 import { PIPELINE_PHASES } from "../common/metrics/processing.ts";
-import { deleteBook, findBooks } from "./book/book-removal.ts";
+import { deleteBook, findBooks } from "./book-removal.ts";
 import { extractWork, openingTitle } from "./book/book-text.ts";
 import { BookRejectedError } from "./errors.ts";
 import { runPipeline, type PipelineResult, type ProgressEvent } from "./pipeline.ts";

@@ -12,12 +12,12 @@ import type { ShingleIndex } from "../common/spoiler-guard/shingles.ts";
 import { buildShingleIndex } from "./spoiler-guard/shingles.ts";
 import { guardCharacters } from "./spoiler-guard/people.ts";
 import { saveSpoilerGuard } from "../common/db/spoiler-guards.ts";
-import { removeIndexesAndBackups } from "./book/book-removal.ts";
+import { removeIndexesAndBackups } from "./book-removal.ts";
 import { BookDeletedError, BookRejectedError } from "./errors.ts";
 import { prepareIndex, writeIndex, type IndexOptions, type IndexReport } from "./phases/indexing.ts";
 import { extractProfiles, writePersonas, type SavedCharacter } from "./phases/character-passes.ts";
-import { admitNames, findCharacters } from "./phases/nlp.ts";
-import type { NamedPerson } from "./nlp/thread.ts";
+import { admitNames, findCharacters } from "./phases/book-nlp/phase.ts";
+import type { NamedPerson } from "./phases/book-nlp/thread.ts";
 import { createRun, forgetCached, type PipelineDeps, type PipelineJob, type PipelineOptions, type Run, type SkipKind } from "./phases/pipeline-run.ts";
 import { download, inLanguageOfText, readBookText } from "./phases/source.ts";
 

@@ -3,7 +3,7 @@
 
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
-import { usage } from "../common/local/commands.ts";
+import { usage } from "../common/cli-usage.ts";
 import { onStopSignals } from "../common/stop-signals.ts";
 import { startWorker } from "./jobs/queue-consumer.ts";
 import { serveWorkerMetrics } from "./jobs/worker-endpoint.ts";

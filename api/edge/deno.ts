@@ -5,7 +5,7 @@ import script from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "text" };
 import icon from "swagger-ui-dist/favicon-32x32.png" with { type: "bytes" };
 import { ConfigError, loadEdgeConfig } from "../../common/config.ts";
 import { BunOnlyError } from "../../common/edge-deps.ts";
-import { listenAddress } from "../../common/local/listen-address.ts";
+import { listenAddress } from "../../common/listen-address.ts";
 import { onStopSignals } from "../../common/stop-signals.ts";
 import { DOCS_PATH, type SwaggerUiAssets } from "../docs.ts";
 import { createEdgeApi, type EdgeApi } from "./app.ts";

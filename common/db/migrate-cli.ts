@@ -2,7 +2,7 @@ import { loadConfigOrExit, secretsOf } from "../config.ts";
 import { createLogger } from "../log.ts";
 import { createDatabase } from "./create.ts";
 import { migrate } from "./migrate.ts";
-import { usage } from "../local/commands.ts";
+import { usage } from "../cli-usage.ts";
 
 if (process.argv.includes("--help")) {
   console.log(`${usage("migrate", "")}\n\nApplies pending migrations (common/contract/migrations) to the configured database: DATABASE_URL, or the embedded one under DATA_DIR.`);

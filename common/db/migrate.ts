@@ -3,7 +3,7 @@ import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import type { Database, Queryable } from "./index.ts";
-import { checkSharedSchema } from "../contract/frontend-columns.ts";
+import { findSchemaProblem, FRONTEND_COLUMNS, SchemaError } from "../contract/frontend-columns.ts";
 
 export const MIGRATIONS_DIR = fileURLToPath(new URL("../contract/migrations/", import.meta.url));
 
@@ -96,4 +96,22 @@ export async function migrate(db: Database, options: { directory?: string } = {}
   }
   await checkSharedSchema(db);
   return applied;
+}
+
+/** Reads the catalogue of the current schema and throws SchemaError (one line) when a needed column is missing or incompatible. */
+export async function checkSharedSchema(db: Queryable): Promise<void> {
+  const rows = await db.query<{ table_name: string; column_name: string; data_type: string; udt_name: string; labels: string[] | null }>(
+    `SELECT c.table_name, c.column_name, c.data_type, c.udt_name,
+            (SELECT jsonb_agg(e.enumlabel ORDER BY e.enumsortorder)
+               FROM pg_type t JOIN pg_enum e ON e.enumtypid = t.oid
+              WHERE t.typname = c.udt_name) AS labels
+       FROM information_schema.columns c
+      WHERE c.table_schema = current_schema()
+        AND c.table_name IN (SELECT jsonb_object_keys($1::jsonb))`,
+    [FRONTEND_COLUMNS],
+  );
+  const problem = findSchemaProblem(
+    rows.map((r) => ({ table: r.table_name, column: r.column_name, dataType: r.data_type, udtName: r.udt_name, enumLabels: r.labels })),
+  );
+  if (problem) throw new SchemaError(problem);
 }

@@ -1,7 +1,7 @@
 import type { Database, Queryable } from "../db/index.ts";
 import type { Character } from "../contract/rows.ts";
 import { listCharacters } from "../db/characters.ts";
-import { npmRun } from "./commands.ts";
+import { npmRun } from "../cli-usage.ts";
 import { addToLibrary, createSession, FRONTEND_WRITES_FLAG, frontendWritesAllowed } from "../db/frontend-rows.ts";
 
 /**

@@ -14,11 +14,9 @@
  *    slices of COUNT_RUN_CHARS characters: byte-pair encoding costs the square of a run's length, and
  *    a 30,000-character run counted whole takes seconds. Slicing a run can only add a token per cut.
  */
-import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS } from "../config-defaults.ts";
+import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_TOKENS } from "../config-defaults.ts";
 import { countO200kTokens } from "../token-count.ts";
 
-/** Headings, instructions, the reading-position section and message framing: what is ours, not the rows'. */
-export const PROMPT_FRAMING_TOKENS = 512;
 /** Shares of what is left of the context after the reply and the framing. */
 export const PROMPT_SHARES = {
   persona: 0.15,

@@ -3,7 +3,7 @@
  * against BM25), so without a reranker the lists are combined by rank alone: reciprocal rank fusion
  * (Cormack, Clarke & Büttcher, 2009), score = Σ 1 / (k + rank) over the lists that found the chunk.
  */
-import type { ChunkHit } from "./types.ts";
+import type { ChunkHit } from "../contract/search.ts";
 
 /** The constant from the RRF paper: damps the weight of the very first ranks. */
 export const RRF_K = 60;

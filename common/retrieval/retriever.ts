@@ -11,7 +11,7 @@ import { dedupeHits, DEFAULT_FUSION_TOP_N, fuseCandidates, type Candidate, type 
 import type { LanguageModel } from "../llm/index.ts";
 import type { Logger } from "../log.ts";
 import type { Reranker } from "../rerank/index.ts";
-import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "./types.ts";
+import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../contract/search.ts";
 import type { TextIndex } from "../text-index/index.ts";
 import type { VectorIndex } from "../vector/index.ts";
 

@@ -3,7 +3,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { appendFrame, createBookShelf, readFileIfExists, readLog, yieldToLoop } from "../embedded-store.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../retrieval/types.ts";
+import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../contract/search.ts";
 import { chunkIndexesToGet, type TextIndex } from "./index.ts";
 import { TOKENIZER_VERSION, tokenize } from "./tokenize.ts";
 

@@ -1,4 +1,4 @@
-import type { ChunkHit, IndexedChunk, SearchOptions } from "../retrieval/types.ts";
+import type { ChunkHit, IndexedChunk, SearchOptions } from "../contract/search.ts";
 
 /** Chunks one `get` may ask for: the passages a chat reply can cite. */
 export const MAX_CHUNKS_PER_GET = 10;

@@ -1,6 +1,6 @@
 import Typesense, { Errors } from "typesense";
 import type { CollectionCreateSchema } from "typesense";
-import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../retrieval/types.ts";
+import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type IndexedChunk, type SearchOptions } from "../contract/search.ts";
 import { UpstreamError, requestJson, toUpstreamError, withRetries } from "../upstream.ts";
 import { chunkIndexesToGet, type TextIndex } from "./index.ts";
 

@@ -2,7 +2,7 @@ import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { appendFrame, createBookShelf, frame, readLog, writeFileAtomic, yieldToLoop } from "../embedded-store.ts";
 import { silentLogger, type Logger } from "../log.ts";
-import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../retrieval/types.ts";
+import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../contract/search.ts";
 import type { VectorIndex, VectorPoint } from "./index.ts";
 
 /**

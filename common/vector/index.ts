@@ -1,4 +1,4 @@
-import type { ChunkHit, IndexedChunk, SearchOptions } from "../retrieval/types.ts";
+import type { ChunkHit, IndexedChunk, SearchOptions } from "../contract/search.ts";
 
 export interface VectorPoint extends IndexedChunk {
   vector: readonly number[];

@@ -1,5 +1,5 @@
 import { QdrantClient } from "@qdrant/js-client-rest";
-import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../retrieval/types.ts";
+import { DEFAULT_SEARCH_LIMIT, type ChunkHit, type SearchOptions } from "../contract/search.ts";
 import { UpstreamError, toUpstreamError } from "../upstream.ts";
 import type { VectorIndex, VectorPoint } from "./index.ts";
 

@@ -12,7 +12,7 @@ import { runPipeline, type PipelineDeps, type PipelineOptions } from "../pipelin
  * The ingest worker: takes jobs from processing_queue (see common/queue.ts for the claim, lease and
  * dead-letter protocol) and runs the pipeline on each, up to `concurrency` at a time, so that a book
  * whose download is slow does not hold the books queued behind it. The book NLP step still runs one
- * book at a time per process (ingest/phases/nlp.ts).
+ * book at a time per process (ingest/phases/book-nlp/phase.ts).
  *
  * Polls with exponential back-off while the queue is empty or the store fails (blocking pops are not
  * available on every key-value adapter). Keeps the job's lease alive while the pipeline runs, from a

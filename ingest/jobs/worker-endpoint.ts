@@ -1,5 +1,5 @@
 import { serverErrorHandling } from "../../common/http-server.ts";
-import { listenAddress } from "../../common/local/listen-address.ts";
+import { listenAddress } from "../../common/listen-address.ts";
 import type { WorkerDeps, WorkerHandle } from "./queue-consumer.ts";
 
 /** The worker's own HTTP endpoint when it runs alone: /metrics for Prometheus, /health for probes. */

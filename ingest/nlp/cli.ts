@@ -5,7 +5,7 @@
 import { fstatSync, readFileSync, writeSync } from "node:fs";
 import { basename, extname } from "node:path";
 import { analyze, writeBookNlp, type Stage } from "./engine.ts";
-import { usage } from "../../common/local/commands.ts";
+import { usage } from "../../common/cli-usage.ts";
 import { decodeBookBytes } from "../../common/text-decoding.ts";
 import { extractWork } from "../book/book-text.ts";
 

@@ -6,7 +6,7 @@ import { chunkEndLocator } from "../../common/chunk-ends.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Metrics } from "../../common/metrics/index.ts";
 import type { IndexingPipeline, IndexStoreLabel } from "../../common/metrics/indexing.ts";
-import type { IndexedChunk } from "../../common/retrieval/types.ts";
+import type { IndexedChunk } from "../../common/contract/search.ts";
 import type { TextIndex } from "../../common/text-index/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 import { batches, forEachBounded, isolateFailures, type IsolationOptions } from "./isolate-failures.ts";

@@ -2,7 +2,7 @@
 // must keep what they send, answer their searches as Qdrant and Typesense would, and keep every
 // exchange within the published documents.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
-import type { IndexedChunk } from "../../common/retrieval/types.ts";
+import type { IndexedChunk } from "../../common/contract/search.ts";
 import { createTypesenseTextIndex } from "../../common/text-index/typesense.ts";
 import type { VectorPoint } from "../../common/vector/index.ts";
 import { createQdrantVectorIndex } from "../../common/vector/qdrant.ts";

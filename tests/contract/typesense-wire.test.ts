@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import type { IndexedChunk } from "../../common/retrieval/types.ts";
+import type { IndexedChunk } from "../../common/contract/search.ts";
 import {
   ARABIC_SCRIPT_LOCALE,
   createTypesenseTextIndex,

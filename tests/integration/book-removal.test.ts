@@ -8,7 +8,7 @@ import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
-import { deleteBook } from "../../ingest/book/book-removal.ts";
+import { deleteBook } from "../../ingest/book-removal.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
 
 // `npm run ingest -- --delete`: what a deleted book leaves in the key-value store.

@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, setDefaultTimeout, test } from "
 import { mkdtemp, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { SAMPLE_BOOK } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK } from "../../ingest/sample-book.ts";
 import { startDemo, type Demo } from "../support/npm-start.ts";
 import { REPO_ROOT, startService } from "../support/process.ts";
 

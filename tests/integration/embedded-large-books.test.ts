@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { frame, writeFileAtomic } from "../../common/embedded-store.ts";
-import type { SearchOptions } from "../../common/retrieval/types.ts";
+import type { SearchOptions } from "../../common/contract/search.ts";
 import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import { createEmbeddedVectorIndex } from "../../common/vector/embedded.ts";
 import { tempDirs } from "../support/temp-dirs.ts";

@@ -3,7 +3,7 @@ import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { networkInterfaces, tmpdir } from "node:os";
 import { delimiter, join } from "node:path";
-import { SAMPLE_BOOK } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK } from "../../ingest/sample-book.ts";
 import { parseSseEvents } from "../support/chat.ts";
 import { runPrintedCurl } from "../support/npm-start.ts";
 import { freePort, REPO_ROOT, startService } from "../support/process.ts";

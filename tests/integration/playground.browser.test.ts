@@ -8,7 +8,7 @@ import { createApp } from "../../api/app.ts";
 import { loadConfig } from "../../common/config.ts";
 import { buildDeps, type Deps } from "../../common/deps.ts";
 import { silentLogger } from "../../common/log.ts";
-import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/sample-book.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { appendExchange } from "../../common/db/sessions.ts";
 import { openLocalChat } from "../../common/local/sessions.ts";

@@ -6,7 +6,8 @@ import { upsertPreferences } from "../../common/db/frontend-rows.ts";
 import type { ChatMessage } from "../../common/llm/index.ts";
 import { createLogger } from "../../common/log.ts";
 import { PASSAGE_CLOSE, PASSAGE_OPEN, PASSAGES_HEADING, PREFERENCES_HEADING } from "../../common/llm/prompt-format.ts";
-import { PROMPT_FRAMING_TOKENS, promptBudget, TRIM_MARKER } from "../../common/prompt/budget.ts";
+import { promptBudget, TRIM_MARKER } from "../../common/prompt/budget.ts";
+import { PROMPT_FRAMING_TOKENS } from "../../common/config-defaults.ts";
 import { metricValue } from "../support/app.ts";
 import { readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 

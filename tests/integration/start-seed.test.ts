@@ -8,7 +8,7 @@ import { listCharacters } from "../../common/db/characters.ts";
 import { insertBook } from "../../common/db/frontend-rows.ts";
 import { buildDeps, type Deps } from "../../common/deps.ts";
 import { silentLogger } from "../../common/log.ts";
-import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/sample-book.ts";
 
 // Two embedded Postgres data dirs are created (initdb).
 setDefaultTimeout(90_000);

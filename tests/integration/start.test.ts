@@ -11,7 +11,7 @@ import { createPgliteDatabase } from "../../common/db/pglite.ts";
 import { FRONTEND_WRITES_FLAG, insertBook } from "../../common/db/frontend-rows.ts";
 import type { ChatDoneEvent, ChatEvent, ProcessingAccepted, ProcessingRequest } from "../../common/contract/schemas.ts";
 import { LOCAL_FILES_PATH, localFilePath } from "../../api/local-file.ts";
-import { SAMPLE_BOOK } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK } from "../../ingest/sample-book.ts";
 import { parseSseEvents } from "../support/chat.ts";
 import { logLines, runPrintedCurl, startDemo, START_ENTRY } from "../support/npm-start.ts";
 import { freePort, runEntry, startService } from "../support/process.ts";
@@ -131,7 +131,7 @@ describe("npm start with nothing configured", () => {
       expect(second.stderr).toContain(`is using ${dataDir}; stop it first`);
 
       // `bun run ingest` on the same embedded database would write to a private copy: refused.
-      const ingest = await runEntry("ingest/cli.ts", { DATA_DIR: dataDir }, undefined, ["ingest/book/sample/the-mending-room.txt"]);
+      const ingest = await runEntry("ingest/cli.ts", { DATA_DIR: dataDir }, undefined, ["ingest/sample/the-mending-room.txt"]);
       expect(ingest.exitCode).toBe(1);
       expect(ingest.stderr).toContain(`npm start is running on ${dataDir}`);
       // What it suggests works on this install: not POST /character/processing, which refuses local files.

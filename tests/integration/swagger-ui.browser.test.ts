@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { chromium, type Browser, type Page } from "playwright-core";
 import { localFilePath } from "../../api/local-file.ts";
 import type { ProcessingAccepted } from "../../common/contract/schemas.ts";
-import { SAMPLE_BOOK } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK } from "../../ingest/sample-book.ts";
 import { buildTestApp } from "../support/app.ts";
 import { startDemo, type Demo } from "../support/npm-start.ts";
 

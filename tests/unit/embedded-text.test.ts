@@ -6,7 +6,7 @@ import { InvalidBookIdError } from "../../common/embedded-store.ts";
 import { createLogger } from "../../common/log.ts";
 import { createEmbeddedTextIndex, LOAD_SLICE_CHUNKS } from "../../common/text-index/embedded.ts";
 import { TOKENIZER_VERSION, tokenize } from "../../common/text-index/tokenize.ts";
-import type { IndexedChunk } from "../../common/retrieval/types.ts";
+import type { IndexedChunk } from "../../common/contract/search.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
 
 const freshDir = tempDirs("embedded-text-");

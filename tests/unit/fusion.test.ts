@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { dedupeHits, DEFAULT_FUSION_TOP_N, reciprocalRankFusion, RRF_K } from "../../common/retrieval/fusion.ts";
-import type { ChunkHit } from "../../common/retrieval/types.ts";
+import type { ChunkHit } from "../../common/contract/search.ts";
 
 const hit = (chunkIndex: number, score: number): ChunkHit => ({ chunkIndex, text: `chunk ${chunkIndex}`, score });
 const hits = (...indexes: number[]) => indexes.map((i, rank) => hit(i, 1 - rank / 10));

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { isLoopbackHost, listenAddress, selfFileHost } from "../../common/local/listen-address.ts";
+import { isLoopbackHost, listenAddress, selfFileHost } from "../../common/listen-address.ts";
 
 describe("selfFileHost", () => {
   const cases: [host: string, port: number, entry: string | undefined][] = [

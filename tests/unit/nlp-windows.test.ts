@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { NLP_MAX_BYTES, readForNlp } from "../../ingest/nlp/windows.ts";
+import { NLP_MAX_BYTES, readForNlp } from "../../ingest/phases/book-nlp/windows.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
 
 const freshDir = tempDirs("nlp-windows-");

@@ -16,7 +16,7 @@ import { decodeBookBytes } from "../../common/text-decoding.ts";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { toCharacterList, withoutTitle } from "../../ingest/nlp/character-list.ts";
 import { analyze, render } from "../../ingest/nlp/engine.ts";
-import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/book/sample-book.ts";
+import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/sample-book.ts";
 import { readSse } from "../support/chat.ts";
 
 /**

@@ -7,15 +7,8 @@ import { withExchange, type ConversationMessage } from "../../common/prompt/conv
 import { PASSAGE_CLOSE, PASSAGE_OPEN, PASSAGES_HEADING, PREFERENCES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
 import { neutraliseFences } from "../../common/prompt/fences.ts";
 import { countO200kTokens } from "../../common/token-count.ts";
-import {
-  createTokenCounter,
-  fitTokens,
-  promptBudget,
-  PROMPT_FRAMING_TOKENS,
-  TRIM_MARKER,
-  type PromptLimits,
-  type PromptTrim,
-} from "../../common/prompt/budget.ts";
+import { createTokenCounter, fitTokens, promptBudget, TRIM_MARKER, type PromptLimits, type PromptTrim } from "../../common/prompt/budget.ts";
+import { PROMPT_FRAMING_TOKENS } from "../../common/config-defaults.ts";
 
 const say = (role: "user" | "assistant", content: string): ConversationMessage => ({ role, content });
 const history: ConversationMessage[] = [

@@ -3,7 +3,7 @@ import { RRF_K } from "../../common/retrieval/fusion.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Reranker, RerankResult } from "../../common/rerank/index.ts";
 import { createRetriever, type RetrieverOptions, type RetrievalStep } from "../../common/retrieval/retriever.ts";
-import type { ChunkHit, SearchOptions } from "../../common/retrieval/types.ts";
+import type { ChunkHit, SearchOptions } from "../../common/contract/search.ts";
 import type { TextIndex } from "../../common/text-index/index.ts";
 import type { VectorIndex } from "../../common/vector/index.ts";
 

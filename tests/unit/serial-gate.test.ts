@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { createSerialGate } from "../../ingest/nlp/serial-gate.ts";
+import { createSerialGate } from "../../ingest/phases/book-nlp/serial-gate.ts";
 
 test("a gate runs its tasks one at a time, in the order they arrived, and a failing task lets the next one through", async () => {
   const gate = createSerialGate();

@@ -1,5 +1,5 @@
 import { Worker } from "node:worker_threads";
-import type { FoundCharacter } from "../characters/character-selection.ts";
+import type { FoundCharacter } from "../../characters/character-selection.ts";
 import type { NlpReply, NlpResult, NlpTask } from "./thread.ts";
 
 /**

@@ -1,9 +1,9 @@
 import { join } from "node:path";
-import { DatabaseError, type Queryable } from "../../common/db/index.ts";
-import { getBook, recordBookSource } from "../../common/db/books.ts";
-import { sha256OfFile } from "../../common/hash.ts";
-import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook } from "../../common/db/frontend-rows.ts";
-import { runPipeline, type PipelineDeps, type PipelineResult } from "../pipeline.ts";
+import { DatabaseError, type Queryable } from "../common/db/index.ts";
+import { getBook, recordBookSource } from "../common/db/books.ts";
+import { sha256OfFile } from "../common/hash.ts";
+import { FRONTEND_WRITES_FLAG, frontendWritesAllowed, insertBook } from "../common/db/frontend-rows.ts";
+import { runPipeline, type PipelineDeps, type PipelineResult } from "./pipeline.ts";
 
 /**
  * The sample story that ships with the project (an original text written for it), and the seeding

@@ -6,9 +6,9 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { parentPort } from "node:worker_threads";
-import { characterList, selectCharacters, type FoundCharacter, type SelectionOptions } from "../characters/character-selection.ts";
-import { parseBookNlp, type ParsedBookNlp } from "./booknlp-files.ts";
-import { analyze, render } from "./engine.ts";
+import { characterList, selectCharacters, type FoundCharacter, type SelectionOptions } from "../../characters/character-selection.ts";
+import { parseBookNlp, type ParsedBookNlp } from "../../nlp/booknlp-files.ts";
+import { analyze, render } from "../../nlp/engine.ts";
 import { readForNlp } from "./windows.ts";
 
 export type NlpTask =

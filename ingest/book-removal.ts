@@ -1,15 +1,15 @@
 import { rm } from "node:fs/promises";
-import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
-import type { Config } from "../../common/config.ts";
-import type { Queryable } from "../../common/db/index.ts";
-import { deleteBookRow } from "../../common/db/frontend-rows.ts";
-import { isUuid } from "../../common/db/row-lookup.ts";
-import { listCharacters } from "../../common/db/characters.ts";
-import { listBookChatIds } from "../../common/db/sessions.ts";
-import type { KeyValueStore } from "../../common/kv/index.ts";
-import type { TextIndex } from "../../common/text-index/index.ts";
-import type { VectorIndex } from "../../common/vector/index.ts";
-import { bookBackupDir } from "../characters/backups.ts";
+import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../common/contract/cache-keys.ts";
+import type { Config } from "../common/config.ts";
+import type { Queryable } from "../common/db/index.ts";
+import { deleteBookRow } from "../common/db/frontend-rows.ts";
+import { isUuid } from "../common/db/row-lookup.ts";
+import { listCharacters } from "../common/db/characters.ts";
+import { listBookChatIds } from "../common/db/sessions.ts";
+import type { KeyValueStore } from "../common/kv/index.ts";
+import type { TextIndex } from "../common/text-index/index.ts";
+import type { VectorIndex } from "../common/vector/index.ts";
+import { bookBackupDir } from "./characters/backups.ts";
 
 /**
  * What a book leaves outside its database rows: its chunks in both indexes and its persona backups.

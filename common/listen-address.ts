@@ -1,4 +1,4 @@
-import { isLoopbackAddress, unspecifiedAddressFamily } from "../ip-ranges.ts";
+import { isLoopbackAddress, unspecifiedAddressFamily } from "./ip-ranges.ts";
 
 /**
  * What a listening server tells the person who started it: the address it actually bound, and a URL

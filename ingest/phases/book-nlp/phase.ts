@@ -1,16 +1,16 @@
 import { mkdir } from "node:fs/promises";
 import { join } from "node:path";
-import type { Book } from "../../common/contract/rows.ts";
-import { checkCharacterName, cleanAliases } from "../characters/character-names.ts";
-import type { FoundCharacter } from "../characters/character-selection.ts";
-import { mergeDiscoveries, type SampledDiscovery } from "../characters/discovered-characters.ts";
-import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "../characters/discovery.ts";
-import { BookRejectedError, PassUnavailableError } from "../errors.ts";
-import { createSerialGate } from "../nlp/serial-gate.ts";
-import { NlpError, runBookNlpCommand, runInThread } from "../nlp/step.ts";
-import type { NlpResult, NlpTask } from "../nlp/thread.ts";
-import { mapBounded, retryItem } from "./isolate-failures.ts";
-import { bookInfo, type Run } from "./pipeline-run.ts";
+import type { Book } from "../../../common/contract/rows.ts";
+import { checkCharacterName, cleanAliases } from "../../characters/character-names.ts";
+import type { FoundCharacter } from "../../characters/character-selection.ts";
+import { mergeDiscoveries, type SampledDiscovery } from "../../characters/discovered-characters.ts";
+import { DEFAULT_DISCOVERY_SAMPLES, DEFAULT_SAMPLES_PER_CALL, discoverInSamples, discoveryCalls, sampleText } from "../../characters/discovery.ts";
+import { BookRejectedError, PassUnavailableError } from "../../errors.ts";
+import { createSerialGate } from "./serial-gate.ts";
+import { NlpError, runBookNlpCommand, runInThread } from "./step.ts";
+import type { NlpResult, NlpTask } from "./thread.ts";
+import { mapBounded, retryItem } from "../isolate-failures.ts";
+import { bookInfo, type Run } from "../pipeline-run.ts";
 
 /** The book's characters: the NLP step (native engine or BookNLP) for English, the model's discovery in samples otherwise; then the names that can be stored. */
 
