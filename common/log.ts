@@ -1,5 +1,5 @@
 export type LogLevel = "debug" | "info" | "warn" | "error";
-/** `text`: plain lines as SPEC says; `json`: one JSON object per line, for log collectors. */
+/** `text`: plain lines as SPEC says (SPEC: POST /character/chat, after the metric catalogue); `json`: one JSON object per line, for log collectors. */
 export type LogFormat = "text" | "json";
 
 const ORDER: Record<LogLevel, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -19,7 +19,7 @@ export interface LoggerOptions {
   /** `text` (SPEC: plain text lines) or `json` (one JSON object per line); text by default. */
   format?: LogFormat;
   /**
-   * Where lines go. The services log to stdout (toStdout, as SPEC says; see common/deps.ts); the
+   * Where lines go. The services log to stdout (toStdout, as SPEC says, in the same place; see common/deps.ts); the
    * default is stderr, for the CLIs whose stdout carries what they print (bun run ingest, bun run chat).
    */
   write?: (line: string) => void;

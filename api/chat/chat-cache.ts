@@ -26,7 +26,7 @@ import { cutChars, TRIM_MARKER } from "../../common/prompt/budget.ts";
  * read from the database instead and replaced (a session entry only by a turn holding the session's
  * lock, so that a fill can never put back an older history).
  *
- * A chat:sess value is at most maxSessionBytes (boundSession): it keeps every field SPEC lists, all of
+ * A chat:sess value is at most maxSessionBytes (boundSession): it keeps every field SPEC lists (SPEC: Key-value store keys), all of
  * the last messages (with their roles) and the summary, and cuts the longest texts among them, each
  * ending in the trim marker. The database keeps them whole; the prompt cuts them to its own budgets
  * in any case, so a turn answered from the cache sees what one answered from the database does.

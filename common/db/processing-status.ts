@@ -2,7 +2,7 @@ import type { Logger } from "../log.ts";
 import { DatabaseError, type Queryable } from "./index.ts";
 
 /**
- * What books.processing_status accepts. SPEC shows only `pending` and `completed`; the backend also
+ * What books.processing_status accepts. SPEC shows only `pending` and `completed` (SPEC: States and transitions); the backend also
  * writes `processing` (a worker holds the job) and `failed` (it gave up), but only where the
  * frontend's column accepts them: an enum without those labels, or a CHECK that lists only the
  * spec's two values, would refuse the write. Where a value is refused, the book's row keeps what it

@@ -6,7 +6,7 @@ import { createLlmMetrics, type LlmMetrics } from "./llm.ts";
 import { CHARACTER_STATUSES, createProcessingMetrics, JOB_STATUSES, type ProcessingMetrics } from "./processing.ts";
 
 /**
- * The metric catalogue of SPEC (names, types, labels and label values exactly as it lists them) and
+ * The metric catalogue of SPEC (SPEC: POST /character/chat, Metric catalogue: names, types, labels and label values exactly as it lists them) and
  * our own metrics under names of their own, on a registry per process (never the global one, so
  * tests can build as many apps as they like). Without the process metrics (index.ts adds those), so
  * an edge isolate, which has no process to describe, loads none of prom-client's Node-only parts.
@@ -66,7 +66,7 @@ export function createCatalogueMetrics(options: { registry?: Registry; roles?: r
     chat: createChatMetrics(api),
     llm: createLlmMetrics(both),
   };
-  // Every label value SPEC names exists from the start at 0, so an alert on, say, failed jobs has a
+  // Every label value SPEC's catalogue names exists from the start at 0, so an alert on, say, failed jobs has a
   // series to watch before the first failure.
   for (const status of JOB_STATUSES) metrics.processing.jobsProcessed.inc({ status }, 0);
   for (const status of CHARACTER_STATUSES) metrics.processing.charactersProcessed.inc({ status }, 0);

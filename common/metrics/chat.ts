@@ -1,6 +1,6 @@
 import { Counter, Histogram, type Registry } from "./prom.ts";
 
-/** The chat metrics of SPEC's catalogue, on the API, and ours beside them. */
+/** The chat metrics of SPEC's catalogue (SPEC: POST /character/chat, Metric catalogue), on the API, and ours beside them. */
 
 export const CHAT_OUTCOMES = ["ok", "404", "429", "502", "aborted"] as const;
 export type ChatOutcome = (typeof CHAT_OUTCOMES)[number];

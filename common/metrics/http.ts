@@ -1,7 +1,7 @@
 import { Counter, Gauge, type Registry } from "./prom.ts";
 import { SeriesHistogram } from "./series-histogram.ts";
 
-/** The HTTP metrics of SPEC's catalogue, on the API. */
+/** The HTTP metrics of SPEC's catalogue (SPEC: POST /character/chat, Metric catalogue), on the API. */
 
 /** Label value for requests that matched no route, so scanners cannot create new series. */
 export const UNMATCHED_ENDPOINT = "unmatched";

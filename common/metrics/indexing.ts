@@ -1,7 +1,7 @@
 import { Counter, Histogram, type Registry } from "./prom.ts";
 import { HTTP_BUCKETS } from "./http.ts";
 
-/** The indexing metrics of SPEC's catalogue, on the worker. */
+/** The indexing metrics of SPEC's catalogue (SPEC: POST /character/chat, Metric catalogue), on the worker. */
 
 /**
  * indexing_duration_seconds{pipeline}: how long one batch of chunks took through one of the two

@@ -1,6 +1,6 @@
 import { Counter, Gauge, Histogram, type Registry } from "./prom.ts";
 
-/** The job, queue and pipeline metrics of SPEC's catalogue (the worker's, and the API's queue pushes), and ours beside them. */
+/** The job, queue and pipeline metrics of SPEC's catalogue (SPEC: POST /character/chat, Metric catalogue; the worker's, and the API's queue pushes), and ours beside them. */
 
 /**
  * Every timed step of an ingestion, in order, as the pipeline reports them (the CLI prints all of

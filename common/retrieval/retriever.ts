@@ -42,7 +42,7 @@ export interface RetrievalRequest {
   narrativeQuery: string;
   /** Terms for BM25. */
   keywordQuery: string;
-  /** What the reranker scores the passages against: the reader's own message (SPEC, chat step 8). */
+  /** What the reranker scores the passages against: the reader's own message (SPEC: POST /character/chat, step 8). */
   rerankQuery: string;
   /** Spoiler limit: only chunks up to this index. */
   maxChunkIndex?: number;

@@ -4,8 +4,8 @@ import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils.js";
 
 /**
- * Persona prompt backups at SYSTEM_PROMPT_STORAGE_PATH/{book_id}/<character_name_lowercase>.md (SPEC,
- * ingestion step 10), one per character, so a prompt can be restored or audited without the database.
+ * Persona prompt backups at SYSTEM_PROMPT_STORAGE_PATH/{book_id}/<character_name_lowercase>.md (SPEC: Ingestion
+ * behavior, step 10), one per character, so a prompt can be restored or audited without the database.
  *
  * The file name is the character's name lower-cased as it is ("Mr. Darcy" → "mr. darcy.md"). Only
  * what cannot stand in a Linux file name is replaced: `/` and NUL become `_`, a name that is empty,
