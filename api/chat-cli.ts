@@ -1,4 +1,4 @@
-// npm run chat -- [--book <id|title>] [--character <name>]   (bun run chat [...] with Bun installed)
+// npm run chat -- [--book <id|title>] [--character <name>] [--position <0-1> | --page <n>]   (bun run chat [...] with Bun installed)
 //
 // Chats with a character from the terminal. Finds or creates the local reader's session, sends each
 // line typed to POST /character/chat and prints the reply as its tokens arrive, like any client of
@@ -19,7 +19,7 @@ import { findRunningInstance, requestLocalChat } from "../common/local/control-f
 import { openLocalChat, type LocalChat, type LocalChatOptions, type LocalChoice } from "../common/local/sessions.ts";
 import { readChatEvents } from "./sse-client.ts";
 
-const USAGE = usage("chat", `[--book <id|title>] [--character <name>] [${FRONTEND_WRITES_FLAG}]`);
+const USAGE = usage("chat", `[--book <id|title>] [--character <name>] [--position <0-1> | --page <n>] [${FRONTEND_WRITES_FLAG}]`);
 const HELP = `${USAGE}
 
 Chat with a character of an ingested book in the terminal. Finds (or creates) the local reader's
@@ -28,6 +28,9 @@ the last session used.
 
   --book <id|title>        the book (case does not matter; a leading "The" may be left out)
   --character <name>       the character, by name or alias ("queen" finds "The Queen")
+  --position <0-1>         how far you have read, as a share of the book (0.3: 30 %); the character
+                           knows the story up to there and the passages stop there
+  --page <n>               the same as a page of the book's page count (books.page_count)
   ${FRONTEND_WRITES_FLAG}  allow a new session to be written to the frontend's tables of a
                            shared (DATABASE_URL) database
   --help                   this text
@@ -110,14 +113,43 @@ export interface Terminal {
   prompt: boolean;
 }
 
+/** How far the reader has read, as given: a share of the book, or a page of its page count. */
+type ReadingChoice = { position: number } | { page: number } | undefined;
+
+/** The option as a number, or an error naming what it must be. */
+function readingChoice(position: string | undefined, page: string | undefined): ReadingChoice {
+  if (position !== undefined && page !== undefined) throw new Error("give --position or --page, not both");
+  if (position !== undefined) {
+    const value = Number(position);
+    if (position.trim() === "" || !Number.isFinite(value) || value < 0 || value > 1) throw new Error(`--position must be a number from 0 to 1 (0.3 is 30 %), not "${position}"`);
+    return { position: value };
+  }
+  if (page !== undefined) {
+    const value = Number(page);
+    if (!Number.isInteger(value) || value < 1) throw new Error(`--page must be a whole number from 1, not "${page}"`);
+    return { page: value };
+  }
+  return undefined;
+}
+
+/** The reading_position the turns send: a page becomes its share of the book's pages. */
+function readingPosition(choice: ReadingChoice, chat: LocalChat): number | undefined {
+  if (choice === undefined) return undefined;
+  if ("position" in choice) return choice.position;
+  if (chat.page_count === null || chat.page_count <= 0) throw new CliError(`"${chat.book_title}" has no page count: give --position <0-1> instead of --page`);
+  if (choice.page > chat.page_count) throw new CliError(`--page ${choice.page} is past the last page of "${chat.book_title}" (${chat.page_count})`);
+  return choice.page / chat.page_count;
+}
+
 /** Sends one message and prints the reply as it streams; false when no reply was completed. */
-async function sendMessage(target: ChatTarget, chat: LocalChat, message: string, terminal: Terminal, signal: AbortSignal): Promise<boolean> {
+async function sendMessage(target: ChatTarget, chat: LocalChat, message: string, position: number | undefined, terminal: Terminal, signal: AbortSignal): Promise<boolean> {
   const body: ChatRequest = {
     user_id: chat.user_id,
     character_id: chat.character_id,
     book_id: chat.book_id,
     session_id: chat.session_id,
     user_message: message,
+    ...(position === undefined ? {} : { reading_position: position }),
   };
   const response = await target.fetch(
     new Request(`${target.apiUrl}/character/chat`, {
@@ -153,12 +185,20 @@ async function sendMessage(target: ChatTarget, chat: LocalChat, message: string,
 
 export async function main(argv: string[], terminal: Terminal): Promise<number> {
   let choice: LocalChoice;
+  let reading: ReadingChoice;
   let writeFrontendTables = false;
   try {
     const { values, positionals } = parseArgs({
       args: argv,
       allowPositionals: true,
-      options: { help: { type: "boolean" }, book: { type: "string" }, character: { type: "string" }, [FRONTEND_WRITES_FLAG.slice(2)]: { type: "boolean" } },
+      options: {
+        help: { type: "boolean" },
+        book: { type: "string" },
+        character: { type: "string" },
+        position: { type: "string" },
+        page: { type: "string" },
+        [FRONTEND_WRITES_FLAG.slice(2)]: { type: "boolean" },
+      },
     });
     if (values.help) {
       terminal.write(HELP);
@@ -166,6 +206,7 @@ export async function main(argv: string[], terminal: Terminal): Promise<number> 
     }
     if (positionals.length > 0) throw new Error(`unexpected argument: ${positionals[0]} (options go after \`--\` with npm: ${npmRun("chat", "--character <name>")})`);
     choice = { book: values.book, character: values.character };
+    reading = readingChoice(values.position, values.page);
     writeFrontendTables = values[FRONTEND_WRITES_FLAG.slice(2)] === true;
   } catch (err) {
     terminal.error(`${err instanceof Error ? err.message : String(err)}\n${USAGE}\n`);
@@ -189,8 +230,10 @@ export async function main(argv: string[], terminal: Terminal): Promise<number> 
   process.on("SIGINT", interrupt);
   try {
     let chat: LocalChat;
+    let position: number | undefined;
     try {
       chat = await target.openChat(choice);
+      position = readingPosition(reading, chat);
     } catch (err) {
       terminal.error(`${err instanceof Error ? err.message : String(err)}\n`);
       return 1;
@@ -201,8 +244,9 @@ export async function main(argv: string[], terminal: Terminal): Promise<number> 
     ].filter(Boolean);
     if (picked.length > 0) terminal.write(`${picked.join("; ")}.\n`);
     const earlier = chat.message_count === 1 ? "1 earlier exchange" : `${chat.message_count} earlier exchanges`;
+    const read = position === undefined ? "" : `, read to ${Math.round(position * 1000) / 10} %`;
     terminal.write(
-      `Chatting with ${chat.character_name} in "${chat.book_title}" (session ${chat.session_id}, ${earlier}) through ${target.description}.\n` +
+      `Chatting with ${chat.character_name} in "${chat.book_title}" (session ${chat.session_id}, ${earlier}${read}) through ${target.description}.\n` +
         "Type a message and press Enter; Ctrl-D or /quit ends the chat.\n\n",
     );
     let failures = 0;
@@ -213,7 +257,7 @@ export async function main(argv: string[], terminal: Terminal): Promise<number> 
       if (message !== "") {
         replying = new AbortController();
         try {
-          if (!(await sendMessage(target, chat, message, terminal, replying.signal))) failures++;
+          if (!(await sendMessage(target, chat, message, position, terminal, replying.signal))) failures++;
         } catch (err) {
           failures++;
           terminal.write("\n");

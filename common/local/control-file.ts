@@ -30,6 +30,7 @@ const LocalChatBody = z.object({
   character_name: z.string(),
   session_id: z.string(),
   message_count: z.number(),
+  page_count: z.number().nullable().default(null),
 }) satisfies z.ZodType<LocalChat>;
 
 const ChoiceBody = z.object({ book: z.string().optional(), character: z.string().optional() });

@@ -25,6 +25,8 @@ export interface LocalChat {
   session_id: string;
   /** Exchanges so far. */
   message_count: number;
+  /** The book's page count (books.page_count), to tell a page from a position; null when unknown. */
+  page_count: number | null;
 }
 
 /** What the reader asked for: a book by id or title, a character by name or alias; either may be left to us. */
@@ -47,7 +49,7 @@ export class LocalChoiceError extends Error {
 }
 
 const LOCAL_CHAT_SELECT = `SELECT s.user_id, b.id AS book_id, b.title AS book_title, c.id AS character_id, c.name AS character_name,
-         s.id AS session_id, s.message_count
+         s.id AS session_id, s.message_count, b.page_count
   FROM chat_sessions s JOIN characters c ON c.id = s.character_id JOIN books b ON b.id = s.book_id`;
 
 /** The same shape as a type alias: query rows must be index-signature compatible, interfaces are not. */
@@ -66,24 +68,24 @@ export async function findLocalChat(db: Queryable, only: { characterId?: string;
   return row ?? null;
 }
 
-type BookChoiceRow = { id: string; title: string };
+type BookChoiceRow = { id: string; title: string; page_count: number | null };
 
 const COMPLETED = "processing_status = 'completed'";
 
 /** Books that can be chatted about, newest first. */
 export function listChatBooks(db: Queryable, limit = MAX_CHOICES_LISTED): Promise<BookChoiceRow[]> {
-  return db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${COMPLETED} ORDER BY created_at DESC LIMIT ${Math.trunc(limit)}`);
+  return db.query<BookChoiceRow>(`SELECT id, title, page_count FROM books WHERE ${COMPLETED} ORDER BY created_at DESC LIMIT ${Math.trunc(limit)}`);
 }
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 async function chooseBook(db: Queryable, wanted: string | undefined, latest: LocalChat | null): Promise<BookChoiceRow> {
-  if (wanted === undefined && latest) return { id: latest.book_id, title: latest.book_title };
+  if (wanted === undefined && latest) return { id: latest.book_id, title: latest.book_title, page_count: latest.page_count };
   const completed = COMPLETED;
   let rows: BookChoiceRow[];
   if (wanted === undefined) rows = await listChatBooks(db, 1);
-  else if (UUID.test(wanted)) rows = await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} AND id = $1`, [wanted]);
-  else rows = bestMatches(await db.query<BookChoiceRow>(`SELECT id, title FROM books WHERE ${completed} ORDER BY created_at DESC`), wanted, (b) => [b.title]);
+  else if (UUID.test(wanted)) rows = await db.query<BookChoiceRow>(`SELECT id, title, page_count FROM books WHERE ${completed} AND id = $1`, [wanted]);
+  else rows = bestMatches(await db.query<BookChoiceRow>(`SELECT id, title, page_count FROM books WHERE ${completed} ORDER BY created_at DESC`), wanted, (b) => [b.title]);
   // Several books of one title (older copies): the newest.
   if (rows.length === 1 || (rows.length > 1 && rows.every((b) => nameKey(b.title) === nameKey(rows[0]!.title)))) return rows[0]!;
 
@@ -153,5 +155,6 @@ export async function openLocalChat(db: Database, choice: LocalChoice = {}, opti
     character_name: character.name,
     session_id: session.id,
     message_count: session.messageCount,
+    page_count: book.page_count,
   };
 }

@@ -129,6 +129,32 @@ describe("bun run chat with no service running", () => {
     }
   });
 
+  test("--position sends how far the reader has read with every turn: at 0 the reply has no passage", async () => {
+    const run = await chat({ DATA_DIR: dataDir }, ["--character", "Mr. Crane", "--position", "0"], ["What was in your parcel?"]);
+    expect(run.exitCode).toBe(0);
+    expect(run.stdout).toContain(", read to 0 %) through this process");
+    const session = /\(session ([0-9a-f-]{36}),/.exec(run.stdout)?.[1];
+    const log = await readFile(join(dataDir, "chat.log"), "utf8");
+    const turnLine = log.split("\n").findLast((l) => l.includes("chat turn") && l.includes(`session_id=${session}`));
+    expect(turnLine).toContain("reading_position=0 ");
+    expect(log).toContain("reason=before_first_passage");
+  });
+
+  test("--page needs the book's page count, and a bad --position or --page is refused before anything starts", async () => {
+    const paged = await chat({ DATA_DIR: dataDir }, ["--character", "Mr. Crane", "--page", "3"], ["hello"]);
+    expect(paged.exitCode).toBe(1);
+    expect(paged.stderr).toContain(`"${SAMPLE_BOOK.title}" has no page count: give --position <0-1> instead of --page`);
+    for (const [args, message] of [
+      [["--position", "30"], '--position must be a number from 0 to 1 (0.3 is 30 %), not "30"'],
+      [["--position", "half"], '--position must be a number from 0 to 1 (0.3 is 30 %), not "half"'],
+      [["--page", "0"], '--page must be a whole number from 1, not "0"'],
+      [["--position", "0.5", "--page", "2"], "give --position or --page, not both"],
+    ] as const) {
+      const run = await chat({ DATA_DIR: dataDir }, [...args], ["hello"]);
+      expect({ exitCode: run.exitCode, first: run.stderr.replace(/^\$ .*\n/gm, "").split("\n")[0] }).toEqual({ exitCode: 2, first: message });
+    }
+  });
+
   test("explains its usage when given an argument it does not know", async () => {
     const run = await chat({ DATA_DIR: dataDir }, ["--voice", "loud"], []);
     expect(run.exitCode).toBe(2);
