@@ -284,6 +284,30 @@ describe.skipIf(!available)("the chat page in a headless browser", () => {
     expect(bodies.map((b) => b.reading_position)).toEqual([0.4, undefined]);
   });
 
+  test("the reading slider is kept per book across a reload and still sent, and the status counts each new exchange", async () => {
+    const page = await browser.newPage();
+    const bodies: Record<string, unknown>[] = [];
+    page.on("request", (request) => {
+      if (request.url().endsWith("/character/chat")) bodies.push(JSON.parse(request.postData() ?? "{}") as Record<string, unknown>);
+    });
+    await page.goto(`${base}#book=${SAMPLE_BOOK.id}`);
+    await page.waitForSelector("#message:not([disabled])");
+    await page.locator("#position").fill("30");
+
+    await page.reload();
+    await page.waitForSelector("#message:not([disabled])");
+    expect(await page.locator("#position").inputValue()).toBe("30");
+    expect(await page.locator("#position-value").textContent()).toBe("30%");
+    const exchanges = () => page.locator("#status").textContent().then((t) => Number(/\((\d+) earlier exchanges?/.exec(t ?? "")?.[1]));
+    const before = await exchanges();
+    await page.locator("#message").fill("Who is Mr. Crane?");
+    await page.locator("#send").click();
+    await page.waitForFunction(() => document.querySelectorAll(".character:not(.earlier)").length === 1 && !document.querySelector("#message[disabled]"));
+    expect(await page.locator(".error").count()).toBe(0);
+    expect(await exchanges()).toBe(before + 1);
+    expect(bodies.map((b) => b.reading_position)).toEqual([0.3]);
+  });
+
   test("the page and its helper routes are not part of the documented API", async () => {
     const spec = (await (await fetch(`http://127.0.0.1:${server.port}/docs/json`)).json()) as { paths: Record<string, object> };
     expect(Object.keys(spec.paths).filter((p) => p.startsWith("/playground"))).toEqual([]);
