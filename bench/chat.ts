@@ -236,6 +236,7 @@ async function seedWorld(baseURL: string, dataDir: string, db: Database, session
       characterId: world.characterId,
       firstAppearance: 0,
       checkpoints: [0.25, 0.5, 0.75].map((position) => ({ position, profileJson: { voice: "plain" }, systemPrompt: `${PERSONA} (as of ${position})` })),
+      lines: [],
     },
   ]);
   // A few hundred more chunks, so that searches have something to rank.

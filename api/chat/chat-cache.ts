@@ -70,6 +70,7 @@ export type ChatSessionState = z.infer<typeof ChatSessionState>;
 const BookPositions = z.object({ chunk_ends: z.array(z.number()), checkpoints: z.array(z.number()) });
 const CharacterKnowledge = z.object({
   checkpoints: z.array(z.object({ position: z.number(), profile_json: z.record(z.string(), z.unknown()), system_prompt: z.string() })),
+  lines: z.array(z.object({ position: z.number(), text: z.string() })),
 });
 
 /** What a turn with a reading position needs besides the usual context (common/retrieval/reading-position.ts). */
@@ -252,10 +253,13 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
         }, cached !== null, true),
         fromCacheOrDb(keys[1], cached?.[1], CharacterKnowledge, async () => {
           const row = await getCharacterKnowledge(db, characterId);
-          return { checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })) };
+          return {
+            checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })),
+            lines: row.lines,
+          };
         }, cached !== null, true),
       ]);
-      return { book, character: character ?? { checkpoints: [] } };
+      return { book, character: character ?? { checkpoints: [], lines: [] } };
     },
   };
 }

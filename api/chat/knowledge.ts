@@ -35,6 +35,39 @@ export function knowledgeAt<T extends Checkpoint>(
   return before ? { kind: "checkpoint", checkpoint: before } : { kind: "name-only" };
 }
 
+/** The latest lines before the position: the scenes the reader has just read the character in. */
+export const RECENT_LINES = 6;
+/** Earlier lines that share the most words with the reader's message, beside the recent ones. */
+export const RELEVANT_LINES = 4;
+/** Words that say nothing of what a message is about. */
+const COMMON_WORDS = new Set(
+  "about after again also been before being could does doing from have having here into just like more most much must only other over said same should some such than that their them then there these they this those through very want were what when where which while will with would your yours yourself".split(" "),
+);
+/** The words of a text that may tell what it is about: four letters or more, not the commonest. */
+function topicWords(text: string): Set<string> {
+  return new Set((text.toLowerCase().match(/\p{L}{4,}/gu) ?? []).filter((w) => !COMMON_WORDS.has(w)));
+}
+
+/**
+ * What the persona quotes of the character at `position`: their RECENT_LINES latest lines before it,
+ * and the RELEVANT_LINES earlier ones that share the most words with the reader's message, in book
+ * order; never a line that ends after the position. `lines` are in book order.
+ */
+export function linesFor(lines: readonly { position: number; text: string }[], position: number, question: string): string[] {
+  const before = lines.filter((l) => l.position <= position);
+  const recent = before.slice(-RECENT_LINES);
+  const asked = topicWords(question);
+  const earlier = before
+    .slice(0, Math.max(0, before.length - RECENT_LINES))
+    .map((l, i) => ({ i, shared: [...topicWords(l.text)].filter((w) => asked.has(w)).length }))
+    .filter((l) => l.shared > 0)
+    .sort((a, b) => b.shared - a.shared || b.i - a.i)
+    .slice(0, RELEVANT_LINES)
+    .sort((a, b) => a.i - b.i)
+    .map((l) => before[l.i]!);
+  return [...earlier, ...recent].map((l) => l.text);
+}
+
 /** What a turn may use of the book and the character (common/retrieval/reading-position.ts). */
 export interface Knowledge {
   /** null: the whole book. */
@@ -46,6 +79,8 @@ export interface Knowledge {
   description: string | null;
   /** Tells apart rewrites made from different knowledge of the character (undefined: the whole book's). */
   tag: string | undefined;
+  /** The character's own lines up to the position that the persona carries, in book order (none for the whole book). */
+  ownLines: string[];
 }
 
 /** Where the reader is, and their stored preferences for the character (null when the body gives them or they are unavailable). */
@@ -74,17 +109,17 @@ export function createKnowledge(deps: KnowledgeDeps) {
   const { log } = deps;
 
   /** The whole book for a reader with no position; else only what comes before it. */
-  async function knowledgeFor(character: ChatCharacter, book: ChatBook, position: number | null): Promise<Knowledge> {
+  async function knowledgeFor(character: ChatCharacter, book: ChatBook, position: number | null, question: string): Promise<Knowledge> {
     const persona = character.system_prompt?.trim() || fallbackPersona(character, book);
     if (position === null) {
-      return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined };
+      return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined, ownLines: [] };
     }
     let context: PositionedContext;
     try {
       context = await deps.cache.loadPositioned(book.id, character.id);
     } catch (error) {
       log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
-      context = { book: null, character: { checkpoints: [] } };
+      context = { book: null, character: { checkpoints: [], lines: [] } };
     }
     const nameOnly: Knowledge = {
       position,
@@ -93,6 +128,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
       profile: null,
       description: null,
       tag: "name",
+      ownLines: [],
     };
     if (!context.book) {
       // Ingested before positions were recorded: nothing can be told apart by position until it is ingested again.
@@ -100,11 +136,12 @@ export function createKnowledge(deps: KnowledgeDeps) {
       return nameOnly;
     }
     const maxChunkIndex = lastChunkWithin(context.book.chunk_ends, position);
+    const ownLines = linesFor(context.character.lines, position, question);
     const known = knowledgeAt(position, context.book.checkpoints, context.character.checkpoints);
     if (known.kind === "whole-book") {
-      return { position, maxChunkIndex, persona, profile: character.profile_json, description: character.description, tag: undefined };
+      return { position, maxChunkIndex, persona, profile: character.profile_json, description: character.description, tag: undefined, ownLines };
     }
-    if (known.kind === "name-only") return { ...nameOnly, maxChunkIndex };
+    if (known.kind === "name-only") return { ...nameOnly, maxChunkIndex, ownLines };
     const { checkpoint } = known;
     return {
       position,
@@ -113,6 +150,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
       profile: checkpoint.profile_json,
       description: null,
       tag: `at${checkpoint.position}`,
+      ownLines,
     };
   }
 

@@ -173,7 +173,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       const preferences = reader.then((r) => r.preferences, () => null);
       const session = await locks.latestSession(turn.session.id, signal, held.read);
       if (!session) throw new Error("the session was deleted before the reply");
-      const knowledge = await knowledgeFor(character, book, (await reader).position);
+      const knowledge = await knowledgeFor(character, book, (await reader).position, request.user_message);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
       const [queries, guard] = await Promise.all([
         rewrite(character, request.user_message, session, knowledge, signal),
@@ -198,6 +198,7 @@ export function createChatService(deps: ChatDeps): ChatService {
         passages: retrieved.chunks,
         summary: session.summary,
         readingPosition: knowledge.position,
+        ownLines: knowledge.ownLines,
       }, limitsFor(session.id));
 
       let full = "";

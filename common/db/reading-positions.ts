@@ -20,11 +20,19 @@ export interface CharacterCheckpoint {
   systemPrompt: string;
 }
 
+/** A line of the character's, with the position (0–1) at which it ends in the book. */
+export interface CharacterLine {
+  position: number;
+  text: string;
+}
+
 export interface CharacterKnowledge {
   characterId: string;
   firstAppearance: number;
   /** The checkpoints written for the character this run; the ones that failed are absent. */
   checkpoints: CharacterCheckpoint[];
+  /** Their lines in book order (migration 0006). */
+  lines: CharacterLine[];
 }
 
 export async function saveBookReadingPositions(db: Queryable, bookId: string, positions: BookReadingPositions): Promise<void> {
@@ -45,13 +53,14 @@ export async function getBookReadingPositions(db: Queryable, bookId: string): Pr
 }
 
 /**
- * Replaces the first appearance and checkpoints of the given characters in one statement (a
+ * Replaces the first appearance, checkpoints and lines of the given characters in one statement (a
  * character's checkpoints from an earlier run are dropped, so a failed pass never leaves a stale,
  * later-looking one behind). Characters not listed keep what they had.
  */
 export async function saveCharacterKnowledge(db: Queryable, knowledge: readonly CharacterKnowledge[]): Promise<void> {
   if (knowledge.length === 0) return;
   const appearances = knowledge.map((k) => ({ character_id: k.characterId, position: k.firstAppearance }));
+  const lines = knowledge.map((k) => ({ character_id: k.characterId, lines: k.lines }));
   const checkpoints = knowledge.flatMap((k) =>
     k.checkpoints.map((c) => ({ character_id: k.characterId, position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })),
   );
@@ -64,12 +73,16 @@ export async function saveCharacterKnowledge(db: Queryable, knowledge: readonly 
        ON CONFLICT (character_id) DO UPDATE SET position = EXCLUDED.position
      ), dropped AS (
        DELETE FROM character_checkpoints WHERE character_id IN (SELECT character_id FROM listed)
+     ), said AS (
+       INSERT INTO character_lines (character_id, lines)
+       SELECT character_id, lines FROM jsonb_to_recordset($3::jsonb) AS l (character_id uuid, lines jsonb)
+       ON CONFLICT (character_id) DO UPDATE SET lines = EXCLUDED.lines
      )
      INSERT INTO character_checkpoints (character_id, position, profile_json, system_prompt)
      SELECT character_id, position, profile_json, system_prompt
        FROM jsonb_to_recordset($2::jsonb) AS c (character_id uuid, position double precision, profile_json jsonb, system_prompt text)
      ON CONFLICT (character_id, position) DO UPDATE SET profile_json = EXCLUDED.profile_json, system_prompt = EXCLUDED.system_prompt, created_at = now()`,
-    [appearances, checkpoints],
+    [appearances, checkpoints, lines],
   );
 }
 
@@ -77,16 +90,31 @@ export async function saveCharacterKnowledge(db: Queryable, knowledge: readonly 
 export async function getCharacterKnowledge(
   db: Queryable,
   characterId: string,
-): Promise<{ firstAppearance: number | null; checkpoints: CharacterCheckpoint[] }> {
-  if (!isUuid(characterId)) return { firstAppearance: null, checkpoints: [] };
-  const [row] = await db.query<{ first_appearance: number | null; checkpoints: { position: number; profile_json: Record<string, unknown>; system_prompt: string }[] }>(
+): Promise<{ firstAppearance: number | null; checkpoints: CharacterCheckpoint[]; lines: CharacterLine[] }> {
+  if (!isUuid(characterId)) return { firstAppearance: null, checkpoints: [], lines: [] };
+  const [row] = await db.query<{
+    first_appearance: number | null;
+    checkpoints: { position: number; profile_json: Record<string, unknown>; system_prompt: string }[];
+    lines: unknown;
+  }>(
     `SELECT (SELECT position FROM character_first_appearances WHERE character_id = $1) AS first_appearance,
             COALESCE((SELECT jsonb_agg(jsonb_build_object('position', position, 'profile_json', profile_json, 'system_prompt', system_prompt) ORDER BY position)
-                        FROM character_checkpoints WHERE character_id = $1), '[]'::jsonb) AS checkpoints`,
+                        FROM character_checkpoints WHERE character_id = $1), '[]'::jsonb) AS checkpoints,
+            COALESCE((SELECT lines FROM character_lines WHERE character_id = $1), '[]'::jsonb) AS lines`,
     [characterId],
   );
   return {
     firstAppearance: row?.first_appearance ?? null,
     checkpoints: (row?.checkpoints ?? []).map((c) => ({ position: c.position, profileJson: c.profile_json, systemPrompt: c.system_prompt })),
+    lines: validLines(row?.lines),
   };
+}
+
+/** The lines a row holds, those of the right shape only, in book order: a row is read, never trusted. */
+function validLines(value: unknown): CharacterLine[] {
+  if (!Array.isArray(value)) return [];
+  return value
+    .filter((l): l is CharacterLine => typeof l === "object" && l !== null && typeof l.text === "string" && typeof l.position === "number" && l.position >= 0 && l.position <= 1)
+    .map((l) => ({ position: l.position, text: l.text }))
+    .sort((a, b) => a.position - b.position);
 }

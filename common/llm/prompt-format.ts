@@ -98,6 +98,8 @@ export const PREFERENCES_HEADING = "## USER PREFERENCE MODIFIERS";
 export const PASSAGES_HEADING = "## Relevant Passages";
 export const SUMMARY_HEADING = "## Conversation Summary";
 export const READING_POSITION_HEADING = "## How Far the Reader Has Read";
+/** The character's own lines up to the reader's position, part of the persona (api/chat/knowledge.ts chooses them). */
+export const OWN_LINES_HEADING = "## What You Have Said So Far";
 export const PASSAGE_OPEN = "<<<BOOK PASSAGE>>>";
 export const PASSAGE_CLOSE = "<<<END BOOK PASSAGE>>>";
 /** Labels of the user-message sections of the rewrite and summary prompts (read back by the offline provider). */

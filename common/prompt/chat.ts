@@ -14,6 +14,7 @@ import {
   PASSAGE_OPEN,
   PASSAGES_HEADING,
   PREFERENCES_HEADING,
+  OWN_LINES_HEADING,
   READING_POSITION_HEADING,
   SUMMARY_HEADING,
 } from "../llm/prompt-format.ts";
@@ -40,6 +41,11 @@ export interface ChatPromptInput {
   summary?: string | null;
   /** How far the reader has read (0 to 1); null or absent: the whole book, and no such section. */
   readingPosition?: number | null;
+  /**
+   * The character's own lines up to the reader's position, in book order (api/chat/knowledge.ts chooses
+   * them): with the persona, what they have said and lived through so far. Absent or empty: no section.
+   */
+  ownLines?: readonly string[];
 }
 
 /**
@@ -49,7 +55,11 @@ export interface ChatPromptInput {
 export function buildChatSystemPrompt(input: ChatPromptInput, limits: PromptLimits = DEFAULT_PROMPT_LIMITS): string {
   const { budget } = limits;
   const fit = fitter(limits, "chat");
-  const sections = [neutraliseFences(fit("persona", input.personaPrompt.trim(), budget.persona))];
+  const lines = input.ownLines ?? [];
+  // The lines share the persona's budget: half for the voice, half for what they have said so far.
+  const personaTokens = lines.length > 0 ? Math.max(MIN_PART_TOKENS, Math.floor(budget.persona / 2)) : budget.persona;
+  const sections = [neutraliseFences(fit("persona", input.personaPrompt.trim(), personaTokens))];
+  if (lines.length > 0) sections.push(ownLinesSection(lines, fit, budget.persona - personaTokens));
   if (input.readingPosition != null) sections.push(readingPositionSection(input.readingPosition));
   const override = input.preferencesOverride?.trim();
   // Each free-text field of the row gets half of what the fixed lines leave, so that a long custom
@@ -73,6 +83,15 @@ export function buildChatSystemPrompt(input: ChatPromptInput, limits: PromptLimi
       : `${SUMMARY_HEADING}\n${NO_SUMMARY_SECTION}`,
   );
   return sections.join("\n\n");
+}
+
+/** The character's lines, one quoted line each, the latest last; the earliest go first when the budget is short. */
+function ownLinesSection(lines: readonly string[], fit: ReturnType<typeof fitter>, tokens: number): string {
+  const intro = "Things you have said in the story up to where the reader is, the latest last. Speak as the person who said them:";
+  const quoted = lines.map((l) => `"${l.replace(/\s+/g, " ").trim()}"`);
+  // Cut from the front: the latest lines are the closest to where the reader is.
+  const kept = fit("persona", quoted.toReversed().join("\n"), tokens).split("\n").filter((l) => l.startsWith('"') && l.endsWith('"')).toReversed();
+  return `${OWN_LINES_HEADING}\n${intro}\n${neutraliseFences(kept.join("\n"))}`;
 }
 
 /** Whole percents, never rounded up to the end: 0.996 is "99%", not "100%". */

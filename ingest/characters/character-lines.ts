@@ -8,6 +8,12 @@ import type { TokenColumns } from "../nlp/token-columns.ts";
 
 /** Enough lines that the offline reply finds one close to most questions; a model reads them all in passes 1 and 2. */
 export const MAX_PROFILE_QUOTES = 60;
+/**
+ * Lines kept for what a character knows at a reader's position (api/chat/knowledge.ts): every line the
+ * book confidently gives them, up to this many, spread across the book; a chat turn picks a few of
+ * those before the reader's page. 400 lines of at most 300 characters bound a character's row at 120 KB.
+ */
+export const MAX_KNOWN_LINES = 400;
 const MAX_QUOTE_CHARS = 300;
 
 /** `count` items spread evenly from first to last, in order. */
@@ -109,6 +115,11 @@ export function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source:
     lines.set(q.charId!, list);
   }
   return lines;
+}
+
+/** Every line, as a chat turn may quote it: at most MAX_KNOWN_LINES, spread across the book, each clipped. */
+export function knownLines(quotes: readonly string[]): string[] {
+  return spread(quotes, MAX_KNOWN_LINES).map((q) => clip(q, MAX_QUOTE_CHARS));
 }
 
 /** Lines worth imitating: those of three words or more when there are enough of them. */

@@ -9,7 +9,7 @@ import { MAX_HEADING_WORDS, storyBoundaries } from "../book/story-boundaries.ts"
 import { detokenize, type ParsedBookNlp } from "../nlp/booknlp-files.ts";
 import { DEFAULT_MIN_MENTIONS, givenNamesOf, QUOTE_WEIGHT, surnamesOf, toCharacterList, withoutTitle, type CharacterSummary } from "../nlp/character-list.ts";
 import { nameKey } from "./character-names.ts";
-import { quoteSample, spread, taggedLines } from "./character-lines.ts";
+import { knownLines, quoteSample, spread, taggedLines } from "./character-lines.ts";
 import { tokenColumns, type TokenColumns } from "../nlp/token-columns.ts";
 
 /**
@@ -45,6 +45,11 @@ export interface FoundCharacter {
   gender: string | null;
   /** A spread of the character's lines across the book, at most MAX_PROFILE_QUOTES. */
   quotes: string[];
+  /**
+   * Every line the book confidently gives them, in book order, at most MAX_KNOWN_LINES: what a chat
+   * turn may quote of them up to a reader's position. Absent: the quotes (LLM discovery's characters).
+   */
+  lines?: string[];
   mentionCount: number;
   quoteCount: number;
   importance: number;
@@ -202,11 +207,13 @@ export function selectCharacters(
     const mentions = properMentions[i]!.sort((a, b) => a.start - b.start);
     const passages = [...new Set(spread(mentions, MAX_PASSAGES).map(passageAt))].filter(Boolean);
     const s = m.summary;
+    const own = lines ? m.ids.flatMap((id) => lines.get(id) ?? []) : m.quotes;
     return {
       name: s.name,
       aliases: s.aliases,
       gender: s.gender === "unknown" ? null : s.gender,
-      quotes: quoteSample(lines ? m.ids.flatMap((id) => lines.get(id) ?? []) : m.quotes),
+      quotes: quoteSample(own),
+      lines: knownLines(own),
       mentionCount: s.mentionCount,
       quoteCount: s.quoteCount,
       importance: importanceOf(s.mentionCount, s.quoteCount),

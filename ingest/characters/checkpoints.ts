@@ -98,6 +98,18 @@ function placeInOrder(locate: TextLocator, fragments: readonly string[]): (Span 
   });
 }
 
+/**
+ * The character's lines where the book has them, each with the position (0–1) at which it ends, in
+ * book order; a line that cannot be found is left out: it is never used without the book showing
+ * where it comes.
+ */
+export function placedLines(character: FoundCharacter, locate: TextLocator, textLength: number): { position: number; text: string }[] {
+  const lines = character.lines ?? character.quotes;
+  return placeInOrder(locate, lines)
+    .flatMap((at, i) => (at === null ? [] : [{ position: at.end / Math.max(1, textLength), text: lines[i]! }]))
+    .sort((a, b) => a.position - b.position);
+}
+
 /** The first occurrence of the character's name or an alias; null when none is found. */
 export function firstMention(character: Pick<FoundCharacter, "name" | "aliases">, locate: TextLocator): number | null {
   const found = [character.name, ...character.aliases].flatMap((form) => locate(form)?.start ?? []);

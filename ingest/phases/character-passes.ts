@@ -4,7 +4,7 @@ import { saveCharacterKnowledge, type CharacterCheckpoint } from "../../common/d
 import { listPersonas, saveCharacters, type CharacterInput, type SavedCharacters } from "../../common/db/characters.ts";
 import { type Book, type Character } from "../../common/contract/rows.ts";
 import { writeBackups } from "../characters/backups.ts";
-import { createTextLocator, firstMention, knownAt, materialEnds, placeCharacter, placeCheckpoints } from "../characters/checkpoints.ts";
+import { createTextLocator, firstMention, knownAt, materialEnds, placeCharacter, placeCheckpoints, placedLines } from "../characters/checkpoints.ts";
 import type { FoundCharacter } from "../characters/character-selection.ts";
 import { characterStyle, listDescription } from "../characters/character-style.ts";
 import { PassUnavailableError } from "../errors.ts";
@@ -126,10 +126,18 @@ export async function writePersonas(
     list.push({ position: p.at, profileJson: p.profile, systemPrompt: p.systemPrompt });
     checkpointsOf.set(p.character.name, list);
   }
-  const firstSeen = firstAppearances(text, found);
+  const locate = createTextLocator(text);
+  const byName = new Map(found.map((c) => [c.name, c]));
+  const placed = (name: string) => {
+    const character = byName.get(name);
+    return {
+      firstAppearance: character ? (firstMention(character, locate) ?? 0) / Math.max(1, text.length) : 0,
+      lines: character ? placedLines(character, locate, text.length) : [],
+    };
+  };
   await saveCharacterKnowledge(
     run.deps.db,
-    rows.map((row) => ({ characterId: row.id, firstAppearance: firstSeen.get(row.name) ?? 0, checkpoints: checkpointsOf.get(row.name) ?? [] })),
+    rows.map((row) => ({ characterId: row.id, ...placed(row.name), checkpoints: checkpointsOf.get(row.name) ?? [] })),
   );
   await forgetCached(run, rows.flatMap((row) => [characterCacheKey(row.id), knowledgeCacheKey(row.id)]));
   // The backups are written from the rows once saved, so they are the rows' personas, no more and no
@@ -140,12 +148,6 @@ export async function writePersonas(
   const pathOf = new Map(kept.map((p, i) => [p.name, paths[i]!]));
   const written = rows.reduce((n, row) => n + (checkpointsOf.get(row.name)?.length ?? 0), 0);
   return { characters: rows.map((character) => ({ character, backupPath: pathOf.get(character.name)! })), written };
-}
-
-/** Where each character is first mentioned, as a position (0 when not found: shown rather than hidden). */
-function firstAppearances(text: string, found: readonly FoundCharacter[]): Map<string, number> {
-  const locate = createTextLocator(text);
-  return new Map(found.map((c) => [c.name, (firstMention(c, locate) ?? 0) / Math.max(1, text.length)]));
 }
 
 /**

@@ -493,7 +493,7 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
         ]);
       });
 
-      test("reading positions: chunk ends, first appearances and checkpoints are stored and read back; a re-run replaces a character's checkpoints", async () => {
+      test("reading positions: chunk ends, first appearances, checkpoints and lines are stored and read back; a re-run replaces a character's checkpoints and lines", async () => {
         const { book, characters } = await bookWithCharacters(["Mara", "The Stranger"]);
         const [mara, stranger] = characters as [Character, Character];
         expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
@@ -503,23 +503,30 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
 
         const early = { position: 0.25, profileJson: { voice: "wary", quotes: ["Who goes there?"] }, systemPrompt: "I am Mara, as of the first quarter." };
         const later = { position: 0.5, profileJson: { voice: "warmer" }, systemPrompt: "I am Mara, half-way." };
+        const lines = [
+          { position: 0.1, text: "Who goes there?" },
+          { position: 0.55, text: "I was wrong about you, and I say so." },
+        ];
         await positions.saveCharacterKnowledge(db, [
-          { characterId: mara.id, firstAppearance: 0, checkpoints: [later, early] },
-          { characterId: stranger.id, firstAppearance: 0.62, checkpoints: [] },
+          { characterId: mara.id, firstAppearance: 0, checkpoints: [later, early], lines },
+          { characterId: stranger.id, firstAppearance: 0.62, checkpoints: [], lines: [] },
         ]);
-        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0, checkpoints: [early, later] });
-        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [] });
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0, checkpoints: [early, later], lines });
+        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [], lines: [] });
 
         // A second run where the half-way pass failed: the old half-way persona must not survive it.
-        await positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 0.01, checkpoints: [early] }]);
-        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0.01, checkpoints: [early] });
-        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [] });
-        expect(await positions.getCharacterKnowledge(db, "not-a-uuid")).toEqual({ firstAppearance: null, checkpoints: [] });
-        await expectDatabaseError(positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 1.5, checkpoints: [] }]), "check_violation");
+        await positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 0.01, checkpoints: [early], lines: lines.slice(0, 1) }]);
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0.01, checkpoints: [early], lines: lines.slice(0, 1) });
+        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [], lines: [] });
+        expect(await positions.getCharacterKnowledge(db, "not-a-uuid")).toEqual({ firstAppearance: null, checkpoints: [], lines: [] });
+        await expectDatabaseError(positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 1.5, checkpoints: [], lines: [] }]), "check_violation");
+        // A row of another shape (written by hand, or by a later version) yields only its well-formed lines, in book order.
+        await db.query("UPDATE character_lines SET lines = $2::jsonb WHERE character_id = $1", [mara.id, [{ position: 0.9, text: "Late." }, { position: "x", text: 1 }, { position: 0.2, text: "Early." }, { position: 7, text: "Past the end." }]]);
+        expect((await positions.getCharacterKnowledge(db, mara.id)).lines).toEqual([{ position: 0.2, text: "Early." }, { position: 0.9, text: "Late." }]);
 
         // Both go with their character, and the positions with their book.
         await db.query("DELETE FROM characters WHERE id = $1", [mara.id]);
-        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: null, checkpoints: [] });
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: null, checkpoints: [], lines: [] });
         await db.query("DELETE FROM books WHERE id = $1", [book.id]);
         expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
       });

@@ -4,7 +4,8 @@ import type { Database } from "../../common/db/index.ts";
 import { addToLibrary } from "../../common/db/frontend-rows.ts";
 import { saveBookReadingPositions, saveCharacterKnowledge } from "../../common/db/reading-positions.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
-import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
+import { OWN_LINES_HEADING, READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
+import { RECENT_LINES } from "../../api/chat/knowledge.ts";
 import { CHARACTER_PROFILE, PASSAGES, PERSONA, readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 
 /**
@@ -21,6 +22,11 @@ const AT_QUARTER = {
 };
 const AT_HALF = { persona: "I am Elinor Vance; since the storm the whole harbour knows my name.", profile: { voice: "plain", known_as_of: "half" } };
 const LATE_PASSAGES = PASSAGES.slice(3);
+/** Elinor's lines through the book, one every twentieth of it: what she has said by any page. */
+const ELINOR_LINES = Array.from({ length: 19 }, (_, i) => ({
+  position: (i + 1) / 20,
+  text: i === 3 ? "The oilskin packet stays in the lamp room until Thomas writes." : `Line ${i + 1} of Elinor's, said at ${(i + 1) * 5} percent.`,
+}));
 
 describe("a chat turn for a reader part-way through the book", () => {
   let chat: EmbeddedChat;
@@ -40,6 +46,7 @@ describe("a chat turn for a reader part-way through the book", () => {
           { position: 0.25, profileJson: AT_QUARTER.profile, systemPrompt: AT_QUARTER.persona },
           { position: 0.5, profileJson: AT_HALF.profile, systemPrompt: AT_HALF.persona },
         ],
+        lines: ELINOR_LINES,
       },
     ]);
   }, 60_000);
@@ -89,6 +96,25 @@ describe("a chat turn for a reader part-way through the book", () => {
     for (const passage of LATE_PASSAGES) expect(sent).not.toContain(passage);
     expect(sent).not.toContain(PERSONA);
     expect(sent).not.toContain(AT_HALF.persona);
+  });
+
+  test.each([0.3, 0.6, 0.9])("at %p the persona carries her own latest lines before the position, a line of hers the question asks about, and none after it", async (position) => {
+    const session = await h.newSession();
+    const { system } = await turn(session, "What will you do with the oilskin packet?", { reading_position: position });
+    const persona = system.slice(0, system.indexOf(READING_POSITION_HEADING));
+    expect(persona).toContain(OWN_LINES_HEADING);
+    const said = ELINOR_LINES.filter((l) => persona.includes(`"${l.text}"`));
+    const before = ELINOR_LINES.filter((l) => l.position <= position + 1e-9);
+    // The latest lines before the position, and the early line about the packet, whatever the position.
+    const recent = before.slice(-RECENT_LINES);
+    expect(said).toEqual(ELINOR_LINES.filter((l) => l === ELINOR_LINES[3] || recent.includes(l)));
+    expect(upstreamText()).not.toContain(`said at ${Math.round(position * 100) + 5} percent`);
+  });
+
+  test("with no position the persona quotes no lines: the whole-book persona speaks as before", async () => {
+    const session = await h.newSession();
+    const { system } = await turn(session, "What will you do with the oilskin packet?");
+    expect(system).not.toContain(OWN_LINES_HEADING);
   });
 
   test("the position comes from the reader's page in user_library, read with the session", async () => {
@@ -207,7 +233,7 @@ describe("a chat turn for a reader part-way through the book", () => {
   test("a character first seen after the position speaks from the name alone, never from their later checkpoint", async () => {
     const persona = "I am Thomas Vance, writing from the city to a sister I left behind.";
     await saveCharacterKnowledge(db, [
-      { characterId: h.world.otherCharacterId, firstAppearance: 0.3, checkpoints: [{ position: 0.5, profileJson: { a: 1 }, systemPrompt: persona }] },
+      { characterId: h.world.otherCharacterId, firstAppearance: 0.3, checkpoints: [{ position: 0.5, profileJson: { a: 1 }, systemPrompt: persona }], lines: [{ position: 0.6, text: "I never meant to leave her alone with the lamp." }] },
     ]);
     const session = await h.newSession({ characterId: h.world.otherCharacterId });
     const { system } = await turn(session, "Why did you leave?", { reading_position: 0.2, character_id: h.world.otherCharacterId });

@@ -4,7 +4,7 @@ import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
 import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
 import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
 import { attemptedCheckpoints, checkpointBudget } from "../../ingest/characters/checkpoints.ts";
-import { knowledgeAt } from "../../api/chat/knowledge.ts";
+import { knowledgeAt, linesFor, RECENT_LINES, RELEVANT_LINES } from "../../api/chat/knowledge.ts";
 
 describe("pages to a position", () => {
   test.each([
@@ -90,6 +90,45 @@ describe("checkpoints", () => {
     ["a book without checkpoints: the whole book, as before", 0.3, [], [], { kind: "whole-book" }],
   ] as const)("%s", (_, position, tried, checkpoints, expected) => {
     expect(knowledgeAt(position, tried, checkpoints)).toEqual(expected);
+  });
+});
+
+describe("the lines a persona quotes at a position", () => {
+  const said = (n: number, text = (i: number) => `line ${i}`) => Array.from({ length: n }, (_, i) => ({ position: (i + 1) / (n + 1), text: text(i) }));
+  test.each([
+    { name: "nothing before the position: no line", lines: said(5), position: 0.1, question: "hello", expected: [] },
+    { name: "a few lines before it: all of them", lines: said(5), position: 0.5, question: "hello", expected: ["line 0", "line 1", "line 2"] },
+    { name: "a line exactly at the position counts as said", lines: [{ position: 0.5, text: "at half" }], position: 0.5, question: "", expected: ["at half"] },
+    {
+      name: "many lines: the latest ones, never one after the position",
+      lines: said(30),
+      position: 0.5,
+      question: "hello",
+      expected: Array.from({ length: RECENT_LINES }, (_, i) => `line ${15 - RECENT_LINES + i}`),
+    },
+    {
+      name: "an earlier line sharing the question's words comes with them, in book order",
+      lines: said(30, (i) => (i === 2 ? "The lighthouse keeper's ledger is mine" : `line ${i}`)),
+      position: 0.5,
+      question: "Who keeps the ledger at the lighthouse?",
+      expected: ["The lighthouse keeper's ledger is mine", ...Array.from({ length: RECENT_LINES }, (_, i) => `line ${15 - RECENT_LINES + i}`)],
+    },
+    {
+      name: "common words alone make no line relevant",
+      lines: said(30, (i) => (i === 2 ? "What would you have them do about that?" : `line ${i}`)),
+      position: 0.5,
+      question: "What would you do about that?",
+      expected: Array.from({ length: RECENT_LINES }, (_, i) => `line ${15 - RECENT_LINES + i}`),
+    },
+    {
+      name: "at most RELEVANT_LINES earlier lines, the ones sharing the most words, the later of equals first",
+      lines: said(40, (i) => (i < 10 ? (i % 2 === 0 ? `storm lamp harbour ${i}` : `storm ${i}`) : `line ${i}`)),
+      position: 0.9,
+      question: "the storm, the lamp and the harbour",
+      expected: [...[2, 4, 6, 8].slice(-RELEVANT_LINES).map((i) => `storm lamp harbour ${i}`), ...Array.from({ length: RECENT_LINES }, (_, i) => `line ${36 - RECENT_LINES + i}`)],
+    },
+  ])("$name", ({ lines, position, question, expected }) => {
+    expect(linesFor(lines, position, question)).toEqual(expected);
   });
 });
 
