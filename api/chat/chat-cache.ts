@@ -4,7 +4,7 @@ import type { Database } from "../../common/db/index.ts";
 import { getBook } from "../../common/db/books.ts";
 import { getCharacter } from "../../common/db/characters.ts";
 import { getSessionWithRecentMessages } from "../../common/db/sessions.ts";
-import { getBookReadingPositions, getCharacterKnowledge } from "../../common/db/reading-positions.ts";
+import { getBookReadingPositions, getCharacterKnowledge, getCharacterLines } from "../../common/db/reading-positions.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { silentLogger, type Logger } from "../../common/log.ts";
 import { CONVERSATION_WINDOW_MESSAGES } from "../../common/prompt/conversation.ts";
@@ -48,6 +48,8 @@ const ChatCharacter = z.object({
   description: z.string().nullable(),
   /** The character's book: a session whose book is another is refused. */
   book_id: z.string(),
+  /** Their lines in book order with where each ends (character_lines): a turn quotes a few of them. */
+  lines: z.array(z.object({ position: z.number(), text: z.string() })),
 });
 export type ChatCharacter = z.infer<typeof ChatCharacter>;
 
@@ -70,7 +72,6 @@ export type ChatSessionState = z.infer<typeof ChatSessionState>;
 const BookPositions = z.object({ chunk_ends: z.array(z.number()), checkpoints: z.array(z.number()) });
 const CharacterKnowledge = z.object({
   checkpoints: z.array(z.object({ position: z.number(), profile_json: z.record(z.string(), z.unknown()), system_prompt: z.string() })),
-  lines: z.array(z.object({ position: z.number(), text: z.string() })),
 });
 
 /** What a turn with a reading position needs besides the usual context (common/retrieval/reading-position.ts). */
@@ -151,7 +152,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   }
 
   async function characterFromDb(id: string): Promise<ChatCharacter | null> {
-    const row = await getCharacter(db, id);
+    const [row, lines] = await Promise.all([getCharacter(db, id), getCharacterLines(db, id)]);
     if (!row) return null;
     return {
       id: row.id,
@@ -160,6 +161,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       profile_json: row.profileJson,
       description: row.description,
       book_id: row.bookId,
+      lines,
     };
   }
 
@@ -253,13 +255,10 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
         }, cached !== null, true),
         fromCacheOrDb(keys[1], cached?.[1], CharacterKnowledge, async () => {
           const row = await getCharacterKnowledge(db, characterId);
-          return {
-            checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })),
-            lines: row.lines,
-          };
+          return { checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })) };
         }, cached !== null, true),
       ]);
-      return { book, character: character ?? { checkpoints: [], lines: [] } };
+      return { book, character: character ?? { checkpoints: [] } };
     },
   };
 }

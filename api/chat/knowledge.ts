@@ -51,14 +51,16 @@ function topicWords(text: string): Set<string> {
 /**
  * What the persona quotes of the character at `position`: their RECENT_LINES latest lines before it,
  * and the RELEVANT_LINES earlier ones that share the most words with the reader's message, in book
- * order; never a line that ends after the position. `lines` are in book order.
+ * order; never a line that ends after the position. For the whole book (null) only the lines the
+ * message asks about: the end of the book is no nearer the reader than any other page. `lines` are in
+ * book order.
  */
-export function linesFor(lines: readonly { position: number; text: string }[], position: number, question: string): string[] {
-  const before = lines.filter((l) => l.position <= position);
-  const recent = before.slice(-RECENT_LINES);
+export function linesFor(lines: readonly { position: number; text: string }[], position: number | null, question: string): string[] {
+  const before = position === null ? lines : lines.filter((l) => l.position <= position);
+  const recent = position === null ? [] : before.slice(-RECENT_LINES);
   const asked = topicWords(question);
   const earlier = before
-    .slice(0, Math.max(0, before.length - RECENT_LINES))
+    .slice(0, before.length - recent.length)
     .map((l, i) => ({ i, shared: [...topicWords(l.text)].filter((w) => asked.has(w)).length }))
     .filter((l) => l.shared > 0)
     .sort((a, b) => b.shared - a.shared || b.i - a.i)
@@ -112,14 +114,15 @@ export function createKnowledge(deps: KnowledgeDeps) {
   async function knowledgeFor(character: ChatCharacter, book: ChatBook, position: number | null, question: string): Promise<Knowledge> {
     const persona = character.system_prompt?.trim() || fallbackPersona(character, book);
     if (position === null) {
-      return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined, ownLines: [] };
+      const ownLines = linesFor(character.lines, null, question);
+      return { position, maxChunkIndex: undefined, persona, profile: character.profile_json, description: character.description, tag: undefined, ownLines };
     }
     let context: PositionedContext;
     try {
       context = await deps.cache.loadPositioned(book.id, character.id);
     } catch (error) {
       log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
-      context = { book: null, character: { checkpoints: [], lines: [] } };
+      context = { book: null, character: { checkpoints: [] } };
     }
     const nameOnly: Knowledge = {
       position,
@@ -136,7 +139,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
       return nameOnly;
     }
     const maxChunkIndex = lastChunkWithin(context.book.chunk_ends, position);
-    const ownLines = linesFor(context.character.lines, position, question);
+    const ownLines = linesFor(character.lines, position, question);
     const known = knowledgeAt(position, context.book.checkpoints, context.character.checkpoints);
     if (known.kind === "whole-book") {
       return { position, maxChunkIndex, persona, profile: character.profile_json, description: character.description, tag: undefined, ownLines };

@@ -90,24 +90,25 @@ export async function saveCharacterKnowledge(db: Queryable, knowledge: readonly 
 export async function getCharacterKnowledge(
   db: Queryable,
   characterId: string,
-): Promise<{ firstAppearance: number | null; checkpoints: CharacterCheckpoint[]; lines: CharacterLine[] }> {
-  if (!isUuid(characterId)) return { firstAppearance: null, checkpoints: [], lines: [] };
-  const [row] = await db.query<{
-    first_appearance: number | null;
-    checkpoints: { position: number; profile_json: Record<string, unknown>; system_prompt: string }[];
-    lines: unknown;
-  }>(
+): Promise<{ firstAppearance: number | null; checkpoints: CharacterCheckpoint[] }> {
+  if (!isUuid(characterId)) return { firstAppearance: null, checkpoints: [] };
+  const [row] = await db.query<{ first_appearance: number | null; checkpoints: { position: number; profile_json: Record<string, unknown>; system_prompt: string }[] }>(
     `SELECT (SELECT position FROM character_first_appearances WHERE character_id = $1) AS first_appearance,
             COALESCE((SELECT jsonb_agg(jsonb_build_object('position', position, 'profile_json', profile_json, 'system_prompt', system_prompt) ORDER BY position)
-                        FROM character_checkpoints WHERE character_id = $1), '[]'::jsonb) AS checkpoints,
-            COALESCE((SELECT lines FROM character_lines WHERE character_id = $1), '[]'::jsonb) AS lines`,
+                        FROM character_checkpoints WHERE character_id = $1), '[]'::jsonb) AS checkpoints`,
     [characterId],
   );
   return {
     firstAppearance: row?.first_appearance ?? null,
     checkpoints: (row?.checkpoints ?? []).map((c) => ({ position: c.position, profileJson: c.profile_json, systemPrompt: c.system_prompt })),
-    lines: validLines(row?.lines),
   };
+}
+
+/** A character's lines in book order (empty when ingestion has not recorded them). */
+export async function getCharacterLines(db: Queryable, characterId: string): Promise<CharacterLine[]> {
+  if (!isUuid(characterId)) return [];
+  const [row] = await db.query<{ lines: unknown }>("SELECT lines FROM character_lines WHERE character_id = $1", [characterId]);
+  return validLines(row?.lines);
 }
 
 /** The lines a row holds, those of the right shape only, in book order: a row is read, never trusted. */

@@ -7,6 +7,7 @@
  */
 import {
   NO_SUMMARY_YET,
+  OWN_LINES_HEADING,
   PASSAGE_CLOSE,
   PASSAGE_OPEN,
   PASSAGES_HEADING,
@@ -114,7 +115,24 @@ export function personaQuotes(persona: string): string[] {
   return quotes;
 }
 
-/** Persona quotes and fenced passages of a system prompt built by buildChatSystemPrompt. */
+/** The quoted lines under OWN_LINES_HEADING: what the character has said up to the reader's position. */
+function ownLines(system: string): string[] {
+  const start = system.indexOf(`\n\n${OWN_LINES_HEADING}\n`);
+  if (start === -1) return [];
+  const lines: string[] = [];
+  // The heading, then its one line of introduction, then one quoted line each.
+  for (const line of system.slice(start + 2).split("\n").slice(2)) {
+    const quoted = QUOTE_LINE.exec(line);
+    if (!quoted) break;
+    lines.push(quoted[1]!.trim());
+  }
+  return lines;
+}
+
+/**
+ * Persona quotes and fenced passages of a system prompt built by buildChatSystemPrompt. The lines the
+ * turn chose for the message (OWN_LINES_HEADING) come first; the persona's own quotes after them.
+ */
 function readChatMaterial(system: string): ChatMaterial {
   const personaEnd = [PREFERENCES_HEADING, PASSAGES_HEADING]
     .map((heading) => system.indexOf(`\n\n${heading}\n`))
@@ -126,8 +144,9 @@ function readChatMaterial(system: string): ChatMaterial {
   const passagesText =
     passagesStart === -1 ? "" : system.slice(passagesStart, summaryStart > passagesStart ? summaryStart : undefined);
   const fence = new RegExp(`${PASSAGE_OPEN}\\n([\\s\\S]*?)\\n${PASSAGE_CLOSE}`, "g");
+  const chosen = ownLines(system);
   return {
-    quotes: personaQuotes(persona).map(withoutMarkup),
+    quotes: [...new Set([...chosen, ...personaQuotes(persona.split(`\n\n${OWN_LINES_HEADING}\n`)[0]!)])].map(withoutMarkup),
     passages: Array.from(passagesText.matchAll(fence), (m) => withoutMarkup(m[1]!).trim()).filter(Boolean),
   };
 }
@@ -147,8 +166,10 @@ export function startsMidSentence(line: string): boolean {
 const whole = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/.test(line);
 
 /**
- * The lines to say, from the whole ones not said in the replies still in view (`earlier`): the lines
- * sharing the most with the message (up to MAX_REPLY_QUOTES). When none shares a word with the
+ * The lines to say, from the whole ones not said in the replies still in view (`earlier`): the line
+ * sharing the most with the message, and a line next to it in the list (the same scene, as the lists
+ * are in book order) when that shares words too (up to MAX_REPLY_QUOTES): two lines far apart in the
+ * book, said as one reply, read as nonsense. When none shares a word with the
  * message, the one closest to `context` (the passage retrieval found for the message and its
  * rewritten queries, which carry the conversation's recent words); failing that too, one picked by a
  * hash of the message, so unrelated messages do not all get the same line. A fragment is never
@@ -158,7 +179,12 @@ function chooseQuotes(message: string, context: string, quotes: readonly string[
   const fresh = quotes.filter((q) => whole(q) && !earlier.some((reply) => reply.includes(sayLine(q))));
   if (fresh.length === 0) return [];
   const ranked = rankBySimilarity(message, fresh);
-  if (ranked.length > 0) return ranked.slice(0, MAX_REPLY_QUOTES).map((r) => fresh[r.index]!);
+  if (ranked.length > 0) {
+    const at = (i: number) => quotes.indexOf(fresh[i]!);
+    const best = ranked[0]!.index;
+    const beside = ranked.slice(1).find((r) => Math.abs(at(r.index) - at(best)) === 1);
+    return [fresh[best]!, ...(beside ? [fresh[beside.index]!] : [])].slice(0, MAX_REPLY_QUOTES);
+  }
   const near = context ? rankBySimilarity(context, fresh) : [];
   if (near.length > 0) return [fresh[near[0]!.index]!];
   return [fresh[fnv1a(message) % fresh.length]!];

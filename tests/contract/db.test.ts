@@ -511,22 +511,27 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest): voi
           { characterId: mara.id, firstAppearance: 0, checkpoints: [later, early], lines },
           { characterId: stranger.id, firstAppearance: 0.62, checkpoints: [], lines: [] },
         ]);
-        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0, checkpoints: [early, later], lines });
-        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [], lines: [] });
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0, checkpoints: [early, later] });
+        expect(await positions.getCharacterLines(db, mara.id)).toEqual(lines);
+        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [] });
+        expect(await positions.getCharacterLines(db, stranger.id)).toEqual([]);
 
         // A second run where the half-way pass failed: the old half-way persona must not survive it.
         await positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 0.01, checkpoints: [early], lines: lines.slice(0, 1) }]);
-        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0.01, checkpoints: [early], lines: lines.slice(0, 1) });
-        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [], lines: [] });
-        expect(await positions.getCharacterKnowledge(db, "not-a-uuid")).toEqual({ firstAppearance: null, checkpoints: [], lines: [] });
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: 0.01, checkpoints: [early] });
+        expect(await positions.getCharacterLines(db, mara.id)).toEqual(lines.slice(0, 1));
+        expect(await positions.getCharacterKnowledge(db, stranger.id)).toEqual({ firstAppearance: 0.62, checkpoints: [] });
+        expect(await positions.getCharacterKnowledge(db, "not-a-uuid")).toEqual({ firstAppearance: null, checkpoints: [] });
+        expect(await positions.getCharacterLines(db, "not-a-uuid")).toEqual([]);
         await expectDatabaseError(positions.saveCharacterKnowledge(db, [{ characterId: mara.id, firstAppearance: 1.5, checkpoints: [], lines: [] }]), "check_violation");
         // A row of another shape (written by hand, or by a later version) yields only its well-formed lines, in book order.
         await db.query("UPDATE character_lines SET lines = $2::jsonb WHERE character_id = $1", [mara.id, [{ position: 0.9, text: "Late." }, { position: "x", text: 1 }, { position: 0.2, text: "Early." }, { position: 7, text: "Past the end." }]]);
-        expect((await positions.getCharacterKnowledge(db, mara.id)).lines).toEqual([{ position: 0.2, text: "Early." }, { position: 0.9, text: "Late." }]);
+        expect(await positions.getCharacterLines(db, mara.id)).toEqual([{ position: 0.2, text: "Early." }, { position: 0.9, text: "Late." }]);
 
         // Both go with their character, and the positions with their book.
         await db.query("DELETE FROM characters WHERE id = $1", [mara.id]);
-        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: null, checkpoints: [], lines: [] });
+        expect(await positions.getCharacterKnowledge(db, mara.id)).toEqual({ firstAppearance: null, checkpoints: [] });
+        expect(await positions.getCharacterLines(db, mara.id)).toEqual([]);
         await db.query("DELETE FROM books WHERE id = $1", [book.id]);
         expect(await positions.getBookReadingPositions(db, book.id)).toBeNull();
       });

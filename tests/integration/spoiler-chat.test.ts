@@ -111,10 +111,14 @@ describe("a chat turn for a reader part-way through the book", () => {
     expect(upstreamText()).not.toContain(`said at ${Math.round(position * 100) + 5} percent`);
   });
 
-  test("with no position the persona quotes no lines: the whole-book persona speaks as before", async () => {
+  test("with no position the persona quotes only the lines the message asks about, from anywhere in the book", async () => {
     const session = await h.newSession();
     const { system } = await turn(session, "What will you do with the oilskin packet?");
-    expect(system).not.toContain(OWN_LINES_HEADING);
+    expect(system).toStartWith(PERSONA);
+    expect(ELINOR_LINES.filter((l) => system.includes(`"${l.text}"`))).toEqual([ELINOR_LINES[3]!]);
+    h.resetUpstreams();
+    const other = await turn(await h.newSession(), "Good evening.");
+    expect(other.system).not.toContain(OWN_LINES_HEADING);
   });
 
   test("the position comes from the reader's page in user_library, read with the session", async () => {

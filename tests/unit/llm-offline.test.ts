@@ -460,6 +460,12 @@ describe("offline chat lines cut at dialogue tags", () => {
       "Can I wind the clock?",
       "Can I wind it? Please? The clock stopped at four.",
     ],
+    [
+      "never joins two lines far apart in the book, though both share words with the message",
+      ["The clock stopped at four,", "Good morning, Miss Brann.", "Wind the clock tonight, Pim."],
+      "Who will wind the clock?",
+      "Wind the clock tonight, Pim.",
+    ],
   ])("%s", async (_, lines, message, expected) => {
     expect(await replyTo(message, lines, [])).toBe(expected);
   });

@@ -95,7 +95,21 @@ describe("checkpoints", () => {
 
 describe("the lines a persona quotes at a position", () => {
   const said = (n: number, text = (i: number) => `line ${i}`) => Array.from({ length: n }, (_, i) => ({ position: (i + 1) / (n + 1), text: text(i) }));
-  test.each([
+  interface Case {
+    name: string;
+    lines: { position: number; text: string }[];
+    position: number | null;
+    question: string;
+    expected: string[];
+  }
+  test.each<Case>([
+    {
+      name: "the whole book: only the lines the question asks about, wherever they are",
+      lines: said(30, (i) => (i === 27 ? "The lighthouse keeper's ledger is mine" : `line ${i}`)),
+      position: null,
+      question: "Who keeps the ledger at the lighthouse?",
+      expected: ["The lighthouse keeper's ledger is mine"],
+    },
     { name: "nothing before the position: no line", lines: said(5), position: 0.1, question: "hello", expected: [] },
     { name: "a few lines before it: all of them", lines: said(5), position: 0.5, question: "hello", expected: ["line 0", "line 1", "line 2"] },
     { name: "a line exactly at the position counts as said", lines: [{ position: 0.5, text: "at half" }], position: 0.5, question: "", expected: ["at half"] },
