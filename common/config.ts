@@ -5,6 +5,7 @@ import { DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_REPLY_TOKENS, PROMPT_FRAMING_
 import { listenAddress } from "./local/listen-address.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "./prompt/reading-position.ts";
 import { DEFAULT_RERANK_MODEL } from "./rerank/index.ts";
+import { DEFAULT_LOCK_TTL_SECONDS } from "./session/lock.ts";
 import { empty, endsInNumber, hostList, HOST_NAME, httpUrl, integer, IPV4_LITERAL, isOrigin, listOrAny, optionalString, url } from "./config-values.ts";
 
 /**
@@ -105,6 +106,7 @@ const envSchema = z.object({
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
   SSE_KEEPALIVE_SECONDS: integer(1, 300, "a whole number of seconds 1-300"),
+  SESSION_LOCK_TTL_SECONDS: integer(1, 300, "a whole number of seconds 1-300"),
   CHAT_CONTEXT_TOKENS: integer(MIN_CHAT_CONTEXT_TOKENS, 10_000_000, `tokens ${MIN_CHAT_CONTEXT_TOKENS}-10000000`),
   CHAT_REPLY_TOKENS: integer(1, 1_000_000, "a positive number of tokens"),
   CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
@@ -162,6 +164,11 @@ export interface Config {
   chatFirstTokenTimeoutMs: number;
   /** Quiet time after which a streaming reply sends a `: keep-alive` comment (api/sse.ts), so idle-cutting proxies leave it open. */
   sseKeepAliveSeconds: number;
+  /**
+   * The chat session lock's expiry (SPEC: 30 s), renewed every third of it while a reply streams, so it
+   * lapses only when its holder died: how long a session stays busy after a crashed turn.
+   */
+  sessionLockTtlSeconds: number;
   /** The model's context window the chat's prompts are fitted into (common/prompt/budget.ts). */
   chatContextTokens: number;
   /** Of the context, left free for the reply. */
@@ -269,6 +276,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
     sseKeepAliveSeconds: e.SSE_KEEPALIVE_SECONDS ?? DEFAULT_SSE_KEEPALIVE_SECONDS,
+    sessionLockTtlSeconds: e.SESSION_LOCK_TTL_SECONDS ?? DEFAULT_LOCK_TTL_SECONDS,
     chatContextTokens,
     chatReplyTokens,
     characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,

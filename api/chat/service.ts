@@ -56,9 +56,8 @@ export interface ChatDeps {
   textIndex: TextIndex;
   /** Without one, retrieval orders passages by rank fusion. */
   reranker: Reranker | undefined;
-  /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
-  sessionLockTtlSeconds?: number;
-  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb">>;
+  /** The chat's settings; `sessionLockTtlSeconds` is the session lock's expiry (SPEC: 30 s when absent), renewed while a reply streams. */
+  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb" | "sessionLockTtlSeconds">>;
   metrics: Metrics;
   logger: Logger;
 }
@@ -118,7 +117,7 @@ export function createChatService(deps: ChatDeps): ChatService {
   function buildParts() {
     const cache = createChatCache({ kv: deps.kv, db: deps.db, logger: log });
     const sessionCache = createSessionCacheUpkeep({ cache, track, log });
-    const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.sessionLockTtlSeconds });
+    const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.config?.sessionLockTtlSeconds });
     return {
       cache,
       retriever: createRetriever({
