@@ -58,3 +58,6 @@ export const DEFAULT_CHARACTER_CHECKPOINTS = 2;
  * Jina and Voyage users set their own.
  */
 export const DEFAULT_RERANK_MODEL = "rerank-v3.5";
+
+/** The chat session lock's expiry (SPEC: Key-value store keys, 30 s), renewed while a reply streams. */
+export const DEFAULT_LOCK_TTL_SECONDS = 30;

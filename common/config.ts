@@ -2,7 +2,7 @@ import { join, resolve } from "node:path";
 import { z } from "zod";
 import type { LogFormat, LogLevel } from "./log.ts";
 import { listenAddress } from "./listen-address.ts";
-import { DEFAULT_CHARACTER_CHECKPOINTS, DEFAULT_CHARACTER_CONCURRENCY, DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, DEFAULT_CHAT_MODEL, DEFAULT_CHAT_REPLY_TOKENS, DEFAULT_DATA_DIR, DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB, DEFAULT_EMBED_MODEL, DEFAULT_HOST, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BOOK_BYTES, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_RERANK_MODEL, DEFAULT_SPOILER_GUARD_CACHE_MB, DEFAULT_SSE_KEEPALIVE_SECONDS, PROMPT_FRAMING_TOKENS } from "./config-defaults.ts";
+import { DEFAULT_CHARACTER_CHECKPOINTS, DEFAULT_CHARACTER_CONCURRENCY, DEFAULT_CHAT_CONTEXT_TOKENS, DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, DEFAULT_CHAT_MODEL, DEFAULT_CHAT_REPLY_TOKENS, DEFAULT_DATA_DIR, DEFAULT_EDGE_SPOILER_GUARD_CACHE_MB, DEFAULT_EMBED_MODEL, DEFAULT_HOST, DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_BOOK_BYTES, DEFAULT_METRICS_PORT, DEFAULT_PORT, DEFAULT_RERANK_MODEL, DEFAULT_SPOILER_GUARD_CACHE_MB, DEFAULT_SSE_KEEPALIVE_SECONDS, PROMPT_FRAMING_TOKENS , DEFAULT_LOCK_TTL_SECONDS } from "./config-defaults.ts";
 import { empty, endsInNumber, hostList, HOST_NAME, httpUrl, integer, IPV4_LITERAL, isOrigin, listOrAny, optionalString, url } from "./config-values.ts";
 
 /**
@@ -75,6 +75,7 @@ const envSchema = z.object({
   MAX_ATTEMPTS: integer(1, 100, "a whole number of attempts 1-100"),
   CHAT_FIRST_TOKEN_TIMEOUT_MS: integer(1_000, 600_000, "milliseconds 1000-600000"),
   SSE_KEEPALIVE_SECONDS: integer(1, 300, "a whole number of seconds 1-300"),
+  SESSION_LOCK_TTL_SECONDS: integer(1, 300, "a whole number of seconds 1-300"),
   CHAT_CONTEXT_TOKENS: integer(MIN_CHAT_CONTEXT_TOKENS, 10_000_000, `tokens ${MIN_CHAT_CONTEXT_TOKENS}-10000000`),
   CHAT_REPLY_TOKENS: integer(1, 1_000_000, "a positive number of tokens"),
   CHARACTER_CHECKPOINTS: integer(1, 20, "a whole number of checkpoints 1-20"),
@@ -132,6 +133,11 @@ export interface Config {
   chatFirstTokenTimeoutMs: number;
   /** Quiet time after which a streaming reply sends a `: keep-alive` comment (api/sse.ts), so idle-cutting proxies leave it open. */
   sseKeepAliveSeconds: number;
+  /**
+   * The chat session lock's expiry (SPEC: 30 s), renewed every third of it while a reply streams, so it
+   * lapses only when its holder died: how long a session stays busy after a crashed turn.
+   */
+  sessionLockTtlSeconds: number;
   /** The model's context window the chat's prompts are fitted into (common/prompt/budget.ts). */
   chatContextTokens: number;
   /** Of the context, left free for the reply. */
@@ -239,6 +245,7 @@ export function loadConfig(env: Env = process.env): Config {
     maxAttempts: e.MAX_ATTEMPTS ?? DEFAULT_MAX_ATTEMPTS,
     chatFirstTokenTimeoutMs: e.CHAT_FIRST_TOKEN_TIMEOUT_MS ?? DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS,
     sseKeepAliveSeconds: e.SSE_KEEPALIVE_SECONDS ?? DEFAULT_SSE_KEEPALIVE_SECONDS,
+    sessionLockTtlSeconds: e.SESSION_LOCK_TTL_SECONDS ?? DEFAULT_LOCK_TTL_SECONDS,
     chatContextTokens,
     chatReplyTokens,
     characterCheckpoints: e.CHARACTER_CHECKPOINTS ?? DEFAULT_CHARACTER_CHECKPOINTS,

@@ -5,6 +5,7 @@ import type { Logger } from "../../common/log.ts";
 import { skippedPreferenceValues, type PreferencesRow } from "../../common/prompt/preferences.ts";
 import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
 import type { ChatRequest } from "../../common/contract/schemas.ts";
+import { tokenize } from "../../common/text-index/tokenize.ts";
 
 export interface Checkpoint {
   /** The position the knowledge is written as of. */
@@ -43,9 +44,13 @@ export const RELEVANT_LINES = 4;
 const COMMON_WORDS = new Set(
   "about after again also been before being could does doing from have having here into just like more most much must only other over said same should some such than that their them then there these they this those through very want were what when where which while will with would your yours yourself".split(" "),
 );
-/** The words of a text that may tell what it is about: four letters or more, not the commonest. */
+/**
+ * What a text may be about: its words of four letters or more but the commonest, each by its first
+ * four letters, so that "dancing" meets "dance" and "families" "family" (a rough stem, enough to rank
+ * a few lines; the words come folded as the full-text index folds them).
+ */
 function topicWords(text: string): Set<string> {
-  return new Set((text.toLowerCase().match(/\p{L}{4,}/gu) ?? []).filter((w) => !COMMON_WORDS.has(w)));
+  return new Set(tokenize(text).filter((w) => w.length >= 4 && !COMMON_WORDS.has(w)).map((w) => w.slice(0, 4)));
 }
 
 /**

@@ -1,7 +1,8 @@
 import { type ChatCache, type ChatSessionState } from "./chat-cache.ts";
 import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
-import { DEFAULT_LOCK_TTL_SECONDS, keepLockAlive, LockUnavailableError, tryAcquireLock, tryAcquireLockThenRead, type Lock } from "../../common/kv/lock.ts";
+import { keepLockAlive, LockUnavailableError, tryAcquireLock, tryAcquireLockThenRead, type Lock } from "../../common/kv/lock.ts";
+import { DEFAULT_LOCK_TTL_SECONDS } from "../../common/config-defaults.ts";
 import type { Logger } from "../../common/log.ts";
 import type { Metrics } from "../../common/metrics/index.ts";
 import { sleep } from "../../common/sleep.ts";

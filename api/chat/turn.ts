@@ -44,9 +44,8 @@ import { closingAfter, type SpoilerKind } from "./spoiler-filter.ts";
  */
 
 export interface ChatDeps extends Pick<Deps, "db" | "kv" | "llm" | "vectorIndex" | "textIndex" | "reranker" | "metrics" | "logger"> {
-  /** The session lock's expiry (SPEC: 30 s); renewed while a reply streams, so it only ever lapses when its holder died. */
-  sessionLockTtlSeconds?: number;
-  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb">>;
+  /** The chat's settings; `sessionLockTtlSeconds` is the session lock's expiry (SPEC: 30 s when absent), renewed while a reply streams. */
+  config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb" | "sessionLockTtlSeconds">>;
 }
 
 export const SESSION_NOT_FOUND = "session not found";
@@ -104,7 +103,7 @@ export function createChatService(deps: ChatDeps): ChatService {
   function buildParts() {
     const cache = createChatCache({ kv: deps.kv, db: deps.db, logger: log });
     const sessionCache = createSessionCacheUpkeep({ cache, track, log });
-    const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.sessionLockTtlSeconds });
+    const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.config?.sessionLockTtlSeconds });
     return {
       cache,
       retriever: createRetriever({

@@ -1,4 +1,5 @@
 import { KvError, type KeyValueStore } from "./index.ts";
+import { DEFAULT_LOCK_TTL_SECONDS } from "../config-defaults.ts";
 import { keepRenewing } from "../lease-renewal.ts";
 
 /**
@@ -7,7 +8,6 @@ import { keepRenewing } from "../lease-renewal.ts";
  * whose lease expired must not delete the next holder's lock).
  */
 
-export const DEFAULT_LOCK_TTL_SECONDS = 30;
 const TOKEN_BYTES = 16;
 /** Renewals per expiry while a lock is kept alive, so one late or failed renewal still leaves time for the next. */
 const RENEWALS_PER_TTL = 3;

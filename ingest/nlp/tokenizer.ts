@@ -5,7 +5,7 @@
 // its regex literals that escape a non-ASCII dash (`/[\-\–\—]/` becomes a class matching "u", "2", …),
 // so it tokenizes differently under Bun and Node. This file imports nothing and keeps every regex
 // ASCII-only (non-ASCII characters are written as \u escapes) so it behaves the same on both runtimes;
-// tests/unit/nlp-parity.test.ts checks that by running it under Node.
+// tests/integration/nlp-parity.test.ts checks that by running it under Node.
 
 /**
  * A book's tokens as parallel columns: token i is text[i], spanning start[i]..end[i] of the book.

@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { Validator } from "@seriousme/openapi-schema-validator";
 import { parse } from "yaml";
 import { OPENAPI_FILE, generateOpenApiDocument, toYaml } from "../../api/openapi-document.ts";
@@ -49,8 +49,14 @@ describe("OpenAPI document", () => {
 });
 
 describe("Swagger UI", () => {
+  // One app for the four: the docs' routes read no store, and each app starts an embedded database.
+  let t: Awaited<ReturnType<typeof buildTestApp>>;
+  beforeAll(async () => {
+    t = await buildTestApp();
+  }, 60_000);
+  afterAll(() => t?.deps.db.close());
+
   test("the page loads its script and stylesheet from the API itself, never from another host", async () => {
-    const t = await buildTestApp();
     const res = await t.request("/docs");
     expect(res.status).toBe(200);
     const html = await res.text();
@@ -58,13 +64,12 @@ describe("Swagger UI", () => {
     expect(references.sort()).toEqual(["/docs/assets/swagger-ui-bundle.js", "/docs/assets/swagger-ui.css"]);
     expect(html).not.toMatch(/https?:\/\/(?!localhost)/);
     expect(html).toContain(`"url":"/docs/json"`);
-  }, 60_000);
+  });
 
   test.each([
     ["/docs/assets/swagger-ui-bundle.js", "text/javascript", "SwaggerUIBundle"],
     ["/docs/assets/swagger-ui.css", "text/css", ".swagger-ui"],
   ])("%s is served with %s", async (path, type, marker) => {
-    const t = await buildTestApp();
     const res = await t.request(path);
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toStartWith(type);
@@ -72,7 +77,6 @@ describe("Swagger UI", () => {
   });
 
   test("an unknown asset is a 404, and asset names cannot walk out of the package", async () => {
-    const t = await buildTestApp();
     expect((await t.request("/docs/assets/package.json")).status).toBe(404);
     expect((await t.request("/docs/assets/..%2F..%2Fpackage.json")).status).toBe(404);
   });

@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
+import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS } from "../../common/config-defaults.ts";
 import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import type { Database } from "../../common/db/index.ts";
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
@@ -117,7 +118,7 @@ describe("a reply that streams for longer than the session lock's expiry", () =>
     chat = await startEmbeddedChat();
     ({ h, kv: memory } = chat);
     // A one-second lock stands for SPEC's 30 s, so that a reply can outlive it within a test.
-    app = await h.appWith({ sessionLockTtlSeconds: 1 });
+    app = await h.appWith({ config: { chatFirstTokenTimeoutMs: DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS, sessionLockTtlSeconds: 1 } });
   }, 60_000);
   afterAll(() => chat?.stop());
 

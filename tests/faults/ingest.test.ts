@@ -280,8 +280,14 @@ describe("a worker with a slow download in hand", () => {
     const deps = { ...env.deps, config: { ...env.deps.config, fileUrlAllowedHosts: [...env.deps.config.fileUrlAllowedHosts, trickle.host] } };
     const slow = await insertBook(db, { title: "Still downloading" });
     const normal = await insertBook(db, { title: "The Keeper's Ledger" });
-    // A rate this low is never enforced within the test: the download stays in progress.
-    const worker = startWorker(deps, { minPollMs: 10, maxPollMs: 50, pipeline: { ...TEST_PIPELINE_OPTIONS, downloadMinRate: { bytesPerSecond: 1, graceMs: 600_000 } } });
+    // A rate this low is never enforced within the test: the download stays in progress. The stop's
+    // grace for jobs in hand is short: the slow one would outlast the 20 s default all the same.
+    const worker = startWorker(deps, {
+      minPollMs: 10,
+      maxPollMs: 50,
+      shutdownGraceMs: 200,
+      pipeline: { ...TEST_PIPELINE_OPTIONS, downloadMinRate: { bytesPerSecond: 1, graceMs: 600_000 } },
+    });
     defer(() => worker.stop());
     const { job: slowJob } = await enqueueJob(env.deps.kv, { book_id: slow.id, file_url: `http://${trickle.host}/slow.txt`, user_id: USER_ID });
     await eventually(async () => trickle.requests() === 1, "the slow download to start");

@@ -19,6 +19,7 @@ import { startWorker } from "../../ingest/jobs/queue-consumer.ts";
 import { metricValue } from "../support/app.ts";
 import { readSse, requestsOfKind, scriptGateway, startEmbeddedChat, type CallKind, type ChatHarness, type EmbeddedChat } from "../support/chat.ts";
 import type { ChatBehaviour } from "../support/fake-llm-gateway.ts";
+import { openEmbeddedDatabase } from "../support/embedded-stores.ts";
 import { closedPort } from "../support/redis.ts";
 import {
   ENGLISH_BOOK,
@@ -196,18 +197,22 @@ describe("chat when an upstream fails", () => {
 
 describe("ingestion when an upstream fails", () => {
   let books: BookServer;
+  /** One embedded database for the describe's books (a new one per test is an initdb of seconds); each test reads only its own book. */
+  let db: Database;
   const servers: { stop(): void }[] = [];
-  beforeAll(() => {
+  beforeAll(async () => {
     books = startBookServer();
-  });
-  afterAll(() => {
+    db = await openEmbeddedDatabase();
+  }, 60_000);
+  afterAll(async () => {
     for (const server of servers) server.stop();
     books.stop();
+    await db?.close();
   });
 
   async function ingestWith(setup: { failure?: Failure; store?: "vector" | "text"; gatewayFails?: "extract" | "persona" | "embeddings"; behaviour?: ChatBehaviour }) {
     const gateway = startScriptedGateway();
-    const env = await createIngestEnv({ gateway, books });
+    const env = await createIngestEnv({ gateway, books, db });
     env.deps.llm = createOpenAiLanguageModel({ baseURL: gateway.baseURL, chatModel: "m", embedModel: "e", maxRetries: 0, timeoutMs: TIMEOUT_MS });
     if (setup.store === "vector") env.deps.vectorIndex = failingVectorIndex(failingIndexUrl(setup.failure!, servers));
     if (setup.store === "text") env.deps.textIndex = failingTextIndex(failingIndexUrl(setup.failure!, servers));
@@ -265,7 +270,7 @@ describe("ingestion when an upstream fails", () => {
 
   test("a worker whose vector index stays down retries the job MAX_ATTEMPTS times, then dead-letters it and marks the book failed, leaving nothing in flight", async () => {
     const gateway = startScriptedGateway();
-    const env = await createIngestEnv({ gateway, books, env: { MAX_ATTEMPTS: "2" } });
+    const env = await createIngestEnv({ gateway, books, db, env: { MAX_ATTEMPTS: "2" } });
     env.deps.vectorIndex = failingVectorIndex(failingIndexUrl("500", servers));
     try {
       const book = await insertBook(env.deps.db, { title: "Never indexed" });

@@ -11,16 +11,25 @@ import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
 import { PROCESSING_QUEUE } from "../../common/queue.ts";
 import { buildTestApp, metricValue } from "../support/app.ts";
+import { openEmbeddedDatabase } from "../support/embedded-stores.ts";
 
 const USER = "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f7a";
 const MISSING_BOOK = "11111111-2222-4333-8444-555555555555";
 
 type TestApp = Awaited<ReturnType<typeof buildTestApp>>;
 
+// The apps of this file share one embedded database (each of their own would start one: an initdb of
+// seconds); the tests that write rows write their own, and an app that must fail gets a broken copy.
+let sharedDb: Promise<Database> | undefined;
+const testApp = async (overrides: Parameters<typeof buildTestApp>[0] = {}) => buildTestApp({ db: await (sharedDb ??= openEmbeddedDatabase()), ...overrides });
+afterAll(async () => {
+  await (await sharedDb)?.close();
+});
+
 describe("GET /health", () => {
   let t: TestApp;
   beforeAll(async () => {
-    t = await buildTestApp();
+    t = await testApp();
   }, 60_000);
 
   test("answers 200 ok as plain text without caching headers", async () => {
@@ -40,14 +49,14 @@ describe("GET /health", () => {
 
 describe("paths a person types by hand", () => {
   test("GET / redirects to the API documentation", async () => {
-    const { request } = await buildTestApp();
+    const { request } = await testApp();
     const res = await request("/");
     expect(res.status).toBe(302);
     expect(res.headers.get("location")).toBe("/docs");
   });
 
   test("a known path with a method it does not serve answers 405 with Allow; an unknown path stays 404", async () => {
-    const { request } = await buildTestApp();
+    const { request } = await testApp();
     for (const [method, path, allow] of [
       ["GET", "/character/chat", "POST"],
       ["GET", "/character/processing", "POST"],
@@ -78,7 +87,7 @@ describe("the documented error examples are what each status really answers", ()
   };
 
   test("POST /character/processing: 400, 403, 413, 415, 422 and 500", async () => {
-    const app = await buildTestApp();
+    const app = await testApp();
     const doc = (await (await app.request("/docs/json")).json()) as Documented;
     const ids = { book_id: "6f1c2a8e-3b4d-4e5f-9a0b-1c2d3e4f5a6b", user_id: "0d9e8f7a-6b5c-4d3e-8f1a-2b3c4d5e6f7a", file_url: "https://books.example.com/a.txt" };
     const down = await buildTestApp({
@@ -98,7 +107,7 @@ describe("the documented error examples are what each status really answers", ()
   });
 
   test("POST /character/chat: 403, 413, 415 and 500 show their own messages", async () => {
-    const app = await buildTestApp();
+    const app = await testApp();
     const doc = (await (await app.request("/docs/json")).json()) as Documented;
     const turn = { user_id: crypto.randomUUID(), character_id: crypto.randomUUID(), book_id: crypto.randomUUID(), session_id: crypto.randomUUID(), user_message: "Hello" };
     const foreign = await app.postJson("/character/chat", turn, { origin: "https://elsewhere.example" });
@@ -111,19 +120,19 @@ describe("the documented error examples are what each status really answers", ()
 
   test("with a working chat request known (npm start's sample session), the document's chat example is that request", async () => {
     const example = { user_id: "10ca1000-0000-4000-8000-000000000001", character_id: "3665865f-3a0c-4522-8994-5c1893031c71", book_id: "5a3b1e00-0000-4000-8000-000000000001", session_id: "a59d5ad5-41ec-4a0d-8ce4-82ea3d4e8690", user_message: "What did you find hidden in the diary?" };
-    const app = await buildTestApp({ requestExamples: () => ({ chat: example }) });
+    const app = await testApp({ requestExamples: () => ({ chat: example }) });
     const doc = (await (await app.request("/docs/json")).json()) as { paths: Record<string, Record<string, { requestBody: { content: Record<string, { example?: unknown; schema: { example?: unknown } }> } }>> };
     const media = doc.paths["/character/chat"]!.post!.requestBody.content["application/json"]!;
     expect(media.example).toEqual(example);
     expect(media.schema.example).toEqual(example);
-    const plain = (await (await (await buildTestApp()).request("/docs/json")).json()) as typeof doc;
+    const plain = (await (await (await testApp()).request("/docs/json")).json()) as typeof doc;
     expect(plain.paths["/character/chat"]!.post!.requestBody.content["application/json"]!.schema.example).not.toEqual(example);
   });
 });
 
 describe("GET /metrics", () => {
   test("serves the whole catalogue in the Prometheus text format", async () => {
-    const t = await buildTestApp({ metrics: createMetrics() });
+    const t = await testApp({ metrics: createMetrics() });
     const res = await t.request("/metrics");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
@@ -157,7 +166,7 @@ describe("GET /metrics", () => {
 
 describe("HTTP metrics middleware", () => {
   test("counts and times each request under its route template", async () => {
-    const t = await buildTestApp();
+    const t = await testApp();
     await t.request("/health");
     await t.request("/health");
     const body = await (await t.request("/metrics")).text();
@@ -186,7 +195,7 @@ describe("HTTP metrics middleware", () => {
   });
 
   test("puts every unmatched path under one label value, so scanners cannot add series", async () => {
-    const t = await buildTestApp();
+    const t = await testApp();
     for (let i = 0; i < 50; i++) {
       const res = await t.request(`/wp-admin/${i}/setup.php?x=${i}`);
       expect(res.status).toBe(404);
@@ -280,7 +289,7 @@ describe("POST /character/processing", () => {
     });
     filesBase = `http://127.0.0.1:${files.port}`;
     const allowedHosts = [`127.0.0.1:${files.port}`];
-    t = await buildTestApp({
+    t = await testApp({
       probeBook: (url) => {
         probed.push(url);
         return downloadBook(url, { allowedHosts, maxBytes: 1024 });

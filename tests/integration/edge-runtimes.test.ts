@@ -31,13 +31,19 @@ const BOOK = readFileSync(join(REPO_ROOT, "tests", "fixtures", "ingest", "the-ke
 const REDIS_DB = 11;
 const SLOW_REPLY = { chunks: ["The ", "lamp ", "is ", "lit."], tokenDelayMs: 400 };
 /**
- * A reply outlasting the session lock's 30 s expiry: its fourth token comes 32 s in, its last 40 s in
- * (gaps under the fake gateway's 10 s idle cut-off, as a model streaming steadily).
+ * The session lock's expiry here (SESSION_LOCK_TTL_SECONDS): SPEC's 30 s shortened, so that a reply can
+ * outlive it in seconds. Renewed every second while a reply streams.
  */
-const LONG_REPLY = { chunks: ["The ", "tide ", "turned ", "at ", "dusk."], tokenDelayMs: 8_000 };
+const LOCK_TTL_SECONDS = 3;
+/**
+ * A reply outlasting the session lock's expiry: its fourth token comes 10 s in, over three expiries
+ * after the lock was taken, its last 12.5 s in (gaps under the fake gateway's 10 s idle cut-off, as a
+ * model streaming steadily).
+ */
+const LONG_REPLY = { chunks: ["The ", "tide ", "turned ", "at ", "dusk."], tokenDelayMs: 2_500 };
 const TOKENS_PAST_LOCK_EXPIRY = 4;
-/** The API's SSE keep-alive interval here: a quarter of LONG_REPLY's gaps, so each gap holds comments. */
-const KEEPALIVE_SECONDS = 2;
+/** The API's SSE keep-alive interval here: under half of LONG_REPLY's gaps, so each gap holds a comment even when it goes out a third late. */
+const KEEPALIVE_SECONDS = 1;
 
 const postgres = await probePostgres();
 const redis = await probeRedis();
@@ -100,6 +106,7 @@ beforeAll(async () => {
     ...indexEnv,
     FILE_URL_ALLOWED_HOSTS: filesHost,
     SSE_KEEPALIVE_SECONDS: String(KEEPALIVE_SECONDS),
+    SESSION_LOCK_TTL_SECONDS: String(LOCK_TTL_SECONDS),
   };
   world = { testDb, db, kv, neon, upstash, gateway, ingestGateway, indexes, files, worker, env };
 });
@@ -298,7 +305,7 @@ for (const runtime of EDGE_RUNTIMES) {
       world!.gateway.reset();
     });
 
-    test("a reply streaming past the lock's 30 s expiry keeps the session locked to its end with keep-alives between its tokens, then saves it", async () => {
+    test("a reply streaming past the session lock's expiry keeps the session locked to its end with keep-alives between its tokens, then saves it", async () => {
       const chat = await chatSession(world!.db);
       world!.gateway.onChat((request) => (request.stream ? LONG_REPLY : { content: JSON.stringify({ narrative_query: "tide", keyword_query: "tide" }) }));
       const first = await post(api, "/character/chat", { ...chat, user_message: "When did the tide turn?" });
@@ -309,7 +316,7 @@ for (const runtime of EDGE_RUNTIMES) {
       expect(parseSseEvents(await second.text())).toEqual([{ error: "another reply is in progress for this session", code: 429 }]);
       const text = await stream.toEnd();
       expect(parseSseEvents(text).at(-1)).toMatchObject({ done: true, full_response: "The tide turned at dusk." });
-      // Each 8 s wait for a token carried keep-alive comments (every KEEPALIVE_SECONDS of quiet).
+      // Each wait for a token carried keep-alive comments (every KEEPALIVE_SECONDS of quiet).
       const keepAlives = keepAlivesBeforeEachToken(text);
       expect(keepAlives).toHaveLength(LONG_REPLY.chunks.length);
       expect(keepAlives.filter((n) => n === 0), `keep-alives before each token: ${keepAlives}`).toEqual([]);

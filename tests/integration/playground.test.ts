@@ -1,4 +1,4 @@
-import { describe, expect, test } from "bun:test";
+import { afterAll, describe, expect, test } from "bun:test";
 import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { DEFAULT_HISTORY_MESSAGES, HISTORY_CHARS, HISTORY_MESSAGE_CHARS } from "../../api/playground/index.ts";
@@ -7,9 +7,11 @@ import { saveBookReadingPositions } from "../../common/db/reading-positions.ts";
 import { appendExchange } from "../../common/db/sessions.ts";
 import { saveCharacters } from "../../common/db/characters.ts";
 import { LOCAL_USER_ID } from "../../common/local/sessions.ts";
+import type { Database } from "../../common/db/index.ts";
 import { createEmbeddedTextIndex } from "../../common/text-index/embedded.ts";
 import type { TextIndex } from "../../common/text-index/index.ts";
 import { buildTestApp } from "../support/app.ts";
+import { openEmbeddedDatabase } from "../support/embedded-stores.ts";
 import { REPO_ROOT } from "../support/process.ts";
 import { tempDirs } from "../support/temp-dirs.ts";
 
@@ -21,8 +23,15 @@ const INDEXED = [
   { chunkIndex: 2, text: "A storm tore the sails of the fleet." },
 ];
 
+// One embedded database for the file's apps (each of their own would start one: an initdb of seconds);
+// every test writes its own books, sessions and messages and reads them by their ids.
+let sharedDb: Promise<Database> | undefined;
+afterAll(async () => {
+  await (await sharedDb)?.close();
+});
+
 async function playground(textIndex: TextIndex) {
-  return buildTestApp({ textIndex, playground: {} });
+  return buildTestApp({ db: await (sharedDb ??= openEmbeddedDatabase()), textIndex, playground: {} });
 }
 
 /** A book row as the frontend could write it, with `filePath` in its file_path column. */

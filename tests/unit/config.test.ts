@@ -92,6 +92,25 @@ describe("loadConfig", () => {
     });
   });
 
+  describe.each([
+    ["loadConfig", (env: Record<string, string>) => loadConfig(env)],
+    ["loadEdgeConfig", (env: Record<string, string>) => loadEdgeConfig(env)],
+  ])("SESSION_LOCK_TTL_SECONDS through %s", (_, load) => {
+    test.each([
+      ["unset: SPEC's 30 s", undefined, 30],
+      ["empty", " ", 30],
+      ["the lowest", "1", 1],
+      ["a usual value", "60", 60],
+      ["the highest", "300", 300],
+    ])("%s (%p) is %d seconds", (__, value, seconds) => {
+      expect(load(value === undefined ? {} : { SESSION_LOCK_TTL_SECONDS: value }).sessionLockTtlSeconds).toBe(seconds);
+    });
+
+    test.each(["0", "301", "-5", "2.5", "30s", "abc"])("%p is refused with one line naming it and its bounds", (value) => {
+      expect(() => load({ SESSION_LOCK_TTL_SECONDS: value })).toThrow(new ConfigError("SESSION_LOCK_TTL_SECONDS", "a whole number of seconds 1-300"));
+    });
+  });
+
   describe("SPOILER_GUARD_CACHE_MB", () => {
     const edge = (env: Record<string, string>) => loadEdgeConfig({ DATABASE_URL: "postgres://u@127.0.0.1/test", ...env });
     test.each([

@@ -1,15 +1,12 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { countO200kTokens } from "../../common/token-count.ts";
-import { loadConfig } from "../../common/config.ts";
-import { buildDeps } from "../../common/deps.ts";
 import { createLanguageModel } from "../../common/llm/create.ts";
 import type { ChatMessage, LanguageModel, LlmPurpose, TokenUsage } from "../../common/llm/index.ts";
 import { createOfflineLanguageModel, splitDeltas } from "../../common/llm/offline.ts";
 import { OFFLINE_NO_MATERIAL_REPLY, OFFLINE_QUOTES_HEADING, personaQuotes, sayLine, startsMidSentence } from "../../common/llm/offline-conversation.ts";
 import { REPLY_PASSAGE_WORDS } from "../../common/llm/offline-excerpt.ts";
 import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity, withoutMarkup } from "../../common/llm/offline-text.ts";
-import { createLogger } from "../../common/log.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { buildRewriteMessages, parseRewrite } from "../../common/prompt/rewrite.ts";
 import { buildSummaryMessages } from "../../common/prompt/summary.ts";
@@ -564,19 +561,6 @@ describe("offline provider plumbing", () => {
     expect((error as UpstreamError).retryable).toBe(false);
     expect((error as UpstreamError).message).toContain("offline provider");
   });
-
-  // Builds the whole embedded stack (PGlite's initdb takes seconds on a busy machine), hence the long timeout.
-  test("announces offline mode in the start-up log when no gateway is configured", async () => {
-    const lines: string[] = [];
-    const deps = await buildDeps(loadConfig({ DATA_DIR: await freshDir() }), {
-      logger: createLogger({ level: "info", format: "json", write: (line) => lines.push(line) }),
-    });
-    await deps.close();
-    // On a laptop's defaults (embedded database, loopback HOST) the note is INFO: expected there, not a warning.
-    const notes = lines.map((l) => JSON.parse(l) as { level: string; msg: string }).filter((l) => l.level === "info");
-    expect(deps.llm.provider).toBe("offline");
-    expect(notes.map((w) => w.msg)).toContain("LLM gateway not configured: offline provider (deterministic, no model)");
-  }, 60_000);
 });
 
 describe("retrieval over offline embeddings", () => {
