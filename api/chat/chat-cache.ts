@@ -18,7 +18,7 @@ import { cutChars, TRIM_MARKER } from "../../common/prompt/budget.ts";
  *
  * Entries carry the spec's field names (SPEC: Key-value store keys): chat:char {id, name,
  * system_prompt, profile_json} plus the description a character without a persona is introduced
- * with and the book_id a turn checks; chat:sess {id, user_id, character_id, message_count} plus the
+ * with, the book_id a turn checks and the character's lines with where each ends (character_lines); chat:sess {id, user_id, character_id, message_count} plus the
  * book_id a turn checks, then the last messages and the summary; chat:book {id, title, author,
  * description}. The reader's position is never cached: the frontend moves it at any time, and a
  * cached one could show a reader passages past where they have gone back to. An entry in any
