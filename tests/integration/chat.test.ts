@@ -457,8 +457,9 @@ for (const variant of variants) {
         expect(JSON.parse((await h.kv.get(characterCacheKey(h.world.characterId)))!)).toMatchObject({ name: CHARACTER_NAME, system_prompt: PERSONA });
         // The spec's field names (SPEC: Key-value store keys), in its order.
         const fields = async (key: string) => Object.keys(JSON.parse((await h.kv.get(key))!) as object);
-        // Then ours: the book a turn checks. Never the reader's position: the frontend moves it at any time.
-        expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description", "book_id"]);
+        // Then ours: the book a turn checks and the character's lines a turn may quote. Never the reader's
+        // position: the frontend moves it at any time.
+        expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description", "book_id", "lines"]);
         expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary"]);
         expect(await fields(bookCacheKey(h.world.bookId))).toEqual(["id", "title", "author", "description"]);
       });
