@@ -3,13 +3,14 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import type { Database } from "../../common/db/index.ts";
 import { createSession, insertBook } from "../../common/db/frontend-rows.ts";
-import { getBookReadingPositions, getCharacterKnowledge } from "../../common/db/reading-positions.ts";
+import { getBookReadingPositions, getCharacterKnowledge, getCharacterLines } from "../../common/db/reading-positions.ts";
 import type { Character } from "../../common/contract/rows.ts";
 import { listCharacters } from "../../common/db/characters.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { createLogger } from "../../common/log.ts";
 import { createMetrics } from "../../common/metrics/index.ts";
-import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
+import { OWN_LINES_HEADING, READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
+import { createTextLocator } from "../../ingest/characters/checkpoints.ts";
 import { DEFAULT_CHARACTER_CHECKPOINTS } from "../../common/config-defaults.ts";
 import { GuardCharacter } from "../../common/spoiler-guard/people.ts";
 import { SPOILER_CLOSING } from "../../api/chat/spoiler-filter.ts";
@@ -249,6 +250,23 @@ function spoilerSafeSuite(open: () => Promise<{ db: Database; kv: KeyValueStore;
     expect(system).not.toStartWith("You are Mara");
     expect(leaksAfter(0.15, upstream)).toEqual([]);
     expect(chat.logLines.find((line) => line.includes(" chat turn "))).toContain(` reading_position=0.15 knowledge=at${early!.position} outcome=ok `);
+  });
+
+  test.each([0.3, 0.6, 0.9])("at %p Mara's persona carries her lines from just before the position and none after it", async (position) => {
+    const lines = await getCharacterLines(db, story.byName("Mara").id);
+    // Each line stored where the story has it (found as ingestion finds it: across whitespace and dialogue tags).
+    const locate = createTextLocator(storyText);
+    expect(lines.length).toBeGreaterThan(5);
+    for (const line of lines) expect(Math.abs((locate(line.text)?.end ?? -1) / storyText.length - line.position)).toBeLessThan(0.01);
+    const chat = await chatOver(env, db, kv);
+    const { system, upstream } = await turn(chat, db, story, story.byName("Mara"), "What do you remember of the gale?", { reading_position: position });
+    const section = system.slice(system.indexOf(OWN_LINES_HEADING), system.indexOf(READING_POSITION_HEADING));
+    const at = new Map(lines.map((l) => [l.text, l.position]));
+    const quoted = [...section.matchAll(/^"(.+)"$/gm)].map((m) => at.get(m[1]!) ?? -1);
+    expect(quoted.length).toBeGreaterThan(0);
+    expect(quoted.filter((p) => p < 0 || p > position)).toEqual([]);
+    expect(Math.max(...quoted)).toBeGreaterThan(position - 0.15);
+    expect(leaksAfter(position, upstream)).toEqual([]);
   });
 
   test("a reader at 40 % gets nothing from after it: not in the rewrite, the embeddings, the rerank or the reply's prompt", async () => {
