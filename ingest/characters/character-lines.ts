@@ -2,6 +2,7 @@
  * A character's lines as a profile gets them: only the quotations the book confidently gives them, as
  * the book prints them, and a spread of those across the book. Pure: no I/O.
  */
+import { endsInAbbreviation } from "../../common/abbreviations.ts";
 import { nameKey } from "./character-names.ts";
 import type { ParsedBookNlp, QuoteRow } from "../nlp/booknlp-files.ts";
 import type { TokenColumns } from "../nlp/token-columns.ts";
@@ -31,7 +32,9 @@ export function spread<T>(items: readonly T[], count: number): T[] {
 export function clip(text: string, max: number): string {
   if (text.length <= max) return text;
   const head = text.slice(0, max);
-  const sentenceEnd = Math.max(...[...head.matchAll(/[.!?…]["”’)]*(?=\s)/g)].map((m) => m.index! + m[0].length), -1);
+  // A full stop after "Mr" or an initial ends no sentence: a line cut there would end on a dangling "Mr.".
+  const ends = [...head.matchAll(/[.!?…]["”’)]*(?=\s)/g)].filter((m) => !endsInAbbreviation(head.slice(0, m.index! + 1)));
+  const sentenceEnd = Math.max(...ends.map((m) => m.index! + m[0].length), -1);
   if (sentenceEnd > max / 3) return head.slice(0, sentenceEnd);
   const wordEnd = head.lastIndexOf(" ", max - 1);
   return `${head.slice(0, wordEnd > 0 ? wordEnd : max - 1).replace(/[\s,;:—–-]+$/u, "")}…`;

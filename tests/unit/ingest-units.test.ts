@@ -9,7 +9,7 @@ import { chunkTextToArray } from "../../common/chunking.ts";
 import { UpstreamError } from "../../common/upstream.ts";
 import { backupFileNames, bookBackupDir, writeBackups } from "../../ingest/characters/backups.ts";
 import { selectCharacters } from "../../ingest/characters/character-selection.ts";
-import { spread } from "../../ingest/characters/character-lines.ts";
+import { clip, spread } from "../../ingest/characters/character-lines.ts";
 import { characterStyle, listDescription } from "../../ingest/characters/character-style.ts";
 import { mergeDiscoveries } from "../../ingest/characters/discovered-characters.ts";
 import { discoveryCalls, sampleText } from "../../ingest/characters/discovery.ts";
@@ -221,6 +221,20 @@ describe("character presentation", () => {
     expect(description.length).toBeLessThanOrEqual(280);
     expect(description).toStartWith("Proud. Very proud indeed.");
     expect(description).toEndWith(".");
+  });
+
+  test.each([
+    ["a line within the bound is kept whole", "I cannot at all consent to it.", 40, "I cannot at all consent to it."],
+    ["a long line is cut after its last whole sentence", "I cannot consent. Pray do not ask it of me again, sir, for I will not.", 30, "I cannot consent."],
+    [
+      "a full stop after a title ends no sentence: no line ends on a dangling \"Mr.\"",
+      "I cannot at all consent to Mr. Pray, Mr. Collins, do not ask it of me again.",
+      40,
+      "I cannot at all consent to Mr. Pray…",
+    ],
+    ["with no sentence end in reach, the cut is after a whole word, with an ellipsis", "Every savage can dance and every savage will dance tonight", 30, "Every savage can dance and…"],
+  ])("clipping lines: %s", (_, text, max, expected) => {
+    expect(clip(text, max)).toBe(expected);
   });
 
   test("spread keeps the first and last items", () => {
