@@ -259,7 +259,8 @@ describe.skipIf(!available)("the chat page in a headless browser", () => {
     await screenshot(page, "playground-empty");
   });
 
-  test("the reading slider below 100% sends the reader's position with the message; at 100% none is sent", async () => {
+  /** The page on the sample book, ready to type, with the body of every chat request it sends. */
+  async function openSampleBookRecordingChat() {
     const page = await browser.newPage();
     const bodies: Record<string, unknown>[] = [];
     page.on("request", (request) => {
@@ -267,6 +268,11 @@ describe.skipIf(!available)("the chat page in a headless browser", () => {
     });
     await page.goto(`${base}#book=${SAMPLE_BOOK.id}`);
     await page.waitForSelector("#message:not([disabled])");
+    return { page, bodies };
+  }
+
+  test("the reading slider below 100% sends the reader's position with the message; at 100% none is sent", async () => {
+    const { page, bodies } = await openSampleBookRecordingChat();
     expect(await page.locator("#position-value").textContent()).toBe("the whole book");
 
     await page.locator("#position").fill("40");
@@ -285,13 +291,7 @@ describe.skipIf(!available)("the chat page in a headless browser", () => {
   });
 
   test("the reading slider is kept per book across a reload and still sent, and the status counts each new exchange", async () => {
-    const page = await browser.newPage();
-    const bodies: Record<string, unknown>[] = [];
-    page.on("request", (request) => {
-      if (request.url().endsWith("/character/chat")) bodies.push(JSON.parse(request.postData() ?? "{}") as Record<string, unknown>);
-    });
-    await page.goto(`${base}#book=${SAMPLE_BOOK.id}`);
-    await page.waitForSelector("#message:not([disabled])");
+    const { page, bodies } = await openSampleBookRecordingChat();
     await page.locator("#position").fill("30");
 
     await page.reload();
