@@ -31,6 +31,8 @@ export const OFFLINE_QUOTES_HEADING = "Things I have said:";
 export const REWRITE_CONTEXT_WORDS = 6;
 /** Lines of the character quoted in one reply: the best match, and the runner-up when it shares words too. */
 const MAX_REPLY_QUOTES = 2;
+/** Words a line needs to be said before a shorter one that shares as much with the message. */
+const MIN_REPLY_WORDS = 4;
 
 export const OFFLINE_NO_MATERIAL_REPLY =
   "(Offline provider: no language model is configured, and none of this character's lines and no passage of the book " +
@@ -178,7 +180,10 @@ const whole = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/
 function chooseQuotes(message: string, context: string, quotes: readonly string[], earlier: readonly string[]): string[] {
   const fresh = quotes.filter((q) => whole(q) && !earlier.some((reply) => reply.includes(sayLine(q))));
   if (fresh.length === 0) return [];
-  const ranked = rankBySimilarity(message, fresh);
+  const sharing = rankBySimilarity(message, fresh);
+  // A line of a word or two ("Mr. Darcy!") shares the message's one name and says nothing: a fuller one first.
+  const full = sharing.filter((r) => wordCount(fresh[r.index]!) >= MIN_REPLY_WORDS);
+  const ranked = full.length > 0 ? full : sharing;
   if (ranked.length > 0) {
     const at = (i: number) => quotes.indexOf(fresh[i]!);
     const best = ranked[0]!.index;

@@ -458,6 +458,12 @@ describe("offline chat lines cut at dialogue tags", () => {
       "Can I wind it? Please? The clock stopped at four.",
     ],
     [
+      "says a line of some words before an exclamation that only shares the message's name",
+      ["Mr. Crane!", "Good morning, Miss Brann.", "Mr. Crane never pays for anything he breaks,"],
+      "What do you think of Mr. Crane?",
+      "Mr. Crane never pays for anything he breaks.",
+    ],
+    [
       "never joins two lines far apart in the book, though both share words with the message",
       ["The clock stopped at four,", "Good morning, Miss Brann.", "Wind the clock tonight, Pim."],
       "Who will wind the clock?",
