@@ -3,9 +3,10 @@
 import css from "swagger-ui-dist/swagger-ui.css" with { type: "text" };
 import script from "swagger-ui-dist/swagger-ui-bundle.js" with { type: "text" };
 import icon from "swagger-ui-dist/favicon-32x32.png" with { type: "bytes" };
-import { ConfigError, loadEdgeConfig } from "../../common/config.ts";
+import { ConfigError, loadEdgeConfig, secretsOf } from "../../common/config.ts";
 import { BunOnlyError } from "../../common/edge-deps.ts";
 import { listenAddress } from "../../common/listen-address.ts";
+import { createLogger } from "../../common/log.ts";
 import { onStopSignals } from "../../common/stop-signals.ts";
 import { DOCS_PATH, type SwaggerUiAssets } from "../docs.ts";
 import { createEdgeApi, type EdgeApi } from "./app.ts";
@@ -39,7 +40,9 @@ const server = Deno.serve(
     hostname: host,
     onListen: ({ port }) => {
       const { bound, url } = listenAddress(host, port);
-      console.log(JSON.stringify({ msg: "api listening", runtime: "deno", address: bound, url, docs: `${url}${DOCS_PATH}` }));
+      // In LOG_FORMAT like every other line: plain text unless json is asked for.
+      const log = createLogger({ level: config.logLevel, format: config.logFormat, secrets: secretsOf(config), write: (line) => console.log(line) });
+      log.info("api listening", { runtime: "deno", address: bound, url, docs: `${url}${DOCS_PATH}` });
     },
   },
   // Deno keeps a process running: the work after a response just runs on.

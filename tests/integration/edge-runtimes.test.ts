@@ -333,5 +333,12 @@ for (const runtime of EDGE_RUNTIMES) {
       const res = await post(api, "/character/chat", { ...chat, session_id: crypto.randomUUID(), user_message: "Hello?" });
       expect([res.status, await res.json()]).toEqual([404, { error: "session not found" }]);
     });
+
+    test("logs plain text lines, as SPEC says, with no JSON unless LOG_FORMAT asks for it", async () => {
+      const logs = api.logs();
+      expect(logs).toMatch(/Z INFO {2}chat turn component=chat session_id=[0-9a-f-]{36} /);
+      if (runtime === "deno") expect(logs).toMatch(/Z INFO {2}api listening runtime=deno address=127\.0\.0\.1:\d+ url=/);
+      expect(logs).not.toContain('"msg":');
+    });
   });
 }
