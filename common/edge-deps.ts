@@ -21,7 +21,8 @@ import { createQdrantVectorIndex } from "./vector/qdrant.ts";
 
 export class BunOnlyError extends Error {
   constructor(
-    readonly variable: string,
+    /** Every setting at fault, so that one start names them all. */
+    readonly variables: readonly string[],
     message: string,
   ) {
     super(message);
@@ -29,11 +30,10 @@ export class BunOnlyError extends Error {
   }
 }
 
-/** What each embedded default needs on the edge, checked in this order; the first one missing is the error. */
+/** What each embedded default needs on the edge; every one missing is named in one error, not one per start. */
 function refuseEmbeddedDefaults(config: Config): void {
-  const refuse = (variable: string, message: string) => {
-    throw new BunOnlyError(variable, message);
-  };
+  const problems: { variable: string; message: string }[] = [];
+  const refuse = (variable: string, message: string) => problems.push({ variable, message });
   if (config.database.driver === "pglite") refuse("DATABASE_URL", "DATABASE_URL is not set: the embedded database (PGlite) runs on Bun only; set a Postgres URL (Neon serverless driver; NEON_WS_PROXY for a Postgres that is not Neon)");
   if (config.database.driver === "postgres") refuse("DATABASE_DRIVER", "DATABASE_DRIVER=postgres (Bun's SQL client) runs on Bun only; use neon (NEON_WS_PROXY for a Postgres that is not Neon)");
   if (config.kv.driver === "memory") refuse("UPSTASH_REDIS_REST_URL", "UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN are not set: the in-process key-value store runs on Bun only");
@@ -42,6 +42,13 @@ function refuseEmbeddedDefaults(config: Config): void {
   if (!config.typesense) refuse("TYPESENSE_URL", "TYPESENSE_URL is not set: the embedded full-text index runs on Bun only");
   if (!config.llm.gatewayUrl) refuse("LLM_GATEWAY_URL", "LLM_GATEWAY_URL is not set: the offline provider runs on Bun only");
   if (config.playground) refuse("PLAYGROUND", "PLAYGROUND=on: the chat page runs on Bun only (npm start, npm run api)");
+  if (problems.length === 0) return;
+  const message =
+    problems.length === 1 ? problems[0]!.message : `${problems.length} settings the edge needs:\n${problems.map((p) => `  - ${p.message}`).join("\n")}`;
+  throw new BunOnlyError(
+    problems.map((p) => p.variable),
+    message,
+  );
 }
 
 export interface EdgeBuildOptions {

@@ -1,6 +1,6 @@
 import { afterAll, expect, test } from "bun:test";
 import { loadEdgeConfig } from "../../common/config.ts";
-import { buildEdgeDeps } from "../../common/edge-deps.ts";
+import { BunOnlyError, buildEdgeDeps } from "../../common/edge-deps.ts";
 import { DEFAULT_METRICS_KEY_PREFIX } from "../../common/metrics/kv-aggregation.ts";
 
 /**
@@ -41,4 +41,22 @@ test("closing the edge's dependencies flushes the series the isolate recorded si
   const written = commands.filter((command) => command.includes(`${DEFAULT_METRICS_KEY_PREFIX}:totals`));
   expect(written.map((command) => String(command[0]).toUpperCase())).toEqual(["EVAL"]);
   expect(written[0]).toContain(JSON.stringify(["http_requests_total", [["endpoint", "/health"], ["method", "GET"], ["status_code", "200"]]]));
+});
+
+test("a configuration missing several services names every one of them in one error, not one per start", () => {
+  let error: unknown;
+  try {
+    buildEdgeDeps(loadEdgeConfig({ QDRANT_URL: UNREACHABLE }), { write: () => {} });
+  } catch (err) {
+    error = err;
+  }
+  expect(error).toBeInstanceOf(BunOnlyError);
+  expect((error as BunOnlyError).variables).toEqual(["DATABASE_URL", "UPSTASH_REDIS_REST_URL", "TYPESENSE_URL", "LLM_GATEWAY_URL"]);
+  expect((error as BunOnlyError).message.split("\n")).toEqual([
+    "4 settings the edge needs:",
+    expect.stringMatching(/^ {2}- DATABASE_URL is not set/),
+    expect.stringMatching(/^ {2}- UPSTASH_REDIS_REST_URL and UPSTASH_REDIS_REST_TOKEN are not set/),
+    expect.stringMatching(/^ {2}- TYPESENSE_URL is not set/),
+    expect.stringMatching(/^ {2}- LLM_GATEWAY_URL is not set/),
+  ]);
 });
