@@ -1,0 +1,56 @@
+import { expect, setDefaultTimeout, test } from "bun:test";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { freePort, REPO_ROOT, waitForHealth } from "../support/process.ts";
+
+// wrangler bundles the Worker before it serves it: seconds on a busy machine.
+setDefaultTimeout(120_000);
+
+const UNREACHABLE = "http://127.0.0.1:9";
+
+test("npm run api:workerd serves on PORT and HOST, with no interactive session", async () => {
+  const scratch = await mkdtemp(join(tmpdir(), "api-workerd-"));
+  // Production services only, none reached: building the app does no I/O, and /health checks none.
+  const envFile = join(scratch, "worker.env");
+  await writeFile(
+    envFile,
+    [
+      "DATABASE_URL=postgres://u:p@127.0.0.1:9/none",
+      `UPSTASH_REDIS_REST_URL=${UNREACHABLE}`,
+      "UPSTASH_REDIS_REST_TOKEN=token",
+      `QDRANT_URL=${UNREACHABLE}`,
+      `TYPESENSE_URL=${UNREACHABLE}`,
+      "TYPESENSE_API_KEY=key",
+      `LLM_GATEWAY_URL=${UNREACHABLE}/v1`,
+    ].join("\n"),
+  );
+  const port = await freePort();
+  // setsid: npm, its shell, wrangler and workerd are one process group, stopped together.
+  const proc = Bun.spawn(["setsid", "npm", "run", "--silent", "api:workerd", "--", "--env-file", envFile, "--inspector-port", String(await freePort())], {
+    cwd: REPO_ROOT,
+    env: { PATH: process.env.PATH ?? "", HOME: process.env.HOME ?? "", NO_COLOR: "1", CI: "1", WRANGLER_LOG_PATH: join(scratch, "logs"), PORT: String(port), HOST: "127.0.0.1" },
+    stdout: "pipe",
+    stderr: "pipe",
+  });
+  let output = "";
+  for (const stream of [proc.stdout, proc.stderr]) {
+    void (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream) output += decoder.decode(chunk, { stream: true });
+    })();
+  }
+  try {
+    await waitForHealth(`http://127.0.0.1:${port}`, proc, performance.now(), 90_000, "npm run api:workerd", () => output);
+    expect(await (await fetch(`http://127.0.0.1:${port}/health`)).text()).toBe("ok");
+    expect(output).toContain(`Ready on http://127.0.0.1:${port}`);
+  } finally {
+    try {
+      process.kill(-proc.pid, "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+    await proc.exited;
+    await rm(scratch, { recursive: true, force: true });
+  }
+});
