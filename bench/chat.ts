@@ -76,7 +76,7 @@ function serveGateway() {
  * (GET /collections/{name}/documents/search), each with a page of the passages in the published wire
  * format. They let the API run with its real Qdrant and Typesense clients where neither server can.
  */
-function serveIndexes(): string {
+export function serveIndexes(): string {
   const points = PASSAGES.map((text, i) => ({ id: i + 1, version: 1, score: 0.9 - i / 100, payload: { chunk_index: i, text } }));
   const hits = PASSAGES.map((text, i) => ({
     document: { id: String(i), chunk_index: i, text },
@@ -288,7 +288,7 @@ export interface ChatApi {
    * One turn: in a fresh session unless `sessionId` names one (a follow-up turn); milliseconds to the
    * first token event and to the end of the stream; throws unless the reply finished.
    */
-  exchange(message: string, extra?: Record<string, unknown>, sessionId?: string): Promise<Exchange>;
+  exchange(message: string, extra?: Record<string, unknown>, sessionId?: string, onFirstToken?: () => void): Promise<Exchange>;
   /** A fresh session of the pool, for a first turn and the follow-ups after it. */
   takeSession(): string;
 }
@@ -425,7 +425,7 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
       if (!session) throw new Error("the bench seeded too few sessions");
       return session;
     };
-    const exchange = async (message: string, extra: Record<string, unknown> = {}, sessionId?: string): Promise<Exchange> => {
+    const exchange = async (message: string, extra: Record<string, unknown> = {}, sessionId?: string, onFirstToken?: () => void): Promise<Exchange> => {
       const start = performance.now();
       const res = await fetch(`${url}/character/chat`, { method: "POST", headers: { "content-type": "application/json" }, body: body(sessionId ?? takeSession(), message, extra) });
       if (!res.ok || !res.body) throw new Error(`chat answered ${res.status}: ${await res.text()}`);
@@ -437,7 +437,10 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
         const { done, value } = await stream.read();
         if (done) break;
         received += decoder.decode(value, { stream: true });
-        if (Number.isNaN(firstToken) && received.includes('data: {"token"')) firstToken = performance.now() - start;
+        if (Number.isNaN(firstToken) && received.includes('data: {"token"')) {
+          firstToken = performance.now() - start;
+          onFirstToken?.();
+        }
       }
       const total = performance.now() - start;
       const last = received.trimEnd().split("\n\n").at(-1) ?? "";

@@ -85,7 +85,16 @@ export interface ChatContext {
   character: ChatCharacter | null;
   session: ChatSessionState | null;
   book: ChatBook | null;
+  /** Whether `session` was read from the database (it had no readable entry). */
+  sessionFromDb: boolean;
+  /** chat:positions and chat:knowledge as read with the rest, for loadPositioned; null when the store failed. */
+  positioned: PositionedEntries | null;
+  /** The values of `load`'s `alsoRead` keys; null when the store failed. */
+  alsoRead: (string | null)[] | null;
 }
+
+/** The raw values of chat:positions:{book} and chat:knowledge:{character}. */
+export type PositionedEntries = readonly [string | null, string | null];
 
 export interface ChatContextIds {
   characterId: string;
@@ -106,22 +115,28 @@ export interface ChatCacheOptions {
 
 export interface ChatCache {
   /**
-   * One KV round trip; each miss read from the database and cached (nothing is cached for what does
-   * not exist). Entries are filled only where absent: a fill read from the database before another
-   * turn saved its exchange must not replace the entry that turn wrote since.
+   * One KV round trip, which also brings the entries a reader with a position needs (loadPositioned);
+   * each miss read from the database. A character or book read is cached (nothing is cached for what
+   * does not exist); a session read is not: only a turn holding the session's lock writes its entry
+   * (storeSession), so a fill read before another turn saved its exchange can never replace the entry
+   * that turn wrote since. `alsoRead`: other keys read in the same round trip (ChatContext.alsoRead).
    */
-  load(ids: ChatContextIds): Promise<ChatContext>;
+  load(ids: ChatContextIds, alsoRead?: readonly string[]): Promise<ChatContext>;
   /**
    * The session as of now, for a turn holding the session lock: `cached` (the entry the caller just
-   * read) when it is readable, else the database's, which then replaces the entry.
+   * read) when it is readable, else `read` (the database's, when the caller read it since taking the
+   * lock), else the database's. Nothing is written: the turn stores the entry once its exchange is saved.
    */
-  loadSession(sessionId: string, cached: string | null): Promise<ChatSessionState | null>;
+  loadSession(sessionId: string, cached: string | null, read?: Promise<ChatSessionState | null>): Promise<ChatSessionState | null>;
   /** Replaces the session's entry (keeping the last windowMessages messages). Rejects with KvError when the store fails. */
   storeSession(session: ChatSessionState): Promise<void>;
   /** Drops the session's entry, so the next turn reads the database. Rejects with KvError when the store fails. */
   forgetSession(sessionId: string): Promise<void>;
-  /** For a reader with a position only: the book's chunk ends and the character's checkpoints, in one KV round trip. */
-  loadPositioned(bookId: string, characterId: string): Promise<PositionedContext>;
+  /**
+   * For a reader with a position only: the book's chunk ends and the character's checkpoints, from
+   * `cached` (what `load` read) or else in one KV round trip; a miss is read from the database.
+   */
+  loadPositioned(bookId: string, characterId: string, cached?: PositionedEntries | null): Promise<PositionedContext>;
 }
 
 function decode<T>(schema: z.ZodType<T>, raw: string | null | undefined): T | null {
@@ -184,8 +199,9 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     });
   }
 
-  async function load({ characterId, sessionId, bookId }: ChatContextIds): Promise<ChatContext> {
-    const keys = [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId)];
+  async function load({ characterId, sessionId, bookId }: ChatContextIds, alsoRead: readonly string[] = []): Promise<ChatContext> {
+    const own = [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId), readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)];
+    const keys = [...own, ...alsoRead];
     let cached: (string | null)[] | null;
     try {
       cached = await kv.mget(keys);
@@ -193,13 +209,20 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       logger.warn("chat cache unavailable, reading the database", { error });
       cached = null;
     }
+    const cachedSession = decode(ChatSessionState, cached?.[1]);
     const [character, session, book] = await Promise.all([
-      fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null, true),
-      // Without the session lock, a fill only goes where there is no entry (see `load`).
-      fromCacheOrDb(keys[1]!, cached?.[1], ChatSessionState, () => sessionFromDb(sessionId), cached !== null, false),
-      fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null, true),
+      fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
+      cachedSession ?? sessionFromDb(sessionId),
+      fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
     ]);
-    return { character, session, book };
+    return {
+      character,
+      session,
+      book,
+      sessionFromDb: !cachedSession,
+      positioned: cached ? [cached[3] ?? null, cached[4] ?? null] : null,
+      alsoRead: cached ? cached.slice(own.length) : null,
+    };
   }
 
   async function fromCacheOrDb<T>(
@@ -208,13 +231,12 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     schema: z.ZodType<T>,
     read: () => Promise<T | null>,
     kvUp: boolean,
-    replaceUnreadable: boolean,
   ) {
     const hit = decode(schema, raw);
     if (hit) return hit;
     const value = await read();
     // A store that just failed is not asked again within the same turn.
-    if (value && kvUp) await fill(key, value, !(replaceUnreadable && raw));
+    if (value && kvUp) await fill(key, value, !raw);
     return value;
   }
 
@@ -226,12 +248,8 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
 
   return {
     load,
-    async loadSession(sessionId, cached) {
-      const hit = decode(ChatSessionState, cached);
-      if (hit) return hit;
-      const session = await sessionFromDb(sessionId);
-      if (session) await fill(sessionCacheKey(sessionId), session, false);
-      return session;
+    async loadSession(sessionId, cached, read) {
+      return decode(ChatSessionState, cached) ?? (read ?? sessionFromDb(sessionId));
     },
     async storeSession(session) {
       await kv.set(sessionCacheKey(session.id), JSON.stringify(sessionEntry(session)), { ex: ttl });
@@ -239,24 +257,25 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     async forgetSession(sessionId) {
       await kv.del(sessionCacheKey(sessionId));
     },
-    async loadPositioned(bookId, characterId) {
+    async loadPositioned(bookId, characterId, given) {
       const keys = [readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)] as const;
-      let cached: (string | null)[] | null;
-      try {
-        cached = await kv.mget([...keys]);
-      } catch (error) {
-        logger.warn("chat cache unavailable, reading the database", { error });
-        cached = null;
+      let cached: readonly (string | null)[] | null = given ?? null;
+      if (!cached) {
+        try {
+          cached = await kv.mget([...keys]);
+        } catch (error) {
+          logger.warn("chat cache unavailable, reading the database", { error });
+        }
       }
       const [book, character] = await Promise.all([
         fromCacheOrDb(keys[0], cached?.[0], BookPositions, async () => {
           const row = await getBookReadingPositions(db, bookId);
           return row && { chunk_ends: row.chunkEnds, checkpoints: row.checkpoints };
-        }, cached !== null, true),
+        }, cached !== null),
         fromCacheOrDb(keys[1], cached?.[1], CharacterKnowledge, async () => {
           const row = await getCharacterKnowledge(db, characterId);
           return { checkpoints: row.checkpoints.map((c) => ({ position: c.position, profile_json: c.profileJson, system_prompt: c.systemPrompt })) };
-        }, cached !== null, true),
+        }, cached !== null),
       ]);
       return { book, character: character ?? { checkpoints: [] } };
     },

@@ -1,4 +1,4 @@
-import type { ChatBook, ChatCache, ChatCharacter, PositionedContext } from "./chat-cache.ts";
+import type { ChatBook, ChatCache, ChatCharacter, PositionedContext, PositionedEntries } from "./chat-cache.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getReaderState, type ReaderState } from "../../common/db/reader-state.ts";
 import type { Logger } from "../../common/log.ts";
@@ -116,7 +116,13 @@ export function createKnowledge(deps: KnowledgeDeps) {
   const { log } = deps;
 
   /** The whole book for a reader with no position; else only what comes before it. */
-  async function knowledgeFor(character: ChatCharacter, book: ChatBook, position: number | null, question: string): Promise<Knowledge> {
+  async function knowledgeFor(
+    character: ChatCharacter,
+    book: ChatBook,
+    position: number | null,
+    question: string,
+    cached?: PositionedEntries | null,
+  ): Promise<Knowledge> {
     const persona = character.system_prompt?.trim() || fallbackPersona(character, book);
     if (position === null) {
       const ownLines = linesFor(character.lines, null, question);
@@ -124,7 +130,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
     }
     let context: PositionedContext;
     try {
-      context = await deps.cache.loadPositioned(book.id, character.id);
+      context = await deps.cache.loadPositioned(book.id, character.id, cached);
     } catch (error) {
       log.warn("reading positions unavailable; replying without passages, from the character's name", { book_id: book.id, error });
       context = { book: null, character: { checkpoints: [] } };

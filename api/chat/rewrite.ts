@@ -2,7 +2,7 @@ import type { ChatCharacter, ChatSessionState } from "./chat-cache.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
 import type { Logger } from "../../common/log.ts";
-import { buildRewriteMessages, parseRewrite, rewriteCacheKey, type RewrittenQueries } from "../../common/prompt/rewrite.ts";
+import { buildRewriteMessages, cachedRewrite, parseRewrite, rewriteCacheKey, withCachedRewrite, type RewrittenQueries } from "../../common/prompt/rewrite.ts";
 import type { PromptLimits } from "../../common/prompt/budget.ts";
 import type { Track } from "./background.ts";
 import type { Knowledge } from "./knowledge.ts";
@@ -21,24 +21,53 @@ export interface RewriterDeps {
   track: Track;
 }
 
-/** The reader's message rewritten into a narrative and a keyword query for retrieval, cached per character, history and knowledge. */
+/**
+ * A rewrite, and (when the model made it) `remember`, which caches it: called by the turn with its
+ * other writes at the end, so that they share one round trip.
+ */
+export interface Rewrite {
+  queries: RewrittenQueries;
+  remember?: () => void;
+}
+
+/** What chat:qr held for a message and history, read as soon as the history was known (`lookup`). */
+export interface RewriteLookup {
+  key: string;
+  value: Promise<string | null>;
+}
+
+/**
+ * The reader's message rewritten into a narrative and a keyword query for retrieval, cached per
+ * character, history and knowledge. The cache is read (`lookup`) as soon as the history is known,
+ * before the reader's position decides which knowledge applies, so that the read overlaps the others.
+ */
 export function createRewriter(deps: RewriterDeps) {
   const { log } = deps;
 
-  return async function rewrite(
+  /** `value`: the entry when the caller has read it already (with other keys, in one round trip). */
+  function lookup(characterId: string, userMessage: string, history: ChatSessionState["messages"], value?: string | null): RewriteLookup {
+    const key = rewriteCacheKey(characterId, userMessage, history);
+    if (value !== undefined) return { key, value: Promise.resolve(value) };
+    return {
+      key,
+      value: deps.kv.get(key).catch((error: unknown) => {
+        log.warn("rewrite cache unavailable", { error });
+        return null;
+      }),
+    };
+  }
+
+  async function rewrite(
     character: Pick<ChatCharacter, "id" | "name">,
     userMessage: string,
     session: ChatSessionState,
     knowledge: Pick<Knowledge, "profile" | "description" | "tag">,
     signal: AbortSignal,
-  ): Promise<RewrittenQueries> {
-    const key = rewriteCacheKey(character.id, userMessage, session.messages, knowledge.tag);
-    const cached = await deps.kv.get(key).catch((error: unknown) => {
-      log.warn("rewrite cache unavailable", { error });
-      return null;
-    });
-    const hit = parseRewrite(cached, userMessage);
-    if (!hit.fellBack) return hit;
+    looked: RewriteLookup = lookup(character.id, userMessage, session.messages),
+  ): Promise<Rewrite> {
+    const cached = await looked.value;
+    const hit = cachedRewrite(cached, knowledge.tag, userMessage);
+    if (!hit.fellBack) return { queries: hit };
 
     let answer: string | null = null;
     try {
@@ -63,12 +92,14 @@ export function createRewriter(deps: RewriterDeps) {
     const queries = parseRewrite(answer, userMessage);
     if (queries.fellBack) {
       if (answer !== null) log.warn("query rewrite answer unusable, searching with the reader's message", { session_id: session.id });
-      return queries;
+      return { queries };
     }
-    const value = JSON.stringify({ narrative_query: queries.narrativeQuery, keyword_query: queries.keywordQuery });
-    deps.track(
-      deps.kv.set(key, value, { ex: REWRITE_CACHE_TTL_SECONDS }).catch((error: unknown) => log.warn("rewrite cache write failed", { error })),
-    );
-    return queries;
-  };
+    // Beside the rewrites of this message made from other knowledge, as they were read.
+    const value = withCachedRewrite(cached, knowledge.tag, queries);
+    const remember = () =>
+      deps.track(deps.kv.set(looked.key, value, { ex: REWRITE_CACHE_TTL_SECONDS }).catch((error: unknown) => log.warn("rewrite cache write failed", { error })));
+    return { queries, remember };
+  }
+
+  return { lookup, rewrite };
 }

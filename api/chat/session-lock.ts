@@ -30,8 +30,6 @@ export interface SessionLocksDeps {
 /** The session lock as a turn holds it: null when the store could not be asked (the turn goes on without it). */
 export interface HeldLock {
   lock: Lock | null;
-  /** Stops renewing the lock; does not release it. */
-  stopKeepAlive: (() => void) | undefined;
   /** The session's cache entry and fold key as the lock was taken (read in the same round trip), for latestSession. */
   read?: SessionKeys;
 }
@@ -48,7 +46,10 @@ export function createSessionLocks(deps: SessionLocksDeps) {
   const { log } = deps;
   const ttlSeconds = deps.ttlSeconds ?? DEFAULT_LOCK_TTL_SECONDS;
 
-  /** Takes the session lock and keeps it alive while the reply streams; "busy" when another turn holds it. */
+  /**
+   * Takes the session lock; "busy" when another turn holds it. The command goes out at once, so that
+   * it shares a round trip with the reads issued beside it (the store pipelines them, in order).
+   */
   async function take(sessionId: string): Promise<HeldLock | "busy"> {
     let lock: Lock | null = null;
     let read: SessionKeys | undefined;
@@ -62,14 +63,18 @@ export function createSessionLocks(deps: SessionLocksDeps) {
       // The set may have landed all the same: released at the end of the turn like a lock we hold.
       if (error instanceof LockUnavailableError) lock = error.attempted;
     }
-    if (!lock) return { lock, stopKeepAlive: undefined };
+    return read ? { lock, read } : { lock };
+  }
+
+  /** Renews the lock while the reply streams; returns what stops renewing (it does not release). */
+  function keepAlive(lock: Lock | null): () => void {
+    if (!lock) return () => {};
     const key = lock.key;
-    const stopKeepAlive = keepLockAlive(lock, {
+    return keepLockAlive(lock, {
       ttlSeconds,
       onLost: () => log.warn("session lock lost while replying; another message may be answered at the same time", { key }),
       onError: (error) => log.warn("session lock renewal failed; trying again", { key, error }),
     });
-    return { lock, stopKeepAlive, read };
   }
 
   async function release(lock: Lock | null) {
@@ -86,24 +91,29 @@ export function createSessionLocks(deps: SessionLocksDeps) {
 
   /**
    * Starts the summary fold under the fold key, taken before the session lock is released so that
-   * no turn can slip in between and read the summary the fold is about to replace.
+   * no turn can slip in between and read the summary the fold is about to replace. Both commands go
+   * out in the same tick: the store runs them in order (one pipeline, one round trip).
    */
   async function handOver(sessionId: string, lock: Lock | null, fold: (foldLock: Lock | null) => Promise<void>) {
-    const foldLock = await tryAcquireLock(deps.kv, foldKey(sessionId)).catch((error: unknown) => {
+    const taken = tryAcquireLock(deps.kv, foldKey(sessionId)).catch((error: unknown) => {
       log.warn("fold key unavailable, folding without it", { session_id: sessionId, error });
       // The set may have landed all the same: released after the fold like a key we hold.
       return error instanceof LockUnavailableError ? error.attempted : null;
     });
-    await release(lock);
+    const released = release(lock);
+    const foldLock = await taken;
+    await released;
     deps.track(fold(foldLock));
   }
 
   /**
    * The session's history as of now, for a turn holding the session lock (or going without it):
    * waits for a summary fold in progress, then reads the cache, or the database behind it. `read`:
-   * the keys as the lock was taken (HeldLock), which spare the first look its round trip.
+   * the keys as the lock was taken (HeldLock), which spare the first look its round trip; `fromDb`:
+   * the session as the database had it, read once the lock was taken, used when the first look finds
+   * no entry.
    */
-  async function latestSession(sessionId: string, signal: AbortSignal, read?: SessionKeys): Promise<ChatSessionState | null> {
+  async function latestSession(sessionId: string, signal: AbortSignal, read?: SessionKeys, fromDb?: Promise<ChatSessionState | null>): Promise<ChatSessionState | null> {
     const { cache } = deps;
     const deadline = performance.now() + FOLD_WAIT_MS;
     for (let first = read; ; first = undefined) {
@@ -115,7 +125,7 @@ export function createSessionLocks(deps: SessionLocksDeps) {
         log.warn("session cache unavailable, reading the database", { session_id: sessionId, error });
         return cache.loadSession(sessionId, null);
       }
-      if (!folding) return cache.loadSession(sessionId, cached);
+      if (!folding) return cache.loadSession(sessionId, cached, first ? fromDb : undefined);
       if (performance.now() > deadline) {
         log.warn("summary fold still running, replying without waiting for it", { session_id: sessionId });
         return cache.loadSession(sessionId, cached);
@@ -125,5 +135,5 @@ export function createSessionLocks(deps: SessionLocksDeps) {
     }
   }
 
-  return { take, release, handOver, latestSession };
+  return { take, keepAlive, release, handOver, latestSession };
 }

@@ -1,12 +1,13 @@
 import type { Deps } from "../../common/deps-assembly.ts";
 import { noSourcesReason } from "../../common/retrieval/no-sources.ts";
-import { createChatCache, type ChatBook, type ChatCharacter, type ChatSessionState } from "./chat-cache.ts";
+import { createChatCache, type ChatBook, type ChatCharacter, type ChatContext, type ChatSessionState, type PositionedEntries } from "./chat-cache.ts";
 import type { Config } from "../../common/config.ts";
 import { DEFAULT_CHAT_FIRST_TOKEN_TIMEOUT_MS } from "../../common/config-defaults.ts";
 import type { Lock } from "../../common/kv/lock.ts";
 import type { LogFields } from "../../common/log.ts";
 import type { ChatOutcome } from "../../common/metrics/chat.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
+import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
 import { CONVERSATION_WINDOW_MESSAGES, withExchange } from "../../common/prompt/conversation.ts";
 import { messagesLeavingWindow } from "../../common/prompt/summary.ts";
 import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
@@ -14,23 +15,26 @@ import { createRetriever, type RetrievalResult } from "../../common/retrieval/re
 import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
 import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";
-import { createKnowledge } from "./knowledge.ts";
-import { createRewriter } from "./rewrite.ts";
+import { createKnowledge, type Reader } from "./knowledge.ts";
+import { createRewriter, type Rewrite } from "./rewrite.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./cache-upkeep.ts";
-import { createSessionLocks } from "./session-lock.ts";
+import { createSessionLocks, type HeldLock } from "./session-lock.ts";
 import { createSpoilerGuards } from "./spoiler-guard-cache.ts";
 import { createSummaryFold } from "./summary.ts";
-import { closingAfter, type SpoilerKind } from "./spoiler-filter.ts";
+import { closingAfter, type SpoilerGuard, type SpoilerKind } from "./spoiler-filter.ts";
 
 /**
  * One chat turn, from the request body to the events of the reply. Knows nothing of HTTP: `open`
  * throws the services' errors (api/service-errors.ts) before anything is streamed, and `reply`
  * yields the events to send.
  *
- * Order of a turn: cached context (one KV round trip) → session checks → session lock → the
- * session's history re-read under the lock → query rewrite (cached) → hybrid retrieval → streamed
- * completion → the exchange saved in one transaction and the session cache refreshed → `done`.
+ * Order of a turn, so that the first token comes at most one database and one key-value round trip
+ * after the model's own calls: the session lock, the cached context (with the reader's positioned
+ * entries) in one key-value round trip, beside the reader's page in one database round trip → session
+ * checks (404) → the session's history as of the lock → query rewrite (cached) → hybrid retrieval, the
+ * spoiler guard's data read meanwhile → streamed completion → the exchange saved in one transaction →
+ * the session's entry, the rewrite's and the lock's release in one key-value round trip → `done`.
  *
  * Everything that writes a session's history or summary holds a key: the turn holds the session lock
  * `chat:lock:{id}`, and the summary fold that runs after the reply holds `chat:fold:{id}`, taken
@@ -56,15 +60,25 @@ export const MODEL_FAILED = "the language model failed to reply";
 export const SAVE_FAILED = "the reply could not be saved";
 export const REPLY_FAILED = "the reply failed";
 
-/** Everything `open` found, handed to `reply`. */
+/** Everything `open` found, and the reads it started for `reply`. */
 export interface ChatTurn {
   request: ChatRequest;
   character: ChatCharacter;
   book: ChatBook;
-  /** As read before the lock: enough to decide the 404, not necessarily the latest history. */
+  /** As read with the lock's command: enough to decide the 404, not necessarily the latest history. */
   session: ChatSessionState;
   /** performance.now() when the request arrived: the start of time to first token. */
   receivedAt: number;
+  /** The session lock, asked for as the request arrived. */
+  held: Promise<HeldLock | "busy">;
+  /** The reader's position and preferences, asked for as the request arrived. */
+  reader: Promise<Reader>;
+  /** The positioned entries read with the context (ChatContext.positioned). */
+  positioned: PositionedEntries | null;
+  /** The session as the database had it once the lock's command had run, when its cache entry was missing. */
+  sessionFromDb: Promise<ChatSessionState | null> | undefined;
+  /** chat:qr for this message with no history (a first turn's), read with the context; undefined when the store failed. */
+  firstRewrite: string | null | undefined;
 }
 
 export interface ChatService {
@@ -115,7 +129,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       }),
       ...createKnowledge({ db: deps.db, cache, log }),
       ...createSpoilerGuards({ db: deps.db, log, ...(deps.config ? { cacheMb: deps.config.spoilerGuardCacheMb } : {}) }),
-      rewrite: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
+      rewriter: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,
       locks,
@@ -124,10 +138,22 @@ export function createChatService(deps: ChatDeps): ChatService {
   }
 
   async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
+    const { cache, locks, readerFor } = use();
     const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
-    const context = await use().cache.load(ids).catch((err: unknown) => {
+    // Everything the turn reads before its model calls that depends only on the request starts now,
+    // together: the lock's command and the cache reads share one key-value round trip (in this order:
+    // what the database gives for a missing entry is then read under the lock), the reader's page one
+    // database round trip beside it. A request answered 404 lets the lock go at once.
+    const held = locks.take(request.session_id);
+    const loaded = cache.load(ids, [rewriteCacheKey(request.character_id, request.user_message, [])]);
+    const reader = readerFor(request, request.book_id);
+    let context: ChatContext;
+    try {
+      context = await loaded;
+    } catch (err) {
+      abandon(held, reader);
       throw new StoreUnavailableError("database unavailable", { cause: err });
-    });
+    }
     const { session, character, book } = context;
     const notFound = (message: string) => {
       deps.metrics.chat.requests.inc({ outcome: "404" });
@@ -135,49 +161,89 @@ export function createChatService(deps: ChatDeps): ChatService {
     };
     // Another reader's session, or one of another character or book, is reported exactly like a
     // missing one: the caller learns nothing about sessions that are not theirs.
-    if (
-      !session ||
-      session.user_id !== request.user_id ||
-      session.character_id !== request.character_id ||
-      session.book_id !== request.book_id
-    ) {
-      throw notFound(SESSION_NOT_FOUND);
+    const refused = (): NotFoundError | undefined => {
+      if (
+        !session ||
+        session.user_id !== request.user_id ||
+        session.character_id !== request.character_id ||
+        session.book_id !== request.book_id
+      ) {
+        return notFound(SESSION_NOT_FOUND);
+      }
+      if (!character) return notFound("character not found");
+      if (character.book_id !== session.book_id) return notFound(CHARACTER_NOT_IN_BOOK);
+      if (!book) return notFound("book not found");
+    };
+    const error = refused();
+    if (error || !session || !character || !book) {
+      abandon(held, reader);
+      throw error;
     }
-    if (!character) throw notFound("character not found");
-    if (character.book_id !== session.book_id) throw notFound(CHARACTER_NOT_IN_BOOK);
-    if (!book) throw notFound("book not found");
-    return { request, character, book, session, receivedAt };
+    return {
+      request,
+      character,
+      book,
+      session,
+      receivedAt,
+      held,
+      reader,
+      positioned: context.positioned,
+      sessionFromDb: context.sessionFromDb ? Promise.resolve(session) : undefined,
+      firstRewrite: context.alsoRead ? context.alsoRead[0] ?? null : undefined,
+    };
+  }
+
+  /** What `open` started for a turn that will not reply: the lock goes back, a failed read is nobody's error. */
+  function abandon(held: Promise<HeldLock | "busy">, reader: Promise<Reader>) {
+    reader.catch(() => {});
+    track(held.then((h) => (h === "busy" ? undefined : use().locks.release(h.lock))));
   }
 
   async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
+    /** The turn's last writes: the rewrite cached, renewals stopped, the lock released or handed to the fold. */
+    const endTurn = (afterReply?: (foldLock: Lock | null) => Promise<void>): Promise<void> => {
+      rewritten?.remember?.();
+      stopKeepAlive?.();
+      return afterReply ? use().locks.handOver(turn.session.id, lock, afterReply) : use().locks.release(lock);
+    };
     const { request, character, book } = turn;
-    const { retriever, readerFor, knowledgeFor, guardFor, rewrite, saveExchange, sessionCache, locks, foldSummary } = use();
+    const { retriever, knowledgeFor, guardFor, rewriter, saveExchange, sessionCache, locks, foldSummary } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
     let stopKeepAlive: (() => void) | undefined;
-    let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
+    /** Set once the turn has let its lock go (or handed it to the fold). */
+    let ended = false;
+    let rewritten: Rewrite | undefined;
     /** For the turn's log line: how far the reader was and which knowledge of the character spoke. */
     let positioned: LogFields = {};
     try {
-      const held = await locks.take(turn.session.id);
+      const held = await turn.held;
       if (held === "busy") {
         outcome = "429";
+        ended = true;
+        turn.reader.catch(() => {});
         yield { error: SESSION_BUSY, code: 429 };
         return;
       }
-      ({ lock, stopKeepAlive } = held);
+      lock = held.lock;
+      stopKeepAlive = locks.keepAlive(lock);
 
-      const reader = readerFor(request, book.id);
       // Awaited with the prompt; a failed read rejects `reader` itself, awaited first.
-      const preferences = reader.then((r) => r.preferences, () => null);
-      const session = await locks.latestSession(turn.session.id, signal, held.read);
+      const preferences = turn.reader.then((r) => r.preferences, () => null);
+      const session = await locks.latestSession(turn.session.id, signal, held.read, turn.sessionFromDb);
       if (!session) throw new Error("the session was deleted before the reply");
-      const knowledge = await knowledgeFor(character, book, (await reader).position, request.user_message);
+      // The rewrite's cache entry is asked for now that the history is known (a first turn's came with
+      // the context), while the reader's page is still on its way.
+      const looked = rewriter.lookup(character.id, request.user_message, session.messages, session.messages.length === 0 ? turn.firstRewrite : undefined);
+      const reader = await turn.reader;
+      const knowledge = await knowledgeFor(character, book, reader.position, request.user_message, turn.positioned);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
-      const [queries, guard] = await Promise.all([
-        rewrite(character, request.user_message, session, knowledge, signal),
+      let guard: SpoilerGuard | null;
+      [rewritten, guard] = await Promise.all([
+        rewriter.rewrite(character, request.user_message, session, knowledge, signal, looked),
         guardFor(book.id, character.id, knowledge.position),
       ]);
+      const { queries } = rewritten;
       // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
       const retrieved: RetrievalResult =
         knowledge.maxChunkIndex === -1
@@ -286,20 +352,29 @@ export function createChatService(deps: ChatDeps): ChatService {
       if (saved.previousCount !== null && saved.previousCount === saved.messageCount) {
         log.warn("message_count is at its largest value and no longer counts exchanges", { session_id: session.id, message_count: saved.messageCount });
       }
+      let cacheWrite: Promise<void>;
+      let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
       if (saved.previousCount === null) {
         // Found saved by a retry: whether another exchange came in between cannot be told, so the entry is dropped.
         log.warn("exchange found saved on a retry; its cache entry is dropped", { session_id: session.id });
-        await sessionCache.forget(session.id);
+        cacheWrite = sessionCache.forget(session.id);
       } else if (saved.previousCount === session.message_count) {
-        await sessionCache.refresh(state);
+        cacheWrite = sessionCache.refresh(state);
         const leaving = messagesLeavingWindow(conversation, 2);
         if (leaving.length > 0) afterReply = (foldLock) => foldSummary(character.name, state, leaving, foldLock);
       } else {
         // Another exchange was saved while this one was written (its lock had lapsed): this turn's
         // history lacks it, so the cache entry is dropped for the next turn to read the database.
         log.warn("session changed during the reply; its cache entry is dropped", { session_id: session.id });
-        await sessionCache.forget(session.id);
+        cacheWrite = sessionCache.forget(session.id);
       }
+      // The session's entry, the rewrite's, the fold key and the lock's release go out in one tick: the
+      // store runs them in this order in one round trip, so the next turn finds the entry written and
+      // the lock free by the time the reader has `done`. (Should the entry's write fail after the
+      // release landed, the next turn reads the older history; its save then finds the count moved
+      // and drops the entry, below.)
+      ended = true;
+      await Promise.all([cacheWrite, endTurn(afterReply)]);
 
       outcome = "ok";
       const missing = noSourcesReason(knowledge.maxChunkIndex, retrieved);
@@ -320,9 +395,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       outcome = "502";
       yield { error: REPLY_FAILED, code: 502 };
     } finally {
-      stopKeepAlive?.();
-      if (afterReply) await locks.handOver(turn.session.id, lock, afterReply);
-      else await locks.release(lock);
+      if (!ended) await endTurn();
       // Logged and counted last: once the outcome shows, the session is free (or handed to the fold).
       const seconds = Math.round(performance.now() - turn.receivedAt) / 1000;
       log.info("chat turn", { session_id: turn.session.id, character_id: character.id, ...positioned, outcome: outcome ?? "aborted", seconds });

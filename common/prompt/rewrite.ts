@@ -101,16 +101,40 @@ export function parseRewrite(text: string | null | undefined, userMessage: strin
  * of the user message followed by the contents of the last REWRITE_CONTEXT_MESSAGES messages of
  * history, oldest first, concatenated with no separator (roles are not part of it).
  */
-export function rewriteCacheKey(
-  characterId: string,
-  userMessage: string,
-  history: readonly Pick<ChatMessage, "content">[],
-  /** For a reader with a position: which knowledge of the character the rewrite saw (its queries must not serve another). */
-  knowledge?: string,
-): string {
+export function rewriteCacheKey(characterId: string, userMessage: string, history: readonly Pick<ChatMessage, "content">[]): string {
   const material = userMessage + history.slice(-REWRITE_CONTEXT_MESSAGES).map((m) => m.content).join("");
-  const key = `chat:qr:${characterId}:${bytesToHex(sha256(new TextEncoder().encode(material))).slice(0, 16)}`;
-  return knowledge === undefined ? key : `${key}:${knowledge}`;
+  return `chat:qr:${characterId}:${bytesToHex(sha256(new TextEncoder().encode(material))).slice(0, 16)}`;
+}
+
+/**
+ * A chat:qr value: the rewrites of one message and history, one per knowledge of the character they
+ * were made from (a reader's position picks the checkpoint whose profile the rewrite saw; the queries
+ * of one must not serve another). The key is the spec's, known as soon as the history is; which
+ * rewrite applies is known only once the reader's position is, so both are read in one value.
+ */
+const CachedRewrites = z.record(z.string(), RewriteAnswer);
+/** The entry of a rewrite made from the whole book's knowledge (no reading position). */
+export const WHOLE_BOOK_REWRITE = "whole-book";
+
+/** The rewrite cached in `value` for this knowledge; `fellBack` when there is none (or the value is unreadable). */
+export function cachedRewrite(value: string | null | undefined, knowledge: string | undefined, userMessage: string): RewrittenQueries {
+  const entry = readCachedRewrites(value)?.[knowledge ?? WHOLE_BOOK_REWRITE];
+  return entry ? parseRewrite(JSON.stringify(entry), userMessage) : parseRewrite(null, userMessage);
+}
+
+/** `value` with this knowledge's rewrite added (or replaced); an unreadable value is started afresh. */
+export function withCachedRewrite(value: string | null | undefined, knowledge: string | undefined, queries: Pick<RewrittenQueries, "narrativeQuery" | "keywordQuery">): string {
+  return JSON.stringify({ ...readCachedRewrites(value), [knowledge ?? WHOLE_BOOK_REWRITE]: { narrative_query: queries.narrativeQuery, keyword_query: queries.keywordQuery } });
+}
+
+function readCachedRewrites(value: string | null | undefined): z.infer<typeof CachedRewrites> | null {
+  if (!value) return null;
+  try {
+    const parsed = CachedRewrites.safeParse(JSON.parse(value));
+    return parsed.success ? parsed.data : null;
+  } catch {
+    return null;
+  }
 }
 
 function oneLine(text: string): string {

@@ -12,7 +12,7 @@ import { CONVERSATION_WINDOW_MESSAGES } from "../../common/prompt/conversation.t
 import { KvError, type KeyValueStore } from "../../common/kv/index.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
-import { buildRewriteMessages, rewriteCacheKey } from "../../common/prompt/rewrite.ts";
+import { buildRewriteMessages, rewriteCacheKey, WHOLE_BOOK_REWRITE } from "../../common/prompt/rewrite.ts";
 import { NO_SUMMARY_SECTION, PASSAGES_HEADING, SUMMARY_HEADING } from "../../common/llm/prompt-format.ts";
 import type { ChatDoneEvent, ChatEvent } from "../../common/contract/schemas.ts";
 import { metricValue } from "../support/app.ts";
@@ -188,14 +188,17 @@ for (const variant of variants) {
         expect(h.gateway.requests).toEqual([]);
       });
 
-      test("another reader's session is a 404 exactly like a missing one, and no lock is taken", async () => {
-        const theirs = await h.newSession({ userId: crypto.randomUUID() });
-        const setsBefore = h.kv.sets.length;
+      test("another reader's session is a 404 exactly like a missing one, and its lock is let go at once", async () => {
+        const owner = crypto.randomUUID();
+        const theirs = await h.newSession({ userId: owner });
         const res = await h.chat(theirs, "Whose diary is this?");
         expect(res.status).toBe(404);
         expect(await res.json()).toEqual({ error: "session not found" });
-        expect(h.kv.sets.slice(setsBefore).filter((s) => s.key.startsWith("chat:lock:"))).toEqual([]);
+        await h.app.settle();
         expect(h.gateway.requests).toEqual([]);
+        expect(await h.kv.get(lockKey(theirs))).toBeNull();
+        // Its owner's next message is answered, not refused as busy.
+        expect(isDone((await readSse(await h.chat(theirs, "Hello?", { user_id: owner }))).events.at(-1)!)).toBe(true);
       });
 
       test("a session named with another character or book is a 404", async () => {
@@ -411,7 +414,7 @@ for (const variant of variants) {
         await exchange(h, await h.newSession(), message);
         const key = rewriteCacheKey(h.world.characterId, message, []);
         expect(h.kv.sets.slice(before).find((s) => s.key === key)).toMatchObject({ options: { ex: 3600 } });
-        expect(JSON.parse((await h.kv.get(key))!)).toEqual(queries);
+        expect(JSON.parse((await h.kv.get(key))!)).toEqual({ [WHOLE_BOOK_REWRITE]: queries });
 
         await exchange(h, await h.newSession(), message);
         expect(requestsOfKind(h.gateway, "rewrite").length).toBe(1);
@@ -502,13 +505,15 @@ for (const variant of variants) {
         const session = await h.newSession();
         await exchange(h, session, "First question.");
         const before = h.kv.commands.length;
-        await exchange(h, session, "Second question.");
+        // A message never asked before: its rewrite is made, and cached.
+        await exchange(h, session, `Second question, ${crypto.randomUUID()}.`);
         const commands = h.kv.commands.slice(before);
-        // The character, session and book in one read; the lock with the session's entry and fold key in
-        // a second; the rewrite's cache; the session's new entry; the lock's release.
-        expect(commands.slice(0, 2)).toEqual(["mget", "setIfAbsentThenMget"]);
+        // The lock with the session's entry and fold key, and the character, session and book beside
+        // it, sent together (one round trip); the rewrite's cache; the session's new entry, the
+        // rewrite's and the lock's release, together again.
+        expect(commands.slice(0, 2)).toEqual(["setIfAbsentThenMget", "mget"]);
         expect(commands.filter((c) => c === "mget" || c === "setIfAbsentThenMget")).toHaveLength(2);
-        expect(commands).toContain("deleteIfEquals");
+        expect(commands.slice(-3)).toEqual(["set", "set", "deleteIfEquals"]);
       });
 
       test("two exchanges leave four messages in order and a session with message_count 2 and a preview ending in …", async () => {
@@ -665,7 +670,7 @@ for (const variant of variants) {
         expect(await h.kv.get(`chat:fold:${session}`)).toBeNull();
       });
 
-      test("a message that arrives as the previous reply is being saved still gets that reply in its history", async () => {
+      test("a message whose session has no cache entry reads the database only once it holds the lock, so it gets the previous reply", async () => {
         const session = await h.newSession();
         await exchange(h, session, "First.");
         let replyA!: () => void;
@@ -675,31 +680,33 @@ for (const variant of variants) {
         scriptGateway(h.gateway, {
           chat: async (request) => (lastUserContent(request) === "A" ? (aStreaming(), await gate, { content: "Reply A." }) : { content: "Reply B." }),
         });
-        // B reads the session before A has saved, and only gets to write and lock after A is done.
+        // B arrives while A streams; its lock and reads reach the store only after A is done, when the
+        // session's entry is gone: what B reads from the database then must hold A's exchange.
         let aDone!: () => void;
         const aFinished = new Promise<void>((resolve) => (aDone = resolve));
-        let bFilling!: () => void;
-        const bFillStarted = new Promise<void>((resolve) => (bFilling = resolve));
+        let bArrived!: () => void;
+        const bStarted = new Promise<void>((resolve) => (bArrived = resolve));
         const delayed: KeyValueStore = {
           ...h.deps.kv,
-          get: (key) => h.deps.kv.get(key),
-          mget: (keys) => h.deps.kv.mget(keys),
-          deleteIfEquals: (key, value) => h.deps.kv.deleteIfEquals(key, value),
-          async set(key, value, options) {
-            if (key === sessionCacheKey(session)) bFilling();
-            if (key === sessionCacheKey(session) || key === lockKey(session)) await aFinished;
-            return h.deps.kv.set(key, value, options);
+          async setIfAbsentThenMget(key, value, seconds, keys) {
+            bArrived();
+            await aFinished;
+            return h.deps.kv.setIfAbsentThenMget(key, value, seconds, keys);
+          },
+          async mget(keys) {
+            await aFinished;
+            return h.deps.kv.mget(keys);
           },
         };
         const late = await h.appWith({ kv: delayed });
 
         const a = h.chat(session, "A").then(readSse);
         await aStarted;
-        await h.kv.del(sessionCacheKey(session));
         const b = late.postJson("/character/chat", h.body(session, "B")).then(readSse);
-        await bFillStarted;
+        await bStarted;
         replyA();
         expect(isDone((await a).events.at(-1)!)).toBe(true);
+        await h.kv.del(sessionCacheKey(session));
         aDone();
         expect(isDone((await b).events.at(-1)!)).toBe(true);
         await late.settle();

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { READING_POSITION_HEADING } from "../../common/llm/prompt-format.ts";
-import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
+import { cachedRewrite, rewriteCacheKey, withCachedRewrite } from "../../common/prompt/rewrite.ts";
 import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
 import { attemptedCheckpoints, checkpointBudget } from "../../ingest/characters/checkpoints.ts";
 import { knowledgeAt, linesFor, RECENT_LINES, RELEVANT_LINES } from "../../api/chat/knowledge.ts";
@@ -163,9 +163,16 @@ describe("the prompt for a reader part-way through", () => {
     expect(buildChatSystemPrompt({ ...base, readingPosition: null })).toBe(buildChatSystemPrompt(base));
     expect(buildChatSystemPrompt(base)).not.toContain(READING_POSITION_HEADING);
   });
-  test("a rewrite made from a checkpoint is cached apart from the whole book's, whose key keeps the spec's form", () => {
-    const whole = rewriteCacheKey("c1", "Who are you?", []);
-    expect(whole).toMatch(/^chat:qr:c1:[0-9a-f]{16}$/);
-    expect(rewriteCacheKey("c1", "Who are you?", [], "at0.25")).toBe(`${whole}:at0.25`);
+  test("a rewrite made from a checkpoint is cached apart from the whole book's, under the spec's key", () => {
+    expect(rewriteCacheKey("c1", "Who are you?", [])).toMatch(/^chat:qr:c1:[0-9a-f]{16}$/);
+    const whole = { narrativeQuery: "the whole story", keywordQuery: "whole" };
+    const early = { narrativeQuery: "the first chapter", keywordQuery: "first" };
+    const value = withCachedRewrite(withCachedRewrite(null, undefined, whole), "at0.25", early);
+    expect(cachedRewrite(value, undefined, "Who are you?")).toEqual({ ...whole, fellBack: false });
+    expect(cachedRewrite(value, "at0.25", "Who are you?")).toEqual({ ...early, fellBack: false });
+    // Knowledge no rewrite was made from finds none, and so does a value in another shape.
+    expect(cachedRewrite(value, "at0.5", "Who are you?")).toEqual({ narrativeQuery: "Who are you?", keywordQuery: "Who are you?", fellBack: true });
+    expect(cachedRewrite('{"narrative_query":"a","keyword_query":"b"}', undefined, "Hi").fellBack).toBe(true);
+    expect(JSON.parse(withCachedRewrite("not json", "at0.25", early))).toEqual({ "at0.25": { narrative_query: "the first chapter", keyword_query: "first" } });
   });
 });
