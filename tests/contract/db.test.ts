@@ -20,7 +20,7 @@ import { getPreferences, getReaderState } from "../../common/db/reader-state.ts"
 import { insertFrontendRows } from "../support/frontend-schema.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "../support/postgres.ts";
 import { closedPort } from "../support/redis.ts";
-import { type WsTcpBridge, startWsTcpBridge } from "../support/ws-tcp-bridge.ts";
+import { startNeonBridge, type NeonBridge } from "../../dev/edge/neon-bridge.ts";
 
 const SETUP_TIMEOUT_MS = 60_000;
 const FIXTURES_DIR = join(import.meta.dir, "..", "fixtures", "db");
@@ -786,9 +786,9 @@ if (postgres.reachable) {
     serverTarget("postgres", postgres.url, (url) => createDatabase({ driver: "postgres", url })),
   );
 
-  let bridge: WsTcpBridge | undefined;
+  let bridge: NeonBridge | undefined;
   databaseContract("Postgres via the Neon driver over a WebSocket bridge", () => {
-    bridge = startWsTcpBridge();
+    bridge = startNeonBridge();
     const wsProxy = bridge.address;
     return serverTarget(
       "neon",
@@ -799,9 +799,9 @@ if (postgres.reachable) {
   });
 
   // workerd: no connection outlives its request; a query outside any request's scope has one of its own.
-  let perRequestBridge: WsTcpBridge | undefined;
+  let perRequestBridge: NeonBridge | undefined;
   databaseContract("Postgres via the Neon driver with connections per request", () => {
-    perRequestBridge = startWsTcpBridge();
+    perRequestBridge = startNeonBridge();
     const wsProxy = perRequestBridge.address;
     return serverTarget(
       "neon",
@@ -812,9 +812,9 @@ if (postgres.reachable) {
   });
 
   // workerd against Neon: a single statement is one HTTP request to the SQL endpoint, no connection opened.
-  let httpBridge: WsTcpBridge | undefined;
+  let httpBridge: NeonBridge | undefined;
   databaseContract("Postgres via the Neon driver with connections per request, statements over HTTP", () => {
-    httpBridge = startWsTcpBridge();
+    httpBridge = startNeonBridge();
     const { address: wsProxy, httpEndpoint } = httpBridge;
     return serverTarget(
       "neon",
@@ -826,10 +826,10 @@ if (postgres.reachable) {
 
   describe("the Neon driver with connections per request", () => {
     let testDb: TestDatabase;
-    let scopeBridge: WsTcpBridge;
+    let scopeBridge: NeonBridge;
     beforeAll(async () => {
       testDb = await createTestDatabase(postgres.url);
-      scopeBridge = startWsTcpBridge();
+      scopeBridge = startNeonBridge();
     }, SETUP_TIMEOUT_MS);
     afterAll(async () => {
       await scopeBridge.stop();
