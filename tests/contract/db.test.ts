@@ -21,6 +21,7 @@ import { insertFrontendRows } from "../support/frontend-schema.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "../support/postgres.ts";
 import { closedPort } from "../support/redis.ts";
 import { startNeonBridge, type NeonBridge } from "../../dev/edge/neon-bridge.ts";
+import { startPgliteServer, type PgliteServer } from "../../dev/edge/pglite-server.ts";
 
 const SETUP_TIMEOUT_MS = 60_000;
 const FIXTURES_DIR = join(import.meta.dir, "..", "fixtures", "db");
@@ -777,6 +778,48 @@ const smallBufferCache: AdapterTests = (db) => {
 
 databaseContract("PGlite (in memory)", pgliteTarget({}), smallBufferCache);
 databaseContract("PGlite in a worker thread", pgliteTarget({ thread: true }), smallBufferCache);
+
+/**
+ * The embedded Postgres as the edge on a laptop serves it (npm run edge:*): PGlite over the Postgres
+ * protocol (dev/edge/pglite-server.ts), one server per database opened, reached by the edge API's
+ * Neon driver through the Neon bridge and by the worker's Bun SQL client directly.
+ */
+function pgliteServerTarget(driver: "postgres" | "neon", connect: (server: PgliteServer, bridge: NeonBridge) => Promise<Database>): () => AdapterUnderTest {
+  return () => {
+    const servers = new Map<Database, PgliteServer>();
+    const connections: Database[] = [];
+    const bridge = startNeonBridge();
+    const track = async (server: PgliteServer) => {
+      const db = await connect(server, bridge);
+      servers.set(db, server);
+      connections.push(db);
+      return db;
+    };
+    return {
+      driver,
+      open: async () => track(await startPgliteServer()),
+      connectAgain: (db) => track(servers.get(db)!),
+      async dispose() {
+        await Promise.allSettled(connections.map((c) => c.close()));
+        await bridge.stop();
+        await Promise.allSettled([...new Set(servers.values())].map((s) => s.stop()));
+      },
+    };
+  };
+}
+
+databaseContract(
+  "PGlite over the Postgres protocol via the Neon driver over the WebSocket bridge",
+  pgliteServerTarget("neon", async (server, bridge) => createDatabase({ driver: "neon", url: server.url, wsProxy: bridge.address })),
+);
+databaseContract(
+  "PGlite over the Postgres protocol via the Neon driver with connections per request, statements over HTTP",
+  pgliteServerTarget("neon", async (server, bridge) => createNeonDatabase({ url: server.url, wsProxy: bridge.address, httpEndpoint: bridge.httpEndpoint, connections: "per-request" })),
+);
+databaseContract(
+  "PGlite over the Postgres protocol via Bun SQL",
+  pgliteServerTarget("postgres", async (server) => createDatabase({ driver: "postgres", url: server.url })),
+);
 
 const postgres = await probePostgres();
 if (!postgres.reachable) console.warn(`db contract: skipping the Postgres and Neon variants: ${postgres.reason}`);
