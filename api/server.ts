@@ -2,6 +2,7 @@
 
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
+import { checkDependencies } from "../common/deps-assembly.ts";
 import { usage } from "../common/cli-usage.ts";
 import { onStopSignals } from "../common/stop-signals.ts";
 import { startApi } from "./listen.ts";
@@ -14,6 +15,7 @@ const config = loadConfigOrExit();
 const deps = await buildDepsOrExit(config, { metricsRoles: ["api"] });
 // The chat page is a local convenience: a deployment shows it only with PLAYGROUND=on.
 const { server, settle } = startApi(deps, deps.config.playground ? { playground: {} } : {});
+void checkDependencies(deps);
 const stop = async () => {
   await server.stop();
   // Summary folds still running write to the database and the cache: let them finish first.

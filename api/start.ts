@@ -4,6 +4,7 @@
 
 import { loadConfigOrExit, type Config } from "../common/config.ts";
 import { buildDepsOrExit, type Deps } from "../common/deps.ts";
+import { checkDependencies } from "../common/deps-assembly.ts";
 import { SAMPLE_BOOK, seedSampleBook, type SeedOutcome } from "../ingest/sample-book.ts";
 import { startWorker } from "../ingest/jobs/queue-consumer.ts";
 import { DOCS_PATH } from "./docs.ts";
@@ -162,6 +163,7 @@ async function main(config: Config, options: LocalChatOptions): Promise<void> {
     process.exit(1);
   }
   const { server, settle } = api;
+  void checkDependencies(deps);
   const address = listenAddress(config.host, server.port!);
   const apiUrl = address.url;
   // Announced before seeding, so that a second `npm start` on this data dir is refused from now on.

@@ -31,8 +31,8 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { freePort, startService } from "../tests/support/process.ts";
 import { deleteKeysMatching, probeRedis } from "../tests/support/redis.ts";
-import { startUpstashBridge } from "../tests/support/upstash-bridge.ts";
-import { startWsTcpBridge } from "../tests/support/ws-tcp-bridge.ts";
+import { startUpstashBridge } from "../dev/edge/upstash-bridge.ts";
+import { startNeonBridge as startWsTcpBridge } from "../dev/edge/neon-bridge.ts";
 import { answerHelp, cpuByGroup, profileThroughInspector, type CpuProfile, cpuNanoseconds, exitWithParent, formatSummary, option, processesCpuNanoseconds, processTree, spawnChild, threadTimes, freshDataDir, markdownTable, percentile, reps, summarise, type BenchContext, type BenchSection, type ProcessInfo } from "./support.ts";
 
 const STREAM_TOKENS = 2000;

@@ -14,7 +14,7 @@ import { createUpstashKeyValueStore } from "../common/kv/upstash.ts";
 import { createMetrics } from "../common/metrics/index.ts";
 import { DEFAULT_METRICS_FLUSH_REQUESTS, enableKvMetricsAggregation } from "../common/metrics/kv-aggregation.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../tests/support/redis.ts";
-import { startUpstashBridge } from "../tests/support/upstash-bridge.ts";
+import { startUpstashBridge } from "../dev/edge/upstash-bridge.ts";
 import { answerHelp, machineHeader, markdownTable, option } from "./support.ts";
 
 /** The API's routes as the metrics middleware sees them: a spread of series like a real scrape's. */

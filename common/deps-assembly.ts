@@ -82,3 +82,60 @@ export function assembleDeps<D extends Database>(chosen: ChosenAdapters<D>): Dep
     },
   };
 }
+
+/** How long a start-up probe of one dependency may take before it counts as unreachable. */
+export const DEPENDENCY_PROBE_TIMEOUT_MS = 5_000;
+
+interface DependencyProbe {
+  /** The variable that names it, as an operator would look for it. */
+  variable: string;
+  host: string;
+  probe(signal: AbortSignal): Promise<unknown>;
+}
+
+/** host:port of a URL, without credentials or path. */
+const hostOf = (url: string) => new URL(url).host;
+
+/** The configured (not embedded) services, each with the cheapest request that proves it answers. */
+function dependencyProbes(deps: Pick<Deps, "config" | "db" | "kv">): DependencyProbe[] {
+  const { config } = deps;
+  // Any HTTP answer, even a 401 or 404, proves the service is there; only no answer is a problem.
+  const http = (variable: string, url: string): DependencyProbe => ({ variable, host: hostOf(url), probe: (signal) => fetch(url, { signal }).then((r) => r.body?.cancel()) });
+  const probes: DependencyProbe[] = [];
+  if (config.database.driver !== "pglite") probes.push({ variable: "DATABASE_URL", host: hostOf(config.database.url), probe: () => deps.db.query("SELECT 1") });
+  if (config.kv.driver !== "memory") {
+    const variable = config.kv.driver === "upstash" ? "UPSTASH_REDIS_REST_URL" : "REDIS_URL";
+    probes.push({ variable, host: hostOf(config.kv.url), probe: () => deps.kv.llen("processing_queue") });
+  }
+  if (config.qdrant) probes.push(http("QDRANT_URL", config.qdrant.url));
+  if (config.typesense) probes.push(http("TYPESENSE_URL", config.typesense.url));
+  if (config.llm.gatewayUrl) probes.push(http("LLM_GATEWAY_URL", config.llm.gatewayUrl));
+  if (config.rerank) probes.push(http("RERANK_URL", config.rerank.url));
+  return probes;
+}
+
+/**
+ * One probe of every configured service at start, each one that does not answer named in one log
+ * line (`dependency unreachable`, its variable and host), so that a start against a wrong address
+ * says so at once rather than at the first request that needs it. Nothing fails on it: /health
+ * stays a liveness probe with no dependency checks (SPEC: Endpoints), and a store that comes up
+ * later is used when it does. Returns the variables of those unreachable.
+ */
+export async function checkDependencies(deps: Pick<Deps, "config" | "db" | "kv" | "logger">, timeoutMs = DEPENDENCY_PROBE_TIMEOUT_MS): Promise<string[]> {
+  const results = await Promise.all(
+    dependencyProbes(deps).map(async ({ variable, host, probe }) => {
+      const signal = AbortSignal.timeout(timeoutMs);
+      try {
+        await Promise.race([
+          probe(signal),
+          new Promise((_, reject) => signal.addEventListener("abort", () => reject(new Error(`no answer within ${timeoutMs} ms`)), { once: true })),
+        ]);
+        return undefined;
+      } catch (err) {
+        deps.logger.error("dependency unreachable", { variable, host, error: err instanceof Error ? err.message : String(err) });
+        return variable;
+      }
+    }),
+  );
+  return results.filter((v): v is string => v !== undefined);
+}

@@ -3,6 +3,7 @@
 
 import { loadConfigOrExit } from "../common/config.ts";
 import { buildDepsOrExit } from "../common/deps.ts";
+import { checkDependencies } from "../common/deps-assembly.ts";
 import { usage } from "../common/cli-usage.ts";
 import { onStopSignals } from "../common/stop-signals.ts";
 import { startWorker } from "./jobs/queue-consumer.ts";
@@ -18,6 +19,7 @@ if (deps.kv.driver === "memory") {
   deps.logger.warn("the worker runs alone on the in-process key-value store: it cannot see jobs queued by the API; set REDIS_URL or UPSTASH_REDIS_REST_URL");
 }
 const worker = startWorker(deps);
+void checkDependencies(deps);
 const server = serveWorkerMetrics(deps, worker, { port: config.metricsPort, host: config.host });
 const shutdown = async (signal: string) => {
   deps.logger.info("shutting down", { signal });

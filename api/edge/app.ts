@@ -1,5 +1,6 @@
 import type { ElysiaAdapter } from "elysia";
 import type { Config } from "../../common/config.ts";
+import { checkDependencies } from "../../common/deps-assembly.ts";
 import { buildEdgeDeps, type EdgeBuildOptions } from "../../common/edge-deps.ts";
 import { unhandledFailure } from "../../common/http-server.ts";
 import { createApp } from "../app.ts";
@@ -21,6 +22,12 @@ export interface EdgeApi {
    * `waitUntil`, after which the request's database connections are closed.
    */
   fetch(request: Request, waitUntil: WaitUntil): Promise<Response>;
+  /**
+   * Probes every service once and logs `dependency unreachable` for each that does not answer
+   * (common/deps-assembly.ts); the variables of those. Inside a database scope of its own, as a
+   * request's work, so that on workerd it may run from a request's waitUntil.
+   */
+  checkDependencies(): Promise<string[]>;
 }
 
 /**
@@ -56,6 +63,14 @@ export function createEdgeApi(config: Config, options: EdgeApiOptions = {}): Edg
       });
       waitUntil(afterResponse.finally(() => scope.end()));
       return response;
+    },
+    async checkDependencies() {
+      const scope = deps.db.openScope();
+      try {
+        return await scope.run(() => checkDependencies(deps));
+      } finally {
+        await scope.end();
+      }
     },
   };
 }

@@ -43,6 +43,7 @@ const server = Deno.serve(
       // In LOG_FORMAT like every other line: plain text unless json is asked for.
       const log = createLogger({ level: config.logLevel, format: config.logFormat, secrets: secretsOf(config), write: (line) => console.log(line) });
       log.info("api listening", { runtime: "deno", address: bound, url, docs: `${url}${DOCS_PATH}` });
+      void api.checkDependencies();
     },
   },
   // Deno keeps a process running: the work after a response just runs on.

@@ -32,9 +32,18 @@ function build(): EdgeApi {
   }
 }
 const api = build();
+/**
+ * A Worker has no start-up hook, and its global scope may do no I/O: the services are probed on its
+ * first request instead, after the response (waitUntil), once per isolate.
+ */
+let dependenciesChecked = false;
 
 export default {
   fetch(request: Request, _env: unknown, ctx: ExecutionContext): Promise<Response> {
+    if (!dependenciesChecked) {
+      dependenciesChecked = true;
+      ctx.waitUntil(api.checkDependencies());
+    }
     // The stream's end, the lock released, the summary fold: all after the response is returned.
     return api.fetch(request, (work) => ctx.waitUntil(work));
   },

@@ -20,7 +20,8 @@ import { getPreferences, getReaderState } from "../../common/db/reader-state.ts"
 import { insertFrontendRows } from "../support/frontend-schema.ts";
 import { type TestDatabase, createTestDatabase, probePostgres } from "../support/postgres.ts";
 import { closedPort } from "../support/redis.ts";
-import { type WsTcpBridge, startWsTcpBridge } from "../support/ws-tcp-bridge.ts";
+import { startNeonBridge, type NeonBridge } from "../../dev/edge/neon-bridge.ts";
+import { startPgliteServer, type PgliteServer } from "../../dev/edge/pglite-server.ts";
 
 const SETUP_TIMEOUT_MS = 60_000;
 const FIXTURES_DIR = join(import.meta.dir, "..", "fixtures", "db");
@@ -778,6 +779,48 @@ const smallBufferCache: AdapterTests = (db) => {
 databaseContract("PGlite (in memory)", pgliteTarget({}), smallBufferCache);
 databaseContract("PGlite in a worker thread", pgliteTarget({ thread: true }), smallBufferCache);
 
+/**
+ * The embedded Postgres as the edge on a laptop serves it (npm run edge:*): PGlite over the Postgres
+ * protocol (dev/edge/pglite-server.ts), one server per database opened, reached by the edge API's
+ * Neon driver through the Neon bridge and by the worker's Bun SQL client directly.
+ */
+function pgliteServerTarget(driver: "postgres" | "neon", connect: (server: PgliteServer, bridge: NeonBridge) => Promise<Database>): () => AdapterUnderTest {
+  return () => {
+    const servers = new Map<Database, PgliteServer>();
+    const connections: Database[] = [];
+    const bridge = startNeonBridge();
+    const track = async (server: PgliteServer) => {
+      const db = await connect(server, bridge);
+      servers.set(db, server);
+      connections.push(db);
+      return db;
+    };
+    return {
+      driver,
+      open: async () => track(await startPgliteServer()),
+      connectAgain: (db) => track(servers.get(db)!),
+      async dispose() {
+        await Promise.allSettled(connections.map((c) => c.close()));
+        await bridge.stop();
+        await Promise.allSettled([...new Set(servers.values())].map((s) => s.stop()));
+      },
+    };
+  };
+}
+
+databaseContract(
+  "PGlite over the Postgres protocol via the Neon driver over the WebSocket bridge",
+  pgliteServerTarget("neon", async (server, bridge) => createDatabase({ driver: "neon", url: server.url, wsProxy: bridge.address })),
+);
+databaseContract(
+  "PGlite over the Postgres protocol via the Neon driver with connections per request, statements over HTTP",
+  pgliteServerTarget("neon", async (server, bridge) => createNeonDatabase({ url: server.url, wsProxy: bridge.address, httpEndpoint: bridge.httpEndpoint, connections: "per-request" })),
+);
+databaseContract(
+  "PGlite over the Postgres protocol via Bun SQL",
+  pgliteServerTarget("postgres", async (server) => createDatabase({ driver: "postgres", url: server.url })),
+);
+
 const postgres = await probePostgres();
 if (!postgres.reachable) console.warn(`db contract: skipping the Postgres and Neon variants: ${postgres.reason}`);
 
@@ -786,9 +829,9 @@ if (postgres.reachable) {
     serverTarget("postgres", postgres.url, (url) => createDatabase({ driver: "postgres", url })),
   );
 
-  let bridge: WsTcpBridge | undefined;
+  let bridge: NeonBridge | undefined;
   databaseContract("Postgres via the Neon driver over a WebSocket bridge", () => {
-    bridge = startWsTcpBridge();
+    bridge = startNeonBridge();
     const wsProxy = bridge.address;
     return serverTarget(
       "neon",
@@ -799,9 +842,9 @@ if (postgres.reachable) {
   });
 
   // workerd: no connection outlives its request; a query outside any request's scope has one of its own.
-  let perRequestBridge: WsTcpBridge | undefined;
+  let perRequestBridge: NeonBridge | undefined;
   databaseContract("Postgres via the Neon driver with connections per request", () => {
-    perRequestBridge = startWsTcpBridge();
+    perRequestBridge = startNeonBridge();
     const wsProxy = perRequestBridge.address;
     return serverTarget(
       "neon",
@@ -812,9 +855,9 @@ if (postgres.reachable) {
   });
 
   // workerd against Neon: a single statement is one HTTP request to the SQL endpoint, no connection opened.
-  let httpBridge: WsTcpBridge | undefined;
+  let httpBridge: NeonBridge | undefined;
   databaseContract("Postgres via the Neon driver with connections per request, statements over HTTP", () => {
-    httpBridge = startWsTcpBridge();
+    httpBridge = startNeonBridge();
     const { address: wsProxy, httpEndpoint } = httpBridge;
     return serverTarget(
       "neon",
@@ -826,10 +869,10 @@ if (postgres.reachable) {
 
   describe("the Neon driver with connections per request", () => {
     let testDb: TestDatabase;
-    let scopeBridge: WsTcpBridge;
+    let scopeBridge: NeonBridge;
     beforeAll(async () => {
       testDb = await createTestDatabase(postgres.url);
-      scopeBridge = startWsTcpBridge();
+      scopeBridge = startNeonBridge();
     }, SETUP_TIMEOUT_MS);
     afterAll(async () => {
       await scopeBridge.stop();

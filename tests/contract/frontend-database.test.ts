@@ -20,7 +20,7 @@ import { readSse, scriptGateway } from "../support/chat.ts";
 import { createFrontendSchema, FRONTEND_SCHEMA_FILE } from "../support/frontend-schema.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
 import { freePort, runEntry } from "../support/process.ts";
-import { startWsTcpBridge, type WsTcpBridge } from "../support/ws-tcp-bridge.ts";
+import { startNeonBridge, type NeonBridge } from "../../dev/edge/neon-bridge.ts";
 import {
   ENGLISH_BOOK,
   FIXTURES,
@@ -415,12 +415,12 @@ if (postgres.reachable) {
   });
 
   onFrontendDatabase(postgres.url, "Bun SQL", (url) => createDatabase({ driver: "postgres", url }));
-  let bridge: WsTcpBridge | undefined;
+  let bridge: NeonBridge | undefined;
   onFrontendDatabase(
     postgres.url,
     "the Neon driver",
     (url) => {
-      bridge = startWsTcpBridge();
+      bridge = startNeonBridge();
       return createDatabase({ driver: "neon", url, wsProxy: bridge.address });
     },
     () => bridge?.stop(),

@@ -1,4 +1,4 @@
-// The index stand-in (tests/support/index-stand-in.ts) driven through the production adapters: it
+// The index stand-in (dev/edge/index-stand-in.ts) driven through the production adapters: it
 // must keep what they send, answer their searches as Qdrant and Typesense would, and keep every
 // exchange within the published documents.
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "bun:test";
@@ -7,7 +7,7 @@ import { createTypesenseTextIndex } from "../../common/text-index/typesense.ts";
 import type { VectorPoint } from "../../common/vector/index.ts";
 import { createQdrantVectorIndex } from "../../common/vector/qdrant.ts";
 import { quietQdrantKeyWarning } from "../support/index-contracts.ts";
-import { startIndexStandIn, type IndexStandIn } from "../support/index-stand-in.ts";
+import { startIndexStandIn, type IndexStandIn } from "../../dev/edge/index-stand-in.ts";
 import { upstreamFailure } from "../support/outcomes.ts";
 
 const BOOK = "3f2c9a1e-8b7d-4c6e-9f0a-1d2e3c4b5a69";

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { createUpstashKeyValueStore } from "../../common/kv/upstash.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
-import { startUpstashBridge, type UpstashBridge } from "../support/upstash-bridge.ts";
+import { startUpstashBridge, type UpstashBridge } from "../../dev/edge/upstash-bridge.ts";
 
 /**
  * The Upstash adapter's round trips, and the REST bridge's wire format as seen by a plain HTTP

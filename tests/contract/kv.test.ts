@@ -4,7 +4,7 @@ import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { createUpstashKeyValueStore } from "../../common/kv/upstash.ts";
 import { closedPort, deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
-import { startUpstashBridge, type UpstashBridge } from "../support/upstash-bridge.ts";
+import { startUpstashBridge, type UpstashBridge } from "../../dev/edge/upstash-bridge.ts";
 
 /**
  * One contract, three adapters: whatever the chat cache, the chat lock and the job queue rely on
@@ -32,6 +32,24 @@ const variants: Variant[] = [
     async open() {
       const store = createMemoryKeyValueStore();
       return { store, shutdown: () => store.close() };
+    },
+  },
+  {
+    // The edge on a laptop (npm run edge:*): the edge API's Upstash adapter over the in-process store.
+    name: "Upstash via the REST bridge over the in-process store",
+    needsRedis: false,
+    async open() {
+      const memory = createMemoryKeyValueStore();
+      const bridge = await startUpstashBridge({ store: memory });
+      const store = createUpstashKeyValueStore({ url: bridge.url, token: bridge.token });
+      return {
+        store,
+        async shutdown() {
+          await store.close();
+          await bridge.stop();
+          await memory.close();
+        },
+      };
     },
   },
   {

@@ -17,12 +17,12 @@ import { rawExchange } from "../support/raw-http.ts";
 import { EDGE_RUNTIMES, edgeRuntimeMissing, startEdgeRuntime, type EdgeService } from "../support/edge-runtime.ts";
 import { startScriptedGateway, type ScriptedGateway } from "../fixtures/ingest/harness.ts";
 import { startFakeLlmGateway, type ChatCompletionRequest, type FakeLlmGateway } from "../support/fake-llm-gateway.ts";
-import { startIndexStandIn, type IndexStandIn } from "../support/index-stand-in.ts";
+import { startIndexStandIn, type IndexStandIn } from "../../dev/edge/index-stand-in.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
 import { startService, REPO_ROOT, type ServiceProcess } from "../support/process.ts";
 import { probeRedis, testRedisUrl } from "../support/redis.ts";
-import { startUpstashBridge, type UpstashBridge } from "../support/upstash-bridge.ts";
-import { startWsTcpBridge, type WsTcpBridge } from "../support/ws-tcp-bridge.ts";
+import { startUpstashBridge, type UpstashBridge } from "../../dev/edge/upstash-bridge.ts";
+import { startNeonBridge, type NeonBridge } from "../../dev/edge/neon-bridge.ts";
 
 setDefaultTimeout(180_000);
 
@@ -55,7 +55,7 @@ interface World {
   db: Database;
   /** The Redis the Upstash bridge serves, read directly. */
   kv: KeyValueStore;
-  neon: WsTcpBridge;
+  neon: NeonBridge;
   upstash: UpstashBridge;
   /** The edge API's model. */
   gateway: FakeLlmGateway;
@@ -73,7 +73,7 @@ beforeAll(async () => {
   if (unreachable || !postgres.reachable) return;
   const testDb = await createTestDatabase(postgres.url);
   const redisUrl = `${testRedisUrl.replace(/\/\d*$/, "")}/${REDIS_DB}`;
-  const neon = startWsTcpBridge();
+  const neon = startNeonBridge();
   const upstash = await startUpstashBridge({ redisUrl });
   const gateway = startFakeLlmGateway();
   const ingestGateway = startScriptedGateway();

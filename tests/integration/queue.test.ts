@@ -5,7 +5,7 @@ import { createRedisKeyValueStore } from "../../common/kv/redis.ts";
 import { createUpstashKeyValueStore } from "../../common/kv/upstash.ts";
 import { createReliableQueue, enqueueJob, queueKeys, type ReliableQueueOptions } from "../../common/queue.ts";
 import { deleteKeysWithPrefix, probeRedis, uniqueKeyPrefix } from "../support/redis.ts";
-import { startUpstashBridge, type UpstashBridge } from "../support/upstash-bridge.ts";
+import { startUpstashBridge, type UpstashBridge } from "../../dev/edge/upstash-bridge.ts";
 
 const redis = await probeRedis();
 if (!redis.reachable) console.warn(`queue: Redis and Upstash variants skipped: ${redis.reason}`);

@@ -2,8 +2,9 @@ import type { Server, ServerWebSocket, Socket } from "bun";
 import { Client, DatabaseError, Pool, type ClientConfig, type FieldDef } from "@neondatabase/serverless";
 
 /**
- * Neon's proxy in front of the local Postgres, speaking both protocols of Neon's serverless driver,
- * so that tests run the Neon adapter against a real server:
+ * Neon's proxy in front of a local Postgres (a real server, or PGlite served by pglite-server.ts),
+ * speaking both protocols of Neon's serverless driver, so that the Neon adapter (the edge API's, and
+ * the tests') runs against a local database:
  * - WebSocket: the driver opens `ws://{proxy}?address={host}:{port}` and sends raw Postgres wire bytes
  *   as binary messages, forwarded over TCP. Only loopback targets are forwarded.
  * - HTTP (`POST /sql`, the driver's `neon()` queries): `{query, params}` with the connection string in
@@ -22,7 +23,7 @@ interface Link {
   closed: boolean;
 }
 
-export interface WsTcpBridge {
+export interface NeonBridge {
   /** What to give the driver as its wsProxy: `127.0.0.1:{port}`. */
   readonly address: string;
   /** What to give the driver as its HTTP endpoint: `http://127.0.0.1:{port}/sql`. */
@@ -90,13 +91,20 @@ function flush(link: Link): void {
   }
 }
 
-/** Starts the bridge on a random loopback port. */
-export function startWsTcpBridge(): WsTcpBridge {
+export interface NeonBridgeOptions {
+  /** 0 (any free port) when unset. */
+  port?: number;
+  /** 127.0.0.1 when unset. */
+  hostname?: string;
+}
+
+/** Starts the bridge, on a free loopback port unless told otherwise. */
+export function startNeonBridge(options: NeonBridgeOptions = {}): NeonBridge {
   const sockets = new Set<ServerWebSocket<Link>>();
   const pools = new Map<string, Pool>();
   const server: Server<Link> = Bun.serve<Link>({
-    hostname: "127.0.0.1",
-    port: 0,
+    hostname: options.hostname ?? "127.0.0.1",
+    port: options.port ?? 0,
     fetch(req, srv) {
       if (req.method === "POST" && new URL(req.url).pathname === "/sql") return answerSql(req, pools, `127.0.0.1:${srv.port}`);
       const target = parseTarget(new URL(req.url).searchParams.get("address"));

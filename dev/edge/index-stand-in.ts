@@ -23,8 +23,8 @@
  * Anything else (another operation, parameter or filter form) is not guessed at: it is answered with
  * a 500 and listed by `problems()`, so a suite notices when an adapter starts asking for more.
  */
-import { checkExchange, recordRequest, type Contract, type Exchange, type Json, type RecordedRequest, type Responder, type ScriptedResponse } from "./openapi-recorder.ts";
-import { qdrantContract, typesenseContract } from "./index-contracts.ts";
+import { checkExchange, recordRequest, type Contract, type Exchange, type Json, type RecordedRequest, type Responder, type ScriptedResponse } from "../../tests/support/openapi-recorder.ts";
+import { qdrantContract, typesenseContract } from "../../tests/support/index-contracts.ts";
 
 export const QDRANT_PATH = "/qdrant";
 export const TYPESENSE_PATH = "/typesense";
