@@ -2,11 +2,12 @@
  * `bun run bench`: every benchmark in one run, printed as markdown and written to
  * bench/results/<date>.md.
  *
- *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http,runtimes,hostile-text]
+ *   bun run bench [--quick] [--only chunking,nlp,ingestion,retrieval,chat,chat-paced,http,runtimes,first-token,hostile-text]
  *
  * --quick is a smoke run (one repetition, small loads; its figures are not worth publishing) and
  * writes <date>-quick.md; --only runs some sections and writes <date>-<sections>.md.
  */
+import { firstTokenSection } from "./first-token.ts";
 import { mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { loadavg } from "node:os";
@@ -32,6 +33,7 @@ const SECTIONS: Record<string, (ctx: BenchContext) => Promise<BenchSection>> = {
   "chat-paced": pacedChatSection,
   http: httpSection,
   runtimes: runtimesSection,
+  "first-token": firstTokenSection,
   "hostile-text": hostileTextSection,
 };
 
