@@ -184,6 +184,7 @@ async function main(): Promise<number> {
         stderr: "ignore",
       });
       slot.proc = proc;
+      spawned.add(proc);
       const deadline = Date.now() + WORKER_READY_MS;
       while (Date.now() < deadline) {
         if (proc.exitCode !== null) throw new Error(`worker ${slot.index} exited with ${proc.exitCode} before it was ready`);
@@ -198,6 +199,8 @@ async function main(): Promise<number> {
     }
 
     const slots: Slot[] = [];
+    /** Every worker process started: one whose slot was restarted again before it was ready is no longer its slot's, and must not outlive the run. */
+    const spawned = new Set<ReturnType<typeof Bun.spawn>>();
     /** Set while the workers are being stopped on purpose: a killed worker is restarted only otherwise. */
     let stopping = false;
     const stopAll = async () => {
@@ -212,7 +215,7 @@ async function main(): Promise<number> {
       stopping = false;
     };
     cleanups.push(async () => {
-      for (const slot of slots) slot.proc?.kill("SIGKILL");
+      for (const proc of spawned) proc.kill("SIGKILL");
     });
 
     async function waitForBooks(ids: string[], timeoutMs: number, onProgress?: (done: number) => Promise<void>): Promise<number> {
