@@ -85,6 +85,9 @@ const envSchema = z.object({
   LOG_FORMAT: z.preprocess(empty, z.enum(["text", "json"]).optional()),
 });
 
+/** Every environment variable the configuration reads: deployment manifests may set these and no others (tests/contract/deploy-agrees.test.ts). */
+export const CONFIG_VARIABLES: readonly string[] = Object.keys(envSchema.shape);
+
 export type DatabaseConfig =
   | { driver: "pglite"; dataDir: string }
   | { driver: "postgres"; url: string }
