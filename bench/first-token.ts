@@ -272,7 +272,7 @@ export async function firstTokenSection(ctx: BenchContext & { runtimes?: readonl
 if (import.meta.main) {
   if (process.argv.includes("--services")) serveServices();
   else {
-    answerHelp("bun bench/first-token.ts [--quick] [--runtimes bun,deno,workerd-bundle] [--pairs 20]");
+    answerHelp("usage: bun bench/first-token.ts [--quick] [--runtimes bun,deno,workerd-bundle] [--pairs 20]");
     const quick = process.argv.includes("--quick");
     const runtimes = option("--runtimes")?.split(",");
     const pairsOption = option("--pairs");

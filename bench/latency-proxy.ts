@@ -1,4 +1,5 @@
 import { createConnection, createServer, type Server, type Socket } from "node:net";
+import { answerHelp, option } from "./support.ts";
 
 /**
  * A TCP proxy on loopback that puts a network between a client and a service: every chunk is held
@@ -10,6 +11,10 @@ import { createConnection, createServer, type Server, type Socket } from "node:n
  * It also counts round trips: a burst from the client that follows an answer (or opens the
  * connection) is one, however many commands it carries, so a pipeline of ten commands counts once
  * and ten commands awaited one after another count ten.
+ *
+ * Also a command, to put a service a network away by hand (and see its round trips on Ctrl-C):
+ *
+ *   bun bench/latency-proxy.ts --target 127.0.0.1:5432 --ms 8
  */
 
 export interface LatencyProxy {
@@ -75,4 +80,21 @@ export function throughProxy(url: string, proxy: LatencyProxy): string {
   parsed.hostname = "127.0.0.1";
   parsed.port = String(proxy.port);
   return parsed.toString().replace(/\/$/, url.endsWith("/") ? "/" : "");
+}
+
+if (import.meta.main) {
+  const USAGE = "usage: bun bench/latency-proxy.ts --target <host:port> --ms <round trip>\n\nListens on a free loopback port and forwards to the target, each exchange a round trip slower; prints its address, and the round trips it counted on Ctrl-C.";
+  answerHelp(USAGE);
+  const [host, port] = (option("--target") ?? "").split(":");
+  const ms = Number(option("--ms") ?? "NaN");
+  if (!host || !port || !Number.isFinite(ms) || ms < 0) {
+    console.error(USAGE);
+    process.exit(2);
+  }
+  const proxy = await startLatencyProxy({ host, port: Number(port) }, ms);
+  console.log(`${proxy.address} → ${host}:${port}, +${ms} ms per round trip`);
+  process.on("SIGINT", () => {
+    console.log(`${proxy.roundTrips()} round trips over ${proxy.connections()} connections`);
+    process.exit(0);
+  });
 }
