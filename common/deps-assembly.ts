@@ -100,15 +100,21 @@ const hostOf = (url: string) => new URL(url).host;
 function dependencyProbes(deps: Pick<Deps, "config" | "db" | "kv">): DependencyProbe[] {
   const { config } = deps;
   // Any HTTP answer, even a 401 or 404, proves the service is there; only no answer is a problem.
-  const http = (variable: string, url: string): DependencyProbe => ({ variable, host: hostOf(url), probe: (signal) => fetch(url, { signal }).then((r) => r.body?.cancel()) });
+  const http = (variable: string, url: string, headers: Record<string, string> = {}): DependencyProbe => ({
+    variable,
+    host: hostOf(url),
+    probe: (signal) => fetch(url, { signal, headers }).then((r) => r.body?.cancel()),
+  });
   const probes: DependencyProbe[] = [];
   if (config.database.driver !== "pglite") probes.push({ variable: "DATABASE_URL", host: hostOf(config.database.url), probe: () => deps.db.query("SELECT 1") });
   if (config.kv.driver !== "memory") {
     const variable = config.kv.driver === "upstash" ? "UPSTASH_REDIS_REST_URL" : "REDIS_URL";
     probes.push({ variable, host: hostOf(config.kv.url), probe: () => deps.kv.llen("processing_queue") });
   }
-  if (config.qdrant) probes.push(http("QDRANT_URL", config.qdrant.url));
-  if (config.typesense) probes.push(http("TYPESENSE_URL", config.typesense.url));
+  // Each index at its documented health endpoint (Qdrant's /healthz, Typesense's /health), with its key as the documents ask.
+  const { qdrant, typesense } = config;
+  if (qdrant) probes.push(http("QDRANT_URL", `${qdrant.url.replace(/\/+$/, "")}/healthz`, qdrant.apiKey ? { "api-key": qdrant.apiKey } : {}));
+  if (typesense) probes.push(http("TYPESENSE_URL", `${typesense.url.replace(/\/+$/, "")}/health`, { "x-typesense-api-key": typesense.apiKey }));
   if (config.llm.gatewayUrl) probes.push(http("LLM_GATEWAY_URL", config.llm.gatewayUrl));
   if (config.rerank) probes.push(http("RERANK_URL", config.rerank.url));
   return probes;

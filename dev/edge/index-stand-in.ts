@@ -189,6 +189,7 @@ function qdrantResponder(apiKey: string, collections: Map<string, QdrantCollecti
     if (request.headers["api-key"] !== apiKey && request.headers.authorization !== `Bearer ${apiKey}`) {
       return qdrantError(401, "Must provide an API key or an Authorization bearer token");
     }
+    if (operation.operationId === "healthz") return { status: 200, text: "healthz check passed" };
     const name = operation.params.collection_name!;
     const collection = collections.get(name);
     const query = new Map(request.query);
@@ -426,6 +427,7 @@ function typesenseResponder(apiKey: string, collections: Map<string, TypesenseCo
       if (extra.length > 0) throw new Unsupported(`${operation.operationId} with ${extra.join(", ")}`);
     };
 
+    if (operation.operationId === "health") return { json: { ok: true } };
     if (operation.operationId === "createCollection") {
       const body = jsonBody(request);
       if (!isObject(body)) return message(400, "Bad JSON.");

@@ -9,7 +9,7 @@ setDefaultTimeout(120_000);
 
 const UNREACHABLE = "http://127.0.0.1:9";
 
-test("npm run api:workerd serves on PORT and HOST, with no interactive session, and names each service it cannot reach in one line", async () => {
+test("npm run api:workerd serves on PORT and HOST, with no interactive session and none of wrangler's banner or network noise, and names each service it cannot reach in one line", async () => {
   const scratch = await mkdtemp(join(tmpdir(), "api-workerd-"));
   // Production services only, none reached: building the app does no I/O, and /health checks none.
   const envFile = join(scratch, "worker.env");
@@ -44,6 +44,10 @@ test("npm run api:workerd serves on PORT and HOST, with no interactive session, 
     await waitForHealth(`http://127.0.0.1:${port}`, proc, performance.now(), 90_000, "npm run api:workerd", () => output);
     expect(await (await fetch(`http://127.0.0.1:${port}/health`)).text()).toBe("ok");
     expect(output).toContain(`Ready on http://127.0.0.1:${port}`);
+    // wrangler's own noise stays out: no banner, no Request.cf fetch with its stack traces.
+    expect(output).not.toContain("wrangler 4.");
+    expect(output).not.toContain("getaddrinfo");
+    expect(output).not.toContain("Request.cf");
     // A Worker has no start-up hook: its first request probes the services, after its response.
     const variables = ["DATABASE_URL", "UPSTASH_REDIS_REST_URL", "QDRANT_URL", "TYPESENSE_URL", "LLM_GATEWAY_URL"];
     const deadline = Date.now() + 30_000;
