@@ -15,6 +15,31 @@ import { onStopSignals } from "../../common/stop-signals.ts";
 import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/sample-book.ts";
 import { startLocalStores, type LocalStores } from "./local-stores.ts";
 
+
+/** How long a stopped process group has to exit before it is killed. */
+const STOP_GRACE_MS = 5_000;
+
+/**
+ * Stops a child and everything it started. The API runs in a process group of its own (`setsid`):
+ * npm and `deno task` do not pass a signal on to their children, and workerd, once its wrangler is
+ * gone, does not stop on SIGTERM, so the whole group gets SIGTERM, then SIGKILL after STOP_GRACE_MS.
+ */
+async function stopGroup(child: Subprocess): Promise<void> {
+  const signal = (name: NodeJS.Signals) => {
+    try {
+      process.kill(-child.pid, name);
+    } catch {
+      // Not a group leader (the worker), or already gone.
+      child.kill(name);
+    }
+  };
+  signal("SIGTERM");
+  await Promise.race([child.exited, Bun.sleep(STOP_GRACE_MS)]);
+  // The group may outlive its leader: whatever is left of it goes too.
+  signal("SIGKILL");
+  await child.exited;
+}
+
 const ROOT = resolve(import.meta.dir, "..", "..");
 const BIN = join(ROOT, "node_modules", ".bin");
 const RUNTIMES = ["deno", "workerd"] as const;
@@ -106,8 +131,7 @@ export async function main(argv: readonly string[], env: Record<string, string |
   let stopping: Promise<void> | undefined;
   const stopAll = () =>
     (stopping ??= (async () => {
-      for (const child of children) child.kill("SIGTERM");
-      await Promise.all(children.map((c) => c.exited));
+      await Promise.all(children.map(stopGroup));
       await stores.stop();
       await rm(scratch, { recursive: true, force: true });
     })());
@@ -129,7 +153,7 @@ export async function main(argv: readonly string[], env: Record<string, string |
 
     let api: Subprocess<"ignore", "pipe", "pipe">;
     if (runtime === "deno") {
-      api = Bun.spawn([join(BIN, "deno"), "task", "--quiet", "api"], {
+      api = Bun.spawn(["setsid", join(BIN, "deno"), "task", "--quiet", "api"], {
         cwd: ROOT,
         env: { ...base, DENO_NO_UPDATE_CHECK: "1", ...stores.apiEnv, HOST: host, PORT: String(port) },
         stdin: "ignore",
@@ -140,7 +164,7 @@ export async function main(argv: readonly string[], env: Record<string, string |
       // A Worker sees only what wrangler gives it: the variables go in through an env file.
       const envFile = join(scratch, "worker.env");
       await writeFile(envFile, Object.entries(stores.apiEnv).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join("\n"));
-      api = Bun.spawn(["npm", "run", "--silent", "api:workerd", "--", "--env-file", envFile, "--persist-to", join(scratch, "state")], {
+      api = Bun.spawn(["setsid", "npm", "run", "--silent", "api:workerd", "--", "--env-file", envFile, "--persist-to", join(scratch, "state")], {
         cwd: ROOT,
         env: { ...base, HOST: host, PORT: String(port), WRANGLER_LOG_PATH: join(scratch, "logs") },
         stdin: "ignore",

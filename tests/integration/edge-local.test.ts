@@ -3,7 +3,7 @@
 // with nothing given (PGlite, the in-process store, the offline provider), and on Deno once with this
 // machine's Postgres and Redis given.
 import { afterAll, describe, expect, setDefaultTimeout, test } from "bun:test";
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, readdir, readFile, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseSseEvents } from "../support/chat.ts";
@@ -79,7 +79,8 @@ afterAll(async () => {
 async function runAndChat(script: "edge:deno" | "edge:workerd", given: Record<string, string>, args: readonly string[] = []): Promise<string> {
   const dataDir = await mkdtemp(join(tmpdir(), "edge-local-"));
   scratch.push(dataDir);
-  const edge = await startEdge(script, { DATA_DIR: dataDir, PORT: String(await freePort()), ...given }, args);
+  const port = String(await freePort());
+  const edge = await startEdge(script, { DATA_DIR: dataDir, PORT: port, ...given }, args);
   try {
     const events = await chatAsPrinted(edge.output());
     const tokens = events.filter((e) => "token" in e);
@@ -90,7 +91,24 @@ async function runAndChat(script: "edge:deno" | "edge:workerd", given: Record<st
   } finally {
     expect(await edge.stop()).toBe(0);
   }
+  // Ctrl-C stops everything the command started: no process is left with its environment (PORT
+  // reaches every one, workerd's too).
+  expect(await processesWith(`PORT=${port}`)).toEqual([]);
   return edge.output();
+}
+
+/** The processes whose environment holds `entry` (Linux: /proc/<pid>/environ), as "pid command". */
+async function processesWith(entry: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const pid of (await readdir("/proc")).filter((name) => /^\d+$/.test(name))) {
+    try {
+      const environ = (await readFile(`/proc/${pid}/environ`, "utf8")).split("\0");
+      if (environ.includes(entry)) found.push(`${pid} ${(await readFile(`/proc/${pid}/cmdline`, "utf8")).replaceAll("\0", " ").slice(0, 120)}`);
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return found;
 }
 
 for (const runtime of ["deno", "workerd"] as const) {
