@@ -57,6 +57,8 @@ export interface EdgeBuildOptions {
   logger?: Logger;
   /** `per-request` on workerd, where a connection may serve only the request that opened it (common/db/neon.ts). */
   databaseConnections?: NeonConnections;
+  /** Single statements over Neon's HTTP endpoint beside a shared pool (on Deno: NeonDatabaseOptions.statementsOverHttp). */
+  statementsOverHttp?: boolean;
 }
 
 /** The edge's dependencies: the database can scope its connections to a request. */
@@ -80,6 +82,7 @@ export function buildEdgeDeps(config: Config, options: EdgeBuildOptions = {}): E
     ...(database.wsProxy ? { wsProxy: database.wsProxy } : {}),
     ...(database.httpEndpoint ? { httpEndpoint: database.httpEndpoint } : {}),
     ...(options.databaseConnections ? { connections: options.databaseConnections } : {}),
+    ...(options.statementsOverHttp ? { statementsOverHttp: true } : {}),
     logger,
   });
   return assembleDeps({

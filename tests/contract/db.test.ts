@@ -867,6 +867,42 @@ if (postgres.reachable) {
     );
   });
 
+  // Deno against Neon: a shared pool for transactions, single statements over HTTP.
+  let sharedHttpBridge: NeonBridge | undefined;
+  databaseContract("Postgres via the Neon driver with a shared pool, statements over HTTP", () => {
+    sharedHttpBridge = startNeonBridge();
+    const { address: wsProxy, httpEndpoint } = sharedHttpBridge;
+    return serverTarget(
+      "neon",
+      postgres.url,
+      async (url) => createNeonDatabase({ url, wsProxy, httpEndpoint, statementsOverHttp: true }),
+      () => sharedHttpBridge!.stop(),
+    );
+  });
+
+  test("with a shared pool and statementsOverHttp, a statement is one request to the HTTP endpoint and a transaction uses the pool", async () => {
+    const testDb = await createTestDatabase(postgres.url);
+    const bridge = startNeonBridge();
+    const db = createNeonDatabase({ url: testDb.url, wsProxy: bridge.address, httpEndpoint: bridge.httpEndpoint, statementsOverHttp: true });
+    const sent: string[] = [];
+    const realFetch = globalThis.fetch;
+    globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
+      sent.push(String(input instanceof Request ? input.url : input));
+      return realFetch(input, init);
+    }) as typeof fetch;
+    try {
+      expect((await db.query<{ n: number }>("SELECT 1 AS n"))[0]!.n).toBe(1);
+      expect(sent).toEqual([bridge.httpEndpoint]);
+      expect(await db.transaction(async (tx) => (await tx.query<{ n: number }>("SELECT 2 AS n"))[0]!.n)).toBe(2);
+      expect(sent).toHaveLength(1);
+    } finally {
+      globalThis.fetch = realFetch;
+      await db.close();
+      await bridge.stop();
+      await testDb.drop();
+    }
+  });
+
   describe("the Neon driver with connections per request", () => {
     let testDb: TestDatabase;
     let scopeBridge: NeonBridge;
