@@ -5,6 +5,7 @@ import { getBook } from "../../common/db/books.ts";
 import { getCharacter } from "../../common/db/characters.ts";
 import { getSessionWithRecentMessages } from "../../common/db/sessions.ts";
 import { getBookReadingPositions, getCharacterKnowledge, getCharacterLines } from "../../common/db/reading-positions.ts";
+import type { SessionHead } from "../../common/db/reader-state.ts";
 import type { KeyValueStore } from "../../common/kv/index.ts";
 import { silentLogger, type Logger } from "../../common/log.ts";
 import { CONVERSATION_WINDOW_MESSAGES } from "../../common/prompt/conversation.ts";
@@ -120,8 +121,11 @@ export interface ChatCache {
    * does not exist); a session read is not: only a turn holding the session's lock writes its entry
    * (storeSession), so a fill read before another turn saved its exchange can never replace the entry
    * that turn wrote since. `alsoRead`: other keys read in the same round trip (ChatContext.alsoRead).
+   * `sessionHead`: the session's head read beside (undefined when it could not be): a missing entry
+   * of a session with no messages yet (a first turn) is built from it, and one that does not exist
+   * needs no read of its own.
    */
-  load(ids: ChatContextIds, alsoRead?: readonly string[]): Promise<ChatContext>;
+  load(ids: ChatContextIds, alsoRead?: readonly string[], sessionHead?: Promise<SessionHead | null | undefined>): Promise<ChatContext>;
   /**
    * The session as of now, for a turn holding the session lock: `cached` (the entry the caller just
    * read) when it is readable, else `read` (the database's, when the caller read it since taking the
@@ -185,6 +189,16 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     return row ? { id: row.id, title: row.title, author: row.author, description: row.description } : null;
   }
 
+  async function sessionFromHeadOrDb(id: string, head?: Promise<SessionHead | null | undefined>): Promise<ChatSessionState | null> {
+    const known = await head;
+    if (known === null) return null;
+    if (known && !known.hasMessages) {
+      const { userId, characterId, bookId, messageCount, summary } = known;
+      return sessionEntry({ id: known.id, user_id: userId, character_id: characterId, book_id: bookId, message_count: messageCount, messages: [], summary });
+    }
+    return sessionFromDb(id);
+  }
+
   async function sessionFromDb(id: string): Promise<ChatSessionState | null> {
     const row = await getSessionWithRecentMessages(db, id, windowMessages);
     if (!row) return null;
@@ -199,7 +213,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     });
   }
 
-  async function load({ characterId, sessionId, bookId }: ChatContextIds, alsoRead: readonly string[] = []): Promise<ChatContext> {
+  async function load({ characterId, sessionId, bookId }: ChatContextIds, alsoRead: readonly string[] = [], sessionHead?: Promise<SessionHead | null | undefined>): Promise<ChatContext> {
     const own = [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId), readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)];
     const keys = [...own, ...alsoRead];
     let cached: (string | null)[] | null;
@@ -212,7 +226,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     const cachedSession = decode(ChatSessionState, cached?.[1]);
     const [character, session, book] = await Promise.all([
       fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
-      cachedSession ?? sessionFromDb(sessionId),
+      cachedSession ?? sessionFromHeadOrDb(sessionId, sessionHead),
       fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
     ]);
     return {

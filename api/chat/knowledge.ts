@@ -1,6 +1,6 @@
 import type { ChatBook, ChatCache, ChatCharacter, PositionedContext, PositionedEntries } from "./chat-cache.ts";
 import type { Database } from "../../common/db/index.ts";
-import { getReaderState, type ReaderState } from "../../common/db/reader-state.ts";
+import { getReaderState, type ReaderState, type SessionHead } from "../../common/db/reader-state.ts";
 import type { Logger } from "../../common/log.ts";
 import { skippedPreferenceValues, type PreferencesRow } from "../../common/prompt/preferences.ts";
 import { lastChunkWithin, positionFromPages, turnPosition } from "../../common/retrieval/reading-position.ts";
@@ -94,6 +94,8 @@ export interface Knowledge {
 export interface Reader {
   position: number | null;
   preferences: PreferencesRow | null;
+  /** The session's head as the reader's statement found it (null: no such session); absent when nothing was read. */
+  session?: SessionHead | null;
 }
 
 /**
@@ -172,7 +174,8 @@ export function createKnowledge(deps: KnowledgeDeps) {
    * The reader's position (the body's, else their page in user_library) and stored preferences (unless
    * the body gives them) for this turn, read in one statement on every turn, never from a cache: a
    * bookmark moved back must narrow the very next turn. Rejects when the page is needed and cannot be
-   * read: without it, the whole book could be a spoiler.
+   * read: without it, the whole book could be a spoiler. The same statement brings the session's head
+   * (Reader.session), which spares a first turn a read of its own.
    */
   async function readerFor(request: ChatRequest, bookId: string): Promise<Reader> {
     const needPreferences = request.preferences === undefined;
@@ -180,7 +183,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
     if (!needPreferences && !needPage) return { position: turnPosition(request.reading_position, null), preferences: null };
     let state: ReaderState;
     try {
-      state = await getReaderState(deps.db, { userId: request.user_id, characterId: request.character_id, bookId }, needPreferences);
+      state = await getReaderState(deps.db, { userId: request.user_id, characterId: request.character_id, bookId }, needPreferences, request.session_id);
     } catch (error) {
       if (needPage) throw error;
       log.warn("preferences unavailable, replying without them", { error });
@@ -189,7 +192,7 @@ export function createKnowledge(deps: KnowledgeDeps) {
     const { preferences } = state;
     const skipped = preferences ? skippedPreferenceValues(preferences) : [];
     if (skipped.length > 0) log.warn("preference values not understood, left out of the prompt", { skipped: skipped.join(", ") });
-    return { position: turnPosition(request.reading_position, positionFromPages(state.currentPage, state.pageCount)), preferences };
+    return { position: turnPosition(request.reading_position, positionFromPages(state.currentPage, state.pageCount)), preferences, session: state.session };
   }
 
   return { knowledgeFor, readerFor };

@@ -75,7 +75,10 @@ export interface ChatTurn {
   reader: Promise<Reader>;
   /** The positioned entries read with the context (ChatContext.positioned). */
   positioned: PositionedEntries | null;
-  /** The session as the database had it once the lock's command had run, when its cache entry was missing. */
+  /**
+   * The session as the database had it when its cache entry was missing: its head read beside the
+   * lock's command (a session with no messages yet), or the whole of it read once the command had run.
+   */
   sessionFromDb: Promise<ChatSessionState | null> | undefined;
   /** chat:qr for this message with no history (a first turn's), read with the context; undefined when the store failed. */
   firstRewrite: string | null | undefined;
@@ -145,8 +148,8 @@ export function createChatService(deps: ChatDeps): ChatService {
     // what the database gives for a missing entry is then read under the lock), the reader's page one
     // database round trip beside it. A request answered 404 lets the lock go at once.
     const held = locks.take(request.session_id);
-    const loaded = cache.load(ids, [rewriteCacheKey(request.character_id, request.user_message, [])]);
     const reader = readerFor(request, request.book_id);
+    const loaded = cache.load(ids, [rewriteCacheKey(request.character_id, request.user_message, [])], reader.then((r) => r.session, () => undefined));
     let context: ChatContext;
     try {
       context = await loaded;

@@ -33,23 +33,48 @@ export async function getPreferences(db: Queryable, userId: string, characterId:
   return row ? camelize(row) : null;
 }
 
-export type ReaderState = ReadingPages & { preferences: UserPreferences | null };
+type SessionHeadRow = { id: string; user_id: string; character_id: string; book_id: string; message_count: number; summary: string | null; has_messages: boolean };
+/**
+ * A chat session without its messages: enough to tell whose it is, and, while it has none, all a turn
+ * needs. `hasMessages` is read from the messages themselves: the frontend may write rows that
+ * message_count does not count.
+ */
+export type SessionHead = Camelize<SessionHeadRow>;
+
+export type ReaderState = ReadingPages & {
+  preferences: UserPreferences | null;
+  /** With `sessionId`: the session's head, null when there is no such session. */
+  session?: SessionHead | null;
+};
 
 /**
  * What a chat turn reads of the reader on every turn, never from a cache: their page in the book
- * (user_library, which the frontend moves at any time) with the book's page count, and, when
- * `withPreferences`, their preferences for the character — one statement, one round trip.
+ * (user_library, which the frontend moves at any time) with the book's page count, when
+ * `withPreferences` their preferences for the character, and with `sessionId` the session's head
+ * (what a first turn needs of a session not cached yet) — one statement, one round trip.
  */
 export async function getReaderState(
   db: Queryable,
   ids: { userId: string; characterId: string; bookId: string },
   withPreferences: boolean,
+  sessionId?: string,
 ): Promise<ReaderState> {
-  if (!isUuid(ids.userId) || !isUuid(ids.characterId) || !isUuid(ids.bookId)) return { currentPage: null, pageCount: null, preferences: null };
-  const [row] = await db.query<ReadingPagesRow & { preferences: UserPreferencesRow | null }>(
+  const session = sessionId === undefined ? {} : { session: null };
+  if (!isUuid(ids.userId) || !isUuid(ids.characterId) || !isUuid(ids.bookId)) return { currentPage: null, pageCount: null, preferences: null, ...session };
+  const [row] = await db.query<ReadingPagesRow & { preferences: UserPreferencesRow | null; session: SessionHeadRow | null }>(
     `SELECT ${pagesSelect("$1", "$3")},
-            (SELECT to_jsonb(p) FROM (${PREFERENCES_SELECT} AND $4::boolean) p) AS preferences`,
-    [ids.userId, ids.characterId, ids.bookId, withPreferences],
+            (SELECT to_jsonb(p) FROM (${PREFERENCES_SELECT} AND $4::boolean) p) AS preferences,
+            (SELECT to_jsonb(h) FROM (
+               SELECT s.id, s.user_id, s.character_id, s.book_id, s.message_count,
+                      (SELECT summary FROM chat_session_summaries WHERE session_id = s.id) AS summary,
+                      EXISTS (SELECT 1 FROM messages m WHERE m.session_id = s.id) AS has_messages
+                 FROM chat_sessions s WHERE s.id = $5::uuid) h) AS session`,
+    [ids.userId, ids.characterId, ids.bookId, withPreferences, sessionId !== undefined && isUuid(sessionId) ? sessionId : null],
   );
-  return { currentPage: row?.current_page ?? null, pageCount: row?.page_count ?? null, preferences: row?.preferences ? camelize(row.preferences) : null };
+  return {
+    currentPage: row?.current_page ?? null,
+    pageCount: row?.page_count ?? null,
+    preferences: row?.preferences ? camelize(row.preferences) : null,
+    ...(sessionId === undefined ? {} : { session: row?.session ? camelize(row.session) : null }),
+  };
 }

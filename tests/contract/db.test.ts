@@ -564,6 +564,29 @@ function databaseContract(name: string, makeTarget: () => AdapterUnderTest, adap
         expect(await getReaderState(db, { ...ids, userId: "not-a-user" }, true)).toEqual({ currentPage: null, pageCount: null, preferences: null });
       });
 
+      test("the same statement brings a session's head: whose it is, its message count and summary, or null when there is none", async () => {
+        const book = await fr.insertBook(db, { title: "Persuasion", author: "Jane Austen" });
+        const { characters } = await saveCharacters(db, book.id, [{ name: "Anne", importance: 1 }]);
+        const userId = crypto.randomUUID();
+        const ids = { userId, characterId: characters[0]!.id, bookId: book.id };
+        const session = await fr.createSession(db, { userId, characterId: characters[0]!.id });
+        expect((await getReaderState(db, ids, false, session.id)).session).toEqual({
+          id: session.id,
+          userId,
+          characterId: characters[0]!.id,
+          bookId: book.id,
+          messageCount: 0,
+          summary: null,
+          hasMessages: false,
+        });
+        // A message message_count does not count (the frontend's own row) is still seen.
+        await db.query("INSERT INTO messages (session_id, role, content) VALUES ($1, 'user', 'Hello?')", [session.id]);
+        expect((await getReaderState(db, ids, false, session.id)).session).toMatchObject({ messageCount: 0, hasMessages: true });
+        expect((await getReaderState(db, ids, false, crypto.randomUUID())).session).toBeNull();
+        expect((await getReaderState(db, ids, false, "not-a-session")).session).toBeNull();
+        expect(await getReaderState(db, ids, false)).not.toHaveProperty("session");
+      });
+
       test("a session whose message_count is at the column's largest value still saves its exchanges; the count stays there", async () => {
         const { characters } = await bookWithCharacters(["Alice"]);
         const session = await fr.createSession(db, { userId: crypto.randomUUID(), characterId: characters[0]!.id });
