@@ -195,5 +195,14 @@ export function createKnowledge(deps: KnowledgeDeps) {
     return { position: turnPosition(request.reading_position, positionFromPages(state.currentPage, state.pageCount)), preferences, session: state.session };
   }
 
-  return { knowledgeFor, readerFor };
+  /**
+   * The turn's position: the body's needs no read, so the turn goes on without waiting for the
+   * reader's statement (its preferences are needed only by the reply's prompt); else the page that
+   * statement read.
+   */
+  async function positionOf(request: ChatRequest, reader: Promise<Reader>): Promise<number | null> {
+    return request.reading_position !== undefined ? turnPosition(request.reading_position, null) : (await reader).position;
+  }
+
+  return { knowledgeFor, readerFor, positionOf };
 }

@@ -210,7 +210,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       return afterReply ? use().locks.handOver(turn.session.id, lock, afterReply) : use().locks.release(lock);
     };
     const { request, character, book } = turn;
-    const { retriever, knowledgeFor, guardFor, rewriter, saveExchange, sessionCache, locks, foldSummary } = use();
+    const { retriever, knowledgeFor, positionOf, guardFor, rewriter, saveExchange, sessionCache, locks, foldSummary } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
     let stopKeepAlive: (() => void) | undefined;
@@ -236,10 +236,9 @@ export function createChatService(deps: ChatDeps): ChatService {
       const session = await locks.latestSession(turn.session.id, signal, held.read, turn.sessionFromDb);
       if (!session) throw new Error("the session was deleted before the reply");
       // The rewrite's cache entry is asked for now that the history is known (a first turn's came with
-      // the context), while the reader's page is still on its way.
+      // the context), while the reader's page (unless the body gives the position) is still on its way.
       const looked = rewriter.lookup(character.id, request.user_message, session.messages, session.messages.length === 0 ? turn.firstRewrite : undefined);
-      const reader = await turn.reader;
-      const knowledge = await knowledgeFor(character, book, reader.position, request.user_message, turn.positioned);
+      const knowledge = await knowledgeFor(character, book, await positionOf(request, turn.reader), request.user_message, turn.positioned);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
       let guard: SpoilerGuard | null;
       [rewritten, guard] = await Promise.all([

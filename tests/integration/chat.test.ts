@@ -670,6 +670,25 @@ for (const variant of variants) {
         expect(await h.kv.get(`chat:fold:${session}`)).toBeNull();
       });
 
+      test("on a follow-up with the position in the body, the rewrite is asked for while the reader's own statement is still on its way", async () => {
+        const session = await h.newSession();
+        await exchange(h, session, "Hello.");
+        let release!: () => void;
+        const held = new Promise<void>((resolve) => (release = resolve));
+        // The statement that reads the reader's page and preferences waits until released.
+        const slow: Database = { ...h.deps.db, query: async (text, params) => (text.includes("user_library") && (await held), h.deps.db.query(text, params)) };
+        const app = await h.appWith({ db: slow });
+        let rewriteAsked!: () => void;
+        const asked = new Promise<void>((resolve) => (rewriteAsked = resolve));
+        scriptGateway(h.gateway, { rewrite: () => (rewriteAsked(), { content: JSON.stringify({ narrative_query: "the lamp", keyword_query: "lamp" }) }) });
+        // Read as a client reads it, as it comes.
+        const reply = app.postJson("/character/chat", h.body(session, `Where were we? (${crypto.randomUUID()})`, { reading_position: 1 })).then(readSse);
+        expect(await Promise.race([asked.then(() => "asked"), Bun.sleep(5_000).then(() => "waited")])).toBe("asked");
+        release();
+        expect(isDone((await reply).events.at(-1)!)).toBe(true);
+        await app.settle();
+      });
+
       test("a message whose session has no cache entry reads the database only once it holds the lock, so it gets the previous reply", async () => {
         const session = await h.newSession();
         await exchange(h, session, "First.");
