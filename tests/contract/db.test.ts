@@ -907,19 +907,14 @@ if (postgres.reachable) {
     const testDb = await createTestDatabase(postgres.url);
     const bridge = startNeonBridge();
     const db = createNeonDatabase({ url: testDb.url, wsProxy: bridge.address, httpEndpoint: bridge.httpEndpoint, statementsOverHttp: true });
-    const sent: string[] = [];
-    const realFetch = globalThis.fetch;
-    globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
-      sent.push(String(input instanceof Request ? input.url : input));
-      return realFetch(input, init);
-    }) as typeof fetch;
+    const { sent, restore } = recordFetches();
     try {
       expect((await db.query<{ n: number }>("SELECT 1 AS n"))[0]!.n).toBe(1);
       expect(sent).toEqual([bridge.httpEndpoint]);
       expect(await db.transaction(async (tx) => (await tx.query<{ n: number }>("SELECT 2 AS n"))[0]!.n)).toBe(2);
       expect(sent).toHaveLength(1);
     } finally {
-      globalThis.fetch = realFetch;
+      restore();
       await db.close();
       await bridge.stop();
       await testDb.drop();
@@ -964,12 +959,7 @@ if (postgres.reachable) {
 
     test("with an HTTP endpoint a statement is one request to it and opens no connection; a transaction still gets one", async () => {
       const db = createNeonDatabase({ url: testDb.url, wsProxy: scopeBridge.address, httpEndpoint: scopeBridge.httpEndpoint, connections: "per-request" });
-      const sent: string[] = [];
-      const realFetch = globalThis.fetch;
-      globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
-        sent.push(String(input instanceof Request ? input.url : input));
-        return realFetch(input, init);
-      }) as typeof fetch;
+      const { sent, restore } = recordFetches();
       try {
         const scope = db.openScope();
         const pids = await scope.run(async () => [await backend(db), await backend(db)]);
@@ -980,7 +970,7 @@ if (postgres.reachable) {
         expect(sent).toHaveLength(2);
         await scope.end();
       } finally {
-        globalThis.fetch = realFetch;
+        restore();
         await db.close();
       }
     });
@@ -1079,3 +1069,14 @@ describe("unreachable servers", () => {
     }
   });
 });
+
+/** Records the URL of every fetch made until `restore` (the Neon driver's HTTP statements). */
+function recordFetches(): { sent: string[]; restore(): void } {
+  const sent: string[] = [];
+  const realFetch = globalThis.fetch;
+  globalThis.fetch = ((input: string | URL | Request, init?: RequestInit) => {
+    sent.push(String(input instanceof Request ? input.url : input));
+    return realFetch(input, init);
+  }) as typeof fetch;
+  return { sent, restore: () => void (globalThis.fetch = realFetch) };
+}
