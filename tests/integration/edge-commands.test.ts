@@ -2,7 +2,7 @@ import { expect, setDefaultTimeout, test } from "bun:test";
 import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, REPO_ROOT, waitForHealth } from "../support/process.ts";
+import { collectOutput, freePort, REPO_ROOT, waitForHealth } from "../support/process.ts";
 
 // wrangler bundles the Worker before it serves it: seconds on a busy machine.
 setDefaultTimeout(120_000);
@@ -33,27 +33,21 @@ test("npm run api:workerd serves on PORT and HOST, with no interactive session a
     stdout: "pipe",
     stderr: "pipe",
   });
-  let output = "";
-  for (const stream of [proc.stdout, proc.stderr]) {
-    void (async () => {
-      const decoder = new TextDecoder();
-      for await (const chunk of stream) output += decoder.decode(chunk, { stream: true });
-    })();
-  }
+  const output = collectOutput(proc);
   try {
-    await waitForHealth(`http://127.0.0.1:${port}`, proc, performance.now(), 90_000, "npm run api:workerd", () => output);
+    await waitForHealth(`http://127.0.0.1:${port}`, proc, performance.now(), 90_000, "npm run api:workerd", output);
     expect(await (await fetch(`http://127.0.0.1:${port}/health`)).text()).toBe("ok");
-    expect(output).toContain(`Ready on http://127.0.0.1:${port}`);
+    expect(output()).toContain(`Ready on http://127.0.0.1:${port}`);
     // wrangler's own noise stays out: no banner, no Request.cf fetch with its stack traces.
-    expect(output).not.toContain("wrangler 4.");
-    expect(output).not.toContain("getaddrinfo");
-    expect(output).not.toContain("Request.cf");
+    expect(output()).not.toContain("wrangler 4.");
+    expect(output()).not.toContain("getaddrinfo");
+    expect(output()).not.toContain("Request.cf");
     // A Worker has no start-up hook: its first request probes the services, after its response.
     const variables = ["DATABASE_URL", "UPSTASH_REDIS_REST_URL", "QDRANT_URL", "TYPESENSE_URL", "LLM_GATEWAY_URL"];
     const deadline = Date.now() + 30_000;
-    while (!variables.every((v) => output.includes(`variable=${v} `)) && Date.now() < deadline) await Bun.sleep(200);
+    while (!variables.every((v) => output().includes(`variable=${v} `)) && Date.now() < deadline) await Bun.sleep(200);
     for (const variable of variables) {
-      expect(output.split("\n").filter((line) => line.includes("dependency unreachable") && line.includes(`variable=${variable} `))).toHaveLength(1);
+      expect(output().split("\n").filter((line) => line.includes("dependency unreachable") && line.includes(`variable=${variable} `))).toHaveLength(1);
     }
   } finally {
     try {

@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { parseSseEvents } from "../support/chat.ts";
 import { edgeRuntimeMissing } from "../support/edge-runtime.ts";
 import { createTestDatabase, probePostgres, type TestDatabase } from "../support/postgres.ts";
-import { freePort, REPO_ROOT } from "../support/process.ts";
+import { collectOutput, freePort, REPO_ROOT } from "../support/process.ts";
 import { probeRedis, testRedisUrl } from "../support/redis.ts";
 
 // Seeding, then wrangler bundling the Worker: tens of seconds on a busy machine.
@@ -31,13 +31,7 @@ async function startEdge(script: "edge:deno" | "edge:workerd", env: Record<strin
     stdout: "pipe",
     stderr: "pipe",
   });
-  let output = "";
-  for (const stream of [proc.stdout, proc.stderr]) {
-    void (async () => {
-      const decoder = new TextDecoder();
-      for await (const chunk of stream) output += decoder.decode(chunk, { stream: true });
-    })();
-  }
+  const output = collectOutput(proc);
   const stop = async () => {
     // Ctrl-C, as a user stops it: the command stops its children itself.
     proc.kill("SIGINT");
@@ -49,16 +43,16 @@ async function startEdge(script: "edge:deno" | "edge:workerd", env: Record<strin
     return code;
   };
   const deadline = Date.now() + 200_000;
-  while (!READY.test(output)) {
+  while (!READY.test(output())) {
     if (proc.exitCode !== null || Date.now() > deadline) {
       await stop();
-      throw new Error(`npm run ${script} did not get ready:\n${output}`);
+      throw new Error(`npm run ${script} did not get ready:\n${output()}`);
     }
     await Bun.sleep(250);
   }
   // The banner is printed whole, in one write.
   await Bun.sleep(100);
-  return { output: () => output, stop };
+  return { output, stop };
 }
 
 /** The curl the banner prints, sent: the chat's events. */

@@ -2,7 +2,7 @@ import { existsSync } from "node:fs";
 import { mkdtemp, readdir, readFile, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { freePort, REPO_ROOT, waitForHealth } from "./process.ts";
+import { collectOutput, freePort, REPO_ROOT, waitForHealth } from "./process.ts";
 
 /**
  * The API on an edge runtime, as an operator starts it: Deno through deno.json's `api` task, workerd
@@ -144,13 +144,7 @@ export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string,
   }
   const spawnedAt = performance.now();
   const proc = Bun.spawn(command, { cwd: REPO_ROOT, env: processEnv, stdout: "pipe", stderr: "pipe" });
-  let output = "";
-  for (const stream of [proc.stdout, proc.stderr]) {
-    void (async () => {
-      const decoder = new TextDecoder();
-      for await (const chunk of stream) output += decoder.decode(chunk, { stream: true });
-    })();
-  }
+  const output = collectOutput(proc);
   const url = `http://127.0.0.1:${port}`;
   const stop = async () => {
     proc.kill("SIGTERM");
@@ -159,10 +153,10 @@ export async function startEdgeRuntime(runtime: EdgeRuntime, env: Record<string,
   };
   let readyMs: number;
   try {
-    readyMs = await waitForHealth(url, proc, spawnedAt, READY_TIMEOUT_MS, runtime, () => output);
+    readyMs = await waitForHealth(url, proc, spawnedAt, READY_TIMEOUT_MS, runtime, output);
   } catch (err) {
     await stop();
     throw err;
   }
-  return { url, pid: proc.pid, readyMs, logs: () => output, stop };
+  return { url, pid: proc.pid, readyMs, logs: output, stop };
 }

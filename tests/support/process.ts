@@ -124,3 +124,15 @@ export async function startService(
     },
   };
 }
+
+/** Everything a spawned process writes to stdout and stderr, interleaved as it arrives. */
+export function collectOutput(proc: { stdout: ReadableStream<Uint8Array>; stderr: ReadableStream<Uint8Array> }): () => string {
+  let output = "";
+  for (const stream of [proc.stdout, proc.stderr]) {
+    void (async () => {
+      const decoder = new TextDecoder();
+      for await (const chunk of stream) output += decoder.decode(chunk, { stream: true });
+    })();
+  }
+  return () => output;
+}
