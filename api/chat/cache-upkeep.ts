@@ -1,5 +1,6 @@
 import { type ChatCache, type ChatSessionState } from "./chat-cache.ts";
 import { sessionCacheKey } from "../../common/contract/cache-keys.ts";
+import type { SavedExchange } from "../../common/db/sessions.ts";
 import type { Logger } from "../../common/log.ts";
 import { retryUntilStoreAnswers, type Track } from "./background.ts";
 
@@ -32,5 +33,25 @@ export function createSessionCacheUpkeep(deps: SessionCacheUpkeepDeps) {
     });
   }
 
-  return { refresh, forget };
+  /**
+   * The entry once a turn has saved its exchange, `state` being the history the turn read with the
+   * exchange added (of `readCount` exchanges before it). `current`: whether `state` is the session as
+   * the database has it, so it is written; otherwise the entry is dropped for the next turn to read
+   * the database.
+   */
+  function afterSave(sessionId: string, readCount: number, saved: Pick<SavedExchange, "previousCount">, state: ChatSessionState): { current: boolean; written: Promise<void> } {
+    if (saved.previousCount === null) {
+      // Found saved by a retry: whether another exchange came in between cannot be told.
+      log.warn("exchange found saved on a retry; its cache entry is dropped", { session_id: sessionId });
+      return { current: false, written: forget(sessionId) };
+    }
+    if (saved.previousCount !== readCount) {
+      // Another exchange was saved while this one was written (its lock had lapsed): the turn's history lacks it.
+      log.warn("session changed during the reply; its cache entry is dropped", { session_id: sessionId });
+      return { current: false, written: forget(sessionId) };
+    }
+    return { current: true, written: refresh(state) };
+  }
+
+  return { refresh, forget, afterSave };
 }

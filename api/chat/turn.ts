@@ -354,29 +354,16 @@ export function createChatService(deps: ChatDeps): ChatService {
       if (saved.previousCount !== null && saved.previousCount === saved.messageCount) {
         log.warn("message_count is at its largest value and no longer counts exchanges", { session_id: session.id, message_count: saved.messageCount });
       }
-      let cacheWrite: Promise<void>;
-      let afterReply: ((foldLock: Lock | null) => Promise<void>) | undefined;
-      if (saved.previousCount === null) {
-        // Found saved by a retry: whether another exchange came in between cannot be told, so the entry is dropped.
-        log.warn("exchange found saved on a retry; its cache entry is dropped", { session_id: session.id });
-        cacheWrite = sessionCache.forget(session.id);
-      } else if (saved.previousCount === session.message_count) {
-        cacheWrite = sessionCache.refresh(state);
-        const leaving = messagesLeavingWindow(conversation, 2);
-        if (leaving.length > 0) afterReply = (foldLock) => foldSummary(character.name, state, leaving, foldLock);
-      } else {
-        // Another exchange was saved while this one was written (its lock had lapsed): this turn's
-        // history lacks it, so the cache entry is dropped for the next turn to read the database.
-        log.warn("session changed during the reply; its cache entry is dropped", { session_id: session.id });
-        cacheWrite = sessionCache.forget(session.id);
-      }
+      const { current, written } = sessionCache.afterSave(session.id, session.message_count, saved, state);
+      const leaving = current ? messagesLeavingWindow(conversation, 2) : [];
+      const afterReply = leaving.length > 0 ? (foldLock: Lock | null) => foldSummary(character.name, state, leaving, foldLock) : undefined;
       // The session's entry, the rewrite's, the fold key and the lock's release go out in one tick: the
       // store runs them in this order in one round trip, so the next turn finds the entry written and
       // the lock free by the time the reader has `done`. (Should the entry's write fail after the
       // release landed, the next turn reads the older history; its save then finds the count moved
-      // and drops the entry, below.)
+      // and drops the entry, in afterSave.)
       ended = true;
-      await Promise.all([cacheWrite, endTurn(afterReply)]);
+      await Promise.all([written, endTurn(afterReply)]);
 
       outcome = "ok";
       const missing = noSourcesReason(knowledge.maxChunkIndex, retrieved);
