@@ -1,4 +1,5 @@
 import type { KeyValueStore } from "./kv/index.ts";
+import { jsonAs } from "./json-as.ts";
 import { JobRecord } from "./contract/schemas.ts";
 
 /**
@@ -51,12 +52,7 @@ export async function enqueueJob(kv: KeyValueStore, job: NewJob, options: Enqueu
 
 /** Parses a queued entry; null for anything that is not a job record (it is dead-lettered by the worker). */
 function parseJob(raw: string): JobRecord | null {
-  try {
-    const parsed = JobRecord.safeParse(JSON.parse(raw));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
+  return jsonAs(JobRecord, raw);
 }
 
 // Reliable consumption ---------------------------------------------------------------------------

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { jsonAs } from "../../common/json-as.ts";
 import { bookCacheKey, characterCacheKey, knowledgeCacheKey, readingPositionsCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import type { Database } from "../../common/db/index.ts";
 import { getBook } from "../../common/db/books.ts";
@@ -143,16 +144,6 @@ export interface ChatCache {
   loadPositioned(bookId: string, characterId: string, cached?: PositionedEntries | null): Promise<PositionedContext>;
 }
 
-function decode<T>(schema: z.ZodType<T>, raw: string | null | undefined): T | null {
-  if (!raw) return null;
-  try {
-    const parsed = schema.safeParse(JSON.parse(raw));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
-}
-
 export function createChatCache(options: ChatCacheOptions): ChatCache {
   const { kv, db } = options;
   const logger = options.logger ?? silentLogger;
@@ -223,7 +214,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
       logger.warn("chat cache unavailable, reading the database", { error });
       cached = null;
     }
-    const cachedSession = decode(ChatSessionState, cached?.[1]);
+    const cachedSession = jsonAs(ChatSessionState, cached?.[1]);
     const [character, session, book] = await Promise.all([
       fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
       cachedSession ?? sessionFromHeadOrDb(sessionId, sessionHead),
@@ -246,7 +237,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     read: () => Promise<T | null>,
     kvUp: boolean,
   ) {
-    const hit = decode(schema, raw);
+    const hit = jsonAs(schema, raw);
     if (hit) return hit;
     const value = await read();
     // A store that just failed is not asked again within the same turn.
@@ -263,7 +254,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   return {
     load,
     async loadSession(sessionId, cached, read) {
-      return decode(ChatSessionState, cached) ?? (read ?? sessionFromDb(sessionId));
+      return jsonAs(ChatSessionState, cached) ?? (read ?? sessionFromDb(sessionId));
     },
     async storeSession(session) {
       await kv.set(sessionCacheKey(session.id), JSON.stringify(sessionEntry(session)), { ex: ttl });

@@ -8,6 +8,7 @@
 import { sha256 } from "@noble/hashes/sha2.js";
 import { bytesToHex } from "@noble/hashes/utils.js";
 import { z } from "zod";
+import { jsonAs } from "../json-as.ts";
 import type { ChatMessage } from "../llm/index.ts";
 import { REWRITE_HISTORY_LABEL, REWRITE_MESSAGE_LABEL } from "../llm/prompt-format.ts";
 import { DEFAULT_PROMPT_LIMITS, fitter, type PromptLimits } from "./budget.ts";
@@ -118,23 +119,13 @@ export const WHOLE_BOOK_REWRITE = "whole-book";
 
 /** The rewrite cached in `value` for this knowledge; `fellBack` when there is none (or the value is unreadable). */
 export function cachedRewrite(value: string | null | undefined, knowledge: string | undefined, userMessage: string): RewrittenQueries {
-  const entry = readCachedRewrites(value)?.[knowledge ?? WHOLE_BOOK_REWRITE];
+  const entry = jsonAs(CachedRewrites, value)?.[knowledge ?? WHOLE_BOOK_REWRITE];
   return entry ? parseRewrite(JSON.stringify(entry), userMessage) : parseRewrite(null, userMessage);
 }
 
 /** `value` with this knowledge's rewrite added (or replaced); an unreadable value is started afresh. */
 export function withCachedRewrite(value: string | null | undefined, knowledge: string | undefined, queries: Pick<RewrittenQueries, "narrativeQuery" | "keywordQuery">): string {
-  return JSON.stringify({ ...readCachedRewrites(value), [knowledge ?? WHOLE_BOOK_REWRITE]: { narrative_query: queries.narrativeQuery, keyword_query: queries.keywordQuery } });
-}
-
-function readCachedRewrites(value: string | null | undefined): z.infer<typeof CachedRewrites> | null {
-  if (!value) return null;
-  try {
-    const parsed = CachedRewrites.safeParse(JSON.parse(value));
-    return parsed.success ? parsed.data : null;
-  } catch {
-    return null;
-  }
+  return JSON.stringify({ ...jsonAs(CachedRewrites, value), [knowledge ?? WHOLE_BOOK_REWRITE]: { narrative_query: queries.narrativeQuery, keyword_query: queries.keywordQuery } });
 }
 
 function oneLine(text: string): string {
