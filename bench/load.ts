@@ -40,7 +40,7 @@ import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts";
 import { startPrivateRedis, unavailableRedisServer } from "../tests/support/private-servers.ts";
 import { freePort, REPO_ROOT, startService, type ServiceProcess } from "../tests/support/process.ts";
-import { answerHelp, machineHeader, markdownTable, memoryOf, percentile } from "./support.ts";
+import { answerHelp, machineHeader, markdownTable, memoryOf, percentile, runCleanups } from "./support.ts";
 
 /**
  * Objects alive in the API after a full collection may grow this much from the end of warm-up to the
@@ -340,13 +340,7 @@ async function main(): Promise<number> {
   } catch (err) {
     return fail(err instanceof Error ? (err.stack ?? err.message) : String(err));
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch {
-        // best effort: every resource is temporary
-      }
-    }
+    await runCleanups(cleanups);
   }
 }
 

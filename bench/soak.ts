@@ -36,7 +36,7 @@ import { createTestDatabase, probePostgres } from "../tests/support/postgres.ts"
 import { startPrivateRedis, unavailableRedisServer, type PrivateRedis } from "../tests/support/private-servers.ts";
 import { freePort, REPO_ROOT } from "../tests/support/process.ts";
 import { seededRandom } from "../tests/support/seeded-random.ts";
-import { answerHelp, machineHeader, markdownTable, SHARED_BOOKS_DIR } from "./support.ts";
+import { answerHelp, machineHeader, markdownTable, runCleanups, SHARED_BOOKS_DIR } from "./support.ts";
 
 answerHelp(`
 usage: bun bench/soak.ts [--books 200] [--workers 8] [--kill-every 6] [--seed N]
@@ -368,12 +368,6 @@ async function main(): Promise<number> {
   } catch (err) {
     return fail(err instanceof Error ? (err.stack ?? err.message) : String(err));
   } finally {
-    for (const cleanup of cleanups.reverse()) {
-      try {
-        await cleanup();
-      } catch {
-        // best effort: every resource is temporary
-      }
-    }
+    await runCleanups(cleanups);
   }
 }

@@ -422,3 +422,14 @@ export async function profileThroughInspector(port: number, during: () => Promis
     close();
   }
 }
+
+/** Runs a run's cleanups, the latest first, each whatever the others did: every resource is temporary. */
+export async function runCleanups(cleanups: readonly (() => unknown)[]): Promise<void> {
+  for (const cleanup of [...cleanups].reverse()) {
+    try {
+      await cleanup();
+    } catch {
+      // Best effort: one resource left behind must not keep the others.
+    }
+  }
+}
