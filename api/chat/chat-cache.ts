@@ -116,17 +116,19 @@ export interface ChatCacheOptions {
 }
 
 export interface ChatCache {
+  /** The keys `load` reads, in order: the context's own, then `alsoRead` (ChatContext.alsoRead). */
+  contextKeys(ids: ChatContextIds, alsoRead?: readonly string[]): string[];
   /**
-   * One KV round trip, which also brings the entries a reader with a position needs (loadPositioned);
-   * each miss read from the database. A character or book read is cached (nothing is cached for what
-   * does not exist); a session read is not: only a turn holding the session's lock writes its entry
-   * (storeSession), so a fill read before another turn saved its exchange can never replace the entry
-   * that turn wrote since. `alsoRead`: other keys read in the same round trip (ChatContext.alsoRead).
-   * `sessionHead`: the session's head read beside (undefined when it could not be): a missing entry
-   * of a session with no messages yet (a first turn) is built from it, and one that does not exist
-   * needs no read of its own.
+   * The context from `read`, the values of contextKeys (null when the store failed: `read` does not
+   * reject), read by the caller in the round trip it makes anyway (the session lock's); each miss is read from the
+   * database. The entries a reader with a position needs come with it (loadPositioned). A character
+   * or book read is cached (nothing is cached for what does not exist); a session read is not: only a
+   * turn holding the session's lock writes its entry (storeSession), so a fill read before another
+   * turn saved its exchange can never replace the entry that turn wrote since. `sessionHead`: the
+   * session's head read beside (undefined when it could not be): a missing entry of a session with no
+   * messages yet (a first turn) is built from it, and one that does not exist needs no read of its own.
    */
-  load(ids: ChatContextIds, alsoRead?: readonly string[], sessionHead?: Promise<SessionHead | null | undefined>): Promise<ChatContext>;
+  load(ids: ChatContextIds, read: Promise<readonly (string | null)[] | null>, sessionHead?: Promise<SessionHead | null | undefined>): Promise<ChatContext>;
   /**
    * The session as of now, for a turn holding the session lock: `cached` (the entry the caller just
    * read) when it is readable, else `read` (the database's, when the caller read it since taking the
@@ -204,21 +206,21 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     });
   }
 
-  async function load({ characterId, sessionId, bookId }: ChatContextIds, alsoRead: readonly string[] = [], sessionHead?: Promise<SessionHead | null | undefined>): Promise<ChatContext> {
-    const own = [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId), readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)];
-    const keys = [...own, ...alsoRead];
-    let cached: (string | null)[] | null;
-    try {
-      cached = await kv.mget(keys);
-    } catch (error) {
-      logger.warn("chat cache unavailable, reading the database", { error });
-      cached = null;
-    }
+  /** The keys of ChatContext's own entries, in the order `load` reads them. */
+  function ownKeys({ characterId, sessionId, bookId }: ChatContextIds): string[] {
+    return [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId), readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)];
+  }
+
+  async function load(ids: ChatContextIds, read: Promise<readonly (string | null)[] | null>, sessionHead?: Promise<SessionHead | null | undefined>): Promise<ChatContext> {
+    const { characterId, sessionId, bookId } = ids;
+    const own = ownKeys(ids);
+    const cached = await read;
+    if (cached === null) logger.warn("chat cache unavailable, reading the database");
     const cachedSession = jsonAs(ChatSessionState, cached?.[1]);
     const [character, session, book] = await Promise.all([
-      fromCacheOrDb(keys[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
+      fromCacheOrDb(own[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
       cachedSession ?? sessionFromHeadOrDb(sessionId, sessionHead),
-      fromCacheOrDb(keys[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
+      fromCacheOrDb(own[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
     ]);
     return {
       character,
@@ -252,6 +254,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
   }
 
   return {
+    contextKeys: (ids, alsoRead = []) => [...ownKeys(ids), ...alsoRead],
     load,
     async loadSession(sessionId, cached, read) {
       return jsonAs(ChatSessionState, cached) ?? (read ?? sessionFromDb(sessionId));

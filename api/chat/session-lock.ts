@@ -34,6 +34,13 @@ export interface HeldLock {
   read?: SessionKeys;
 }
 
+/** What `take` found: the lock, and the keys asked for beside it. */
+export interface Taken {
+  held: HeldLock | "busy";
+  /** The values of take's `alsoRead`, in order; null when the store failed. */
+  values: (string | null)[] | null;
+}
+
 /** What `chat:sess:{id}` and `chat:fold:{id}` hold. */
 type SessionKeys = readonly (string | null)[];
 
@@ -47,23 +54,24 @@ export function createSessionLocks(deps: SessionLocksDeps) {
   const ttlSeconds = deps.ttlSeconds ?? DEFAULT_LOCK_TTL_SECONDS;
 
   /**
-   * Takes the session lock; "busy" when another turn holds it. The command goes out at once, so that
-   * it shares a round trip with the reads issued beside it (the store pipelines them, in order).
+   * Takes the session lock ("busy" when another turn holds it) and reads `alsoRead` in the same
+   * command, whether or not it took the lock: the turn's one key-value round trip before it knows
+   * the session. `values` is null when the store failed (the turn goes on without the lock).
    */
-  async function take(sessionId: string): Promise<HeldLock | "busy"> {
-    let lock: Lock | null = null;
-    let read: SessionKeys | undefined;
+  async function take(sessionId: string, alsoRead: readonly string[] = []): Promise<Taken> {
+    const own = sessionKeys(sessionId);
+    const keys = [...new Set([...alsoRead, ...own])];
     try {
-      const taken = await tryAcquireLockThenRead(deps.kv, lockKey(sessionId), sessionKeys(sessionId), ttlSeconds);
-      if (!taken) return "busy";
-      ({ lock, values: read } = taken);
+      const taken = await tryAcquireLockThenRead(deps.kv, lockKey(sessionId), keys, ttlSeconds);
+      const valueOf = (key: string) => taken.values[keys.indexOf(key)] ?? null;
+      const values = alsoRead.map(valueOf);
+      return { held: taken.lock ? { lock: taken.lock, read: own.map(valueOf) } : "busy", values };
     } catch (error) {
       deps.metrics.chat.lockUnavailable.inc();
       log.warn("session lock unavailable, replying without it", { session_id: sessionId, error });
       // The set may have landed all the same: released at the end of the turn like a lock we hold.
-      if (error instanceof LockUnavailableError) lock = error.attempted;
+      return { held: { lock: error instanceof LockUnavailableError ? error.attempted : null }, values: null };
     }
-    return read ? { lock, read } : { lock };
   }
 
   /** Renews the lock while the reply streams; returns what stops renewing (it does not release). */

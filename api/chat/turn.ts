@@ -144,12 +144,14 @@ export function createChatService(deps: ChatDeps): ChatService {
     const { cache, locks, readerFor } = use();
     const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
     // Everything the turn reads before its model calls that depends only on the request starts now,
-    // together: the lock's command and the cache reads share one key-value round trip (in this order:
-    // what the database gives for a missing entry is then read under the lock), the reader's page one
-    // database round trip beside it. A request answered 404 lets the lock go at once.
-    const held = locks.take(request.session_id);
+    // together: the lock and the cache reads are one key-value command (the reads run once the lock is
+    // set, so what the database gives for a missing entry is read under the lock; a turn refused the
+    // lock still learns whose session it is), the reader's page one database round trip beside it.
+    // A request answered 404 lets the lock go at once.
+    const taken = locks.take(request.session_id, cache.contextKeys(ids, [rewriteCacheKey(request.character_id, request.user_message, [])]));
+    const held = taken.then((t) => t.held);
     const reader = readerFor(request, request.book_id);
-    const loaded = cache.load(ids, [rewriteCacheKey(request.character_id, request.user_message, [])], reader.then((r) => r.session, () => undefined));
+    const loaded = cache.load(ids, taken.then((t) => t.values), reader.then((r) => r.session, () => undefined));
     let context: ChatContext;
     try {
       context = await loaded;

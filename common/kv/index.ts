@@ -13,6 +13,12 @@ export interface SetOptions {
 
 export type ListEnd = "left" | "right";
 
+/** What setIfAbsentThenMget did: whether it set, and the keys' values in order. */
+export interface SetThenRead {
+  set: boolean;
+  values: (string | null)[];
+}
+
 export interface KeyValueStore {
   readonly driver: "memory" | "redis" | "upstash";
   get(key: string): Promise<string | null>;
@@ -22,10 +28,11 @@ export interface KeyValueStore {
   set(key: string, value: string, options?: SetOptions): Promise<boolean>;
   /**
    * Sets key to value, expiring in `seconds`, only if key does not exist (takes a lock), and then reads
-   * `keys` as they stand right after, in one atomic step and one round trip (what a turn reads under
-   * its lock comes back with the lock). Null when the set was refused.
+   * `keys` as they stand right after, whether or not it set, in one atomic step and one round trip
+   * (what a turn reads under its lock comes back with the lock, and a turn refused the lock still
+   * learns whose session it is).
    */
-  setIfAbsentThenMget(key: string, value: string, seconds: number, keys: readonly string[]): Promise<(string | null)[] | null>;
+  setIfAbsentThenMget(key: string, value: string, seconds: number, keys: readonly string[]): Promise<SetThenRead>;
   del(key: string): Promise<void>;
   /** Atomically deletes key only if it holds value (lock release). Returns whether it deleted. */
   deleteIfEquals(key: string, value: string): Promise<boolean>;

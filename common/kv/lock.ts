@@ -1,4 +1,4 @@
-import { KvError, type KeyValueStore } from "./index.ts";
+import { KvError, type KeyValueStore, type SetThenRead } from "./index.ts";
 import { DEFAULT_LOCK_TTL_SECONDS } from "../config-defaults.ts";
 import { keepRenewing } from "../lease-renewal.ts";
 
@@ -70,27 +70,28 @@ export class LockUnavailableError extends KvError {
 
 /** The lock, or null when someone else holds it. A store failure rejects with LockUnavailableError. */
 export async function tryAcquireLock(kv: KeyValueStore, key: string, ttlSeconds: number = DEFAULT_LOCK_TTL_SECONDS): Promise<Lock | null> {
-  return (await tryAcquireLockThenRead(kv, key, [], ttlSeconds))?.lock ?? null;
+  return (await tryAcquireLockThenRead(kv, key, [], ttlSeconds)).lock;
 }
 
 /**
- * tryAcquireLock that also reads `keys` as they stand once the lock is taken, in the same round
- * trip: what the holder reads under the lock comes with it. Null when someone else holds the lock.
+ * tryAcquireLock that also reads `keys` as they stand once the lock is asked for, in the same round
+ * trip: what the holder reads under the lock comes with it. `lock` is null when someone else holds it
+ * (the values are read all the same).
  */
 export async function tryAcquireLockThenRead(
   kv: KeyValueStore,
   key: string,
   keys: readonly string[],
   ttlSeconds: number = DEFAULT_LOCK_TTL_SECONDS,
-): Promise<{ lock: Lock; values: (string | null)[] } | null> {
+): Promise<{ lock: Lock | null; values: (string | null)[] }> {
   const lock = lockOn(kv, key, randomToken());
-  let values: (string | null)[] | null;
+  let taken: SetThenRead;
   try {
-    values = await kv.setIfAbsentThenMget(key, lock.token, ttlSeconds, keys);
+    taken = await kv.setIfAbsentThenMget(key, lock.token, ttlSeconds, keys);
   } catch (error) {
     throw new LockUnavailableError(lock, { cause: error });
   }
-  return values === null ? null : { lock, values };
+  return { lock: taken.set ? lock : null, values: taken.values };
 }
 
 function lockOn(kv: KeyValueStore, key: string, token: string): Lock {

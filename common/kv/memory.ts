@@ -147,7 +147,7 @@ export function createMemoryKeyValueStore(options: MemoryKeyValueStoreOptions = 
     set: async (key: string, value: string, opts: SetOptions = {}) => set(key, value, opts),
 
     async setIfAbsentThenMget(key, value, seconds, keys) {
-      return set(key, value, { nx: true, ex: seconds }) ? keys.map(stringOrNull) : null;
+      return { set: set(key, value, { nx: true, ex: seconds }), values: keys.map(stringOrNull) };
     },
 
     async del(key) {

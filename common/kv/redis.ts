@@ -1,6 +1,6 @@
 import { RedisClient } from "bun";
 import { toKvError, type KeyValueStore, type ListEnd, type SetOptions } from "./index.ts";
-import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT, SET_IF_ABSENT_THEN_MGET_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT, SET_IF_ABSENT_THEN_MGET_SCRIPT, setThenReadReply } from "./lua.ts";
 
 /**
  * Redis over TCP through Bun's built-in client.
@@ -92,8 +92,7 @@ export function createRedisKeyValueStore(options: RedisKeyValueStoreOptions): Ke
     },
 
     async setIfAbsentThenMget(key, value, seconds, keys) {
-      const reply = await run("EVAL", () => client.eval(SET_IF_ABSENT_THEN_MGET_SCRIPT, 1 + keys.length, key, ...keys, value, String(seconds)));
-      return reply === null ? null : (reply as (string | null)[]);
+      return setThenReadReply(await run("EVAL", () => client.eval(SET_IF_ABSENT_THEN_MGET_SCRIPT, 1 + keys.length, key, ...keys, value, String(seconds))));
     },
 
     async del(key) {

@@ -1,6 +1,6 @@
 import { Redis } from "@upstash/redis";
 import { toKvError, type KeyValueStore, type SetOptions } from "./index.ts";
-import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT, SET_IF_ABSENT_THEN_MGET_SCRIPT } from "./lua.ts";
+import { EXPIRE_IF_EQUALS_SCRIPT, HASH_INCREMENT_SCRIPT, incrementArgs, RELEASE_IF_EQUALS_SCRIPT, SET_IF_ABSENT_THEN_MGET_SCRIPT, setThenReadReply } from "./lua.ts";
 
 /**
  * Upstash over its REST API through `@upstash/redis`.
@@ -74,7 +74,7 @@ export function createUpstashKeyValueStore(options: UpstashKeyValueStoreOptions)
     },
 
     async setIfAbsentThenMget(key, value, seconds, keys) {
-      return run("EVAL", () => redis.eval<string[], (string | null)[] | null>(SET_IF_ABSENT_THEN_MGET_SCRIPT, [key, ...keys], [value, String(seconds)]));
+      return setThenReadReply(await run("EVAL", () => redis.eval<string[], unknown>(SET_IF_ABSENT_THEN_MGET_SCRIPT, [key, ...keys], [value, String(seconds)])));
     },
 
     async del(key) {

@@ -268,7 +268,10 @@ function startScript(store: KeyValueStore, args: readonly string[]): () => Promi
   const argv = rest.slice(count);
   switch (script) {
     case SET_IF_ABSENT_THEN_MGET_SCRIPT:
-      return () => store.setIfAbsentThenMget(keys[0]!, argv[0]!, integerArg(argv[1]), keys.slice(1));
+      return async () => {
+        const { set, values } = await store.setIfAbsentThenMget(keys[0]!, argv[0]!, integerArg(argv[1]), keys.slice(1));
+        return [set ? 1 : 0, values];
+      };
     case RELEASE_IF_EQUALS_SCRIPT:
       return async () => ((await store.deleteIfEquals(keys[0]!, argv[0]!)) ? 1 : 0);
     case EXPIRE_IF_EQUALS_SCRIPT:

@@ -139,7 +139,7 @@ for (const variant of variants) {
       "a key set with an expiry is there before it and gone after it, and a plain set drops the expiry",
       async () => {
         await kv.set(key("ttl:expiring"), "soon gone", { ex: 1 });
-        expect(await kv.setIfAbsentThenMget(key("ttl:lock"), "holder", 1, [])).toEqual([]);
+        expect(await kv.setIfAbsentThenMget(key("ttl:lock"), "holder", 1, [])).toEqual({ set: true, values: [] });
         await kv.set(key("ttl:reset"), "first", { ex: 1 });
         await kv.set(key("ttl:reset"), "kept");
         await kv.set(key("ttl:expire-later"), "also soon gone");
@@ -184,23 +184,22 @@ for (const variant of variants) {
       expect(await kv.get(key("nx"))).toBe("third");
     });
 
-    test("setIfAbsentThenMget takes a free key and reads the others as they stand after it; on a taken key it reads nothing and changes nothing", async () => {
+    test("setIfAbsentThenMget takes a free key and reads the others as they stand after it; on a taken key it changes nothing and reads them all the same", async () => {
       await kv.set(key("taken-lock"), "other holder");
       await kv.set(key("read:a"), "A");
       await kv.lpush(key("read:list"), "not a string");
-      expect(await kv.setIfAbsentThenMget(key("free-lock"), "mine", 30, [key("read:a"), key("read:missing"), key("read:list"), key("free-lock")])).toEqual([
-        "A",
-        null,
-        null,
-        "mine",
-      ]);
-      expect(await kv.setIfAbsentThenMget(key("lone-lock"), "mine", 30, [])).toEqual([]);
-      expect(await kv.setIfAbsentThenMget(key("taken-lock"), "mine", 30, [key("read:a")])).toBeNull();
+      expect(await kv.setIfAbsentThenMget(key("free-lock"), "mine", 30, [key("read:a"), key("read:missing"), key("read:list"), key("free-lock")])).toEqual({
+        set: true,
+        values: ["A", null, null, "mine"],
+      });
+      expect(await kv.setIfAbsentThenMget(key("lone-lock"), "mine", 30, [])).toEqual({ set: true, values: [] });
+      expect(await kv.setIfAbsentThenMget(key("taken-lock"), "mine", 30, [key("read:a"), key("taken-lock")])).toEqual({ set: false, values: ["A", "other holder"] });
       expect(await kv.mget([key("taken-lock"), key("free-lock"), key("lone-lock")])).toEqual(["other holder", "mine", "mine"]);
       // The key is taken with its expiry: a holder that dies frees it by itself.
       expect(await kv.expireIfEquals(key("free-lock"), "mine", 30)).toBe(true);
       const racers = await Promise.all(Array.from({ length: 20 }, (_, i) => kv.setIfAbsentThenMget(key("raced-lock"), `racer ${i}`, 30, [key("read:a")])));
-      expect(racers.filter((r) => r !== null)).toEqual([["A"]]);
+      expect(racers.filter((r) => r.set)).toEqual([{ set: true, values: ["A"] }]);
+      expect(racers.every((r) => r.values[0] === "A")).toBe(true);
     });
 
     test("deleteIfEquals keeps a lock held under another token and releases it with the right one", async () => {
