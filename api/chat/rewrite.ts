@@ -21,13 +21,17 @@ export interface RewriterDeps {
   track: Track;
 }
 
+/** Holds the chat:qr key a turn of this session cached without its exchange being saved. */
+export const unsavedRewriteKey = (sessionId: string) => `chat:retry:${sessionId}`;
+
 /**
  * A rewrite, and (when the model made it) `remember`, which caches it: called by the turn with its
- * other writes at the end, so that they share one round trip.
+ * other writes at the end, so that they share one round trip; with the session's id when the
+ * turn's exchange was not saved, so that the message sent again finds it (EarlyRewriteRead).
  */
 export interface Rewrite {
   queries: RewrittenQueries;
-  remember?: () => void;
+  remember?: (unsavedSessionId?: string) => void;
 }
 
 /** What chat:qr held for a message and history, read as soon as the history was known (`lookup`). */
@@ -37,17 +41,35 @@ export interface RewriteLookup {
 }
 
 /**
+ * What the turn's first command read for the rewrite's cache (`earlyKeys`): chat:qr for the message
+ * with no history (a first turn's), and the key in unsavedRewriteKey; undefined when the store failed.
+ */
+export interface EarlyRewriteRead {
+  first: string | null | undefined;
+  unsaved: string | null | undefined;
+}
+
+/**
  * The reader's message rewritten into a narrative and a keyword query for retrieval, cached per
  * character, history and knowledge. The cache is read (`lookup`) as soon as the history is known,
  * before the reader's position decides which knowledge applies, so that the read overlaps the others.
+ *
+ * A follow-up's key covers the conversation's last messages, which every saved exchange moves on: an
+ * entry for it exists only when a turn of this session asked the same at the same point and ended
+ * without saving its exchange (the reader sends the message again after an error). Such a turn
+ * leaves that key under unsavedRewriteKey, read with the session lock; every other follow-up is
+ * spared a round trip that could only miss.
  */
 export function createRewriter(deps: RewriterDeps) {
   const { log } = deps;
 
-  /** `value`: the entry when the caller has read it already (with other keys, in one round trip). */
-  function lookup(characterId: string, userMessage: string, history: ChatSessionState["messages"], value?: string | null): RewriteLookup {
+  /** The keys the turn reads with the session lock, for EarlyRewriteRead, in its order. */
+  const earlyKeys = (characterId: string, sessionId: string, userMessage: string) => [rewriteCacheKey(characterId, userMessage, []), unsavedRewriteKey(sessionId)];
+
+  function lookup(characterId: string, userMessage: string, history: ChatSessionState["messages"], early?: EarlyRewriteRead): RewriteLookup {
     const key = rewriteCacheKey(characterId, userMessage, history);
-    if (value !== undefined) return { key, value: Promise.resolve(value) };
+    const known = history.length === 0 ? early?.first : early?.unsaved === undefined || early.unsaved === key ? undefined : null;
+    if (known !== undefined) return { key, value: Promise.resolve(known) };
     return {
       key,
       value: deps.kv.get(key).catch((error: unknown) => {
@@ -96,10 +118,14 @@ export function createRewriter(deps: RewriterDeps) {
     }
     // Beside the rewrites of this message made from other knowledge, as they were read.
     const value = withCachedRewrite(cached, knowledge.tag, queries);
-    const remember = () =>
-      deps.track(deps.kv.set(looked.key, value, { ex: REWRITE_CACHE_TTL_SECONDS }).catch((error: unknown) => log.warn("rewrite cache write failed", { error })));
+    const write = (key: string, text: string) =>
+      deps.track(deps.kv.set(key, text, { ex: REWRITE_CACHE_TTL_SECONDS }).catch((error: unknown) => log.warn("rewrite cache write failed", { key, error })));
+    const remember = (unsavedSessionId?: string) => {
+      write(looked.key, value);
+      if (unsavedSessionId) write(unsavedRewriteKey(unsavedSessionId), looked.key);
+    };
     return { queries, remember };
   }
 
-  return { lookup, rewrite };
+  return { earlyKeys, lookup, rewrite };
 }

@@ -7,7 +7,6 @@ import type { Lock } from "../../common/kv/lock.ts";
 import type { LogFields } from "../../common/log.ts";
 import type { ChatOutcome } from "../../common/metrics/chat.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
-import { rewriteCacheKey } from "../../common/prompt/rewrite.ts";
 import { CONVERSATION_WINDOW_MESSAGES, withExchange } from "../../common/prompt/conversation.ts";
 import { messagesLeavingWindow } from "../../common/prompt/summary.ts";
 import { createTokenCounter, promptBudget, type PromptLimits } from "../../common/prompt/budget.ts";
@@ -16,7 +15,7 @@ import type { ChatEvent, ChatRequest } from "../../common/contract/schemas.ts";
 import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";
 import { createKnowledge, type Reader } from "./knowledge.ts";
-import { createRewriter, type Rewrite } from "./rewrite.ts";
+import { createRewriter, type EarlyRewriteRead, type Rewrite } from "./rewrite.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./cache-upkeep.ts";
 import { createSessionLocks, type HeldLock } from "./session-lock.ts";
@@ -80,8 +79,8 @@ export interface ChatTurn {
    * lock's command (a session with no messages yet), or the whole of it read once the command had run.
    */
   sessionFromDb: Promise<ChatSessionState | null> | undefined;
-  /** chat:qr for this message with no history (a first turn's), read with the context; undefined when the store failed. */
-  firstRewrite: string | null | undefined;
+  /** What the rewrite's cache held, read with the context. */
+  earlyRewrite: EarlyRewriteRead;
 }
 
 export interface ChatService {
@@ -141,14 +140,14 @@ export function createChatService(deps: ChatDeps): ChatService {
   }
 
   async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
-    const { cache, locks, readerFor } = use();
+    const { cache, locks, readerFor, rewriter } = use();
     const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
     // Everything the turn reads before its model calls that depends only on the request starts now,
     // together: the lock and the cache reads are one key-value command (the reads run once the lock is
     // set, so what the database gives for a missing entry is read under the lock; a turn refused the
     // lock still learns whose session it is), the reader's page one database round trip beside it.
     // A request answered 404 lets the lock go at once.
-    const taken = locks.take(request.session_id, cache.contextKeys(ids, [rewriteCacheKey(request.character_id, request.user_message, [])]));
+    const taken = locks.take(request.session_id, cache.contextKeys(ids, rewriter.earlyKeys(request.character_id, request.session_id, request.user_message)));
     const held = taken.then((t) => t.held);
     const reader = readerFor(request, request.book_id);
     const loaded = cache.load(ids, taken.then((t) => t.values), reader.then((r) => r.session, () => undefined));
@@ -194,7 +193,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       reader,
       positioned: context.positioned,
       sessionFromDb: context.sessionFromDb ? Promise.resolve(session) : undefined,
-      firstRewrite: context.alsoRead ? context.alsoRead[0] ?? null : undefined,
+      earlyRewrite: { first: context.alsoRead?.[0], unsaved: context.alsoRead?.[1] },
     };
   }
 
@@ -206,8 +205,8 @@ export function createChatService(deps: ChatDeps): ChatService {
 
   async function* reply(turn: ChatTurn, signal: AbortSignal): AsyncGenerator<ChatEvent, void> {
     /** The turn's last writes: the rewrite cached, renewals stopped, the lock released or handed to the fold. */
-    const endTurn = (afterReply?: (foldLock: Lock | null) => Promise<void>): Promise<void> => {
-      rewritten?.remember?.();
+    const endTurn = (saved: boolean, afterReply?: (foldLock: Lock | null) => Promise<void>): Promise<void> => {
+      rewritten?.remember?.(saved ? undefined : turn.session.id);
       stopKeepAlive?.();
       return afterReply ? use().locks.handOver(turn.session.id, lock, afterReply) : use().locks.release(lock);
     };
@@ -239,7 +238,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       if (!session) throw new Error("the session was deleted before the reply");
       // The rewrite's cache entry is asked for now that the history is known (a first turn's came with
       // the context), while the reader's page (unless the body gives the position) is still on its way.
-      const looked = rewriter.lookup(character.id, request.user_message, session.messages, session.messages.length === 0 ? turn.firstRewrite : undefined);
+      const looked = rewriter.lookup(character.id, request.user_message, session.messages, turn.earlyRewrite);
       const knowledge = await knowledgeFor(character, book, await positionOf(request, turn.reader), request.user_message, turn.positioned);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
       let guard: SpoilerGuard | null;
@@ -365,7 +364,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       // release landed, the next turn reads the older history; its save then finds the count moved
       // and drops the entry, in afterSave.)
       ended = true;
-      await Promise.all([written, endTurn(afterReply)]);
+      await Promise.all([written, endTurn(true, afterReply)]);
 
       outcome = "ok";
       const missing = noSourcesReason(knowledge.maxChunkIndex, retrieved);
@@ -386,7 +385,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       outcome = "502";
       yield { error: REPLY_FAILED, code: 502 };
     } finally {
-      if (!ended) await endTurn();
+      if (!ended) await endTurn(false);
       // Logged and counted last: once the outcome shows, the session is free (or handed to the fold).
       const seconds = Math.round(performance.now() - turn.receivedAt) / 1000;
       log.info("chat turn", { session_id: turn.session.id, character_id: character.id, ...positioned, outcome: outcome ?? "aborted", seconds });

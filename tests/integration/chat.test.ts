@@ -421,6 +421,27 @@ for (const variant of variants) {
         expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input)).toEqual([[queries.narrative_query], [queries.narrative_query]]);
       });
 
+      test("a follow-up sent again after its reply failed finds its rewrite cached; other follow-ups do not look for one", async () => {
+        const session = await h.newSession();
+        await exchange(h, session, "First question.");
+        const message = `And the lamp room? (${crypto.randomUUID()})`;
+        const queries = { narrative_query: "the lamp room at the top of the tower", keyword_query: "lamp room tower" };
+        scriptGateway(h.gateway, { rewrite: { content: JSON.stringify(queries) }, chat: { status: 500 } });
+        const gets = () => h.kv.commands.filter((c) => c === "get").length;
+        const getsBefore = gets();
+        expect((await readSse(await h.chat(session, message))).events).toEqual([{ error: MODEL_FAILED, code: 502 }]);
+        await h.app.settle();
+        // Its history had moved on with the first exchange: nothing could be cached for it.
+        expect(gets()).toBe(getsBefore);
+        const rewrites = requestsOfKind(h.gateway, "rewrite").length;
+
+        scriptGateway(h.gateway, { rewrite: { content: JSON.stringify(queries) } });
+        expect((await exchange(h, session, message)).full_response).toBe(`Echo: ${message}`);
+        expect(gets()).toBe(getsBefore + 1);
+        expect(requestsOfKind(h.gateway, "rewrite").length).toBe(rewrites);
+        expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input).at(-1)).toEqual([queries.narrative_query]);
+      });
+
       test.each([
         ["prose instead of JSON", { content: "Sure! She would recall the storm." }],
         ["JSON without the queries", { content: '{"query": "storm"}' }],
@@ -508,11 +529,10 @@ for (const variant of variants) {
         // A message never asked before: its rewrite is made, and cached.
         await exchange(h, session, `Second question, ${crypto.randomUUID()}.`);
         const commands = h.kv.commands.slice(before);
-        // The lock with the character, session, book and fold key read in the same command; the
-        // rewrite's cache; the session's new entry, the rewrite's and the lock's release, together.
-        expect(commands[0]).toBe("setIfAbsentThenMget");
-        expect(commands.filter((c) => c === "mget" || c === "setIfAbsentThenMget")).toHaveLength(1);
-        expect(commands.slice(-3)).toEqual(["set", "set", "deleteIfEquals"]);
+        // The lock with the character, session, book and fold key read in the same command (no read
+        // of the rewrite's cache: nothing can be cached for a history the last exchange moved on);
+        // the session's new entry, the rewrite's and the lock's release, together.
+        expect(commands).toEqual(["setIfAbsentThenMget", "set", "set", "deleteIfEquals"]);
       });
 
       test("two exchanges leave four messages in order and a session with message_count 2 and a preview ending in …", async () => {
