@@ -35,6 +35,8 @@ import { cutChars, TRIM_MARKER } from "../../common/prompt/budget.ts";
  */
 
 export const CHAT_CACHE_TTL_SECONDS = 3600;
+/** Character, session, book, positions, knowledge: the keys before contextKeys' `alsoRead`. */
+const OWN_KEYS = 5;
 /**
  * Longest chat:sess value, in bytes of its JSON. Ten messages of normal length (a reply of a thousand
  * tokens is about 5 KB) and a summary take a few tens of KB; the bound only bites on rows of abnormal
@@ -68,6 +70,12 @@ const ChatSessionState = z.object({
   /** The last CONVERSATION_WINDOW_MESSAGES messages, oldest first. */
   messages: z.array(z.object({ role: z.enum(["user", "assistant"]), content: z.string() })),
   summary: z.string().nullable(),
+  /**
+   * Where the reader was at the session's last turn (null: the whole book); absent in an entry read
+   * from the database. Only ever a guess for the next turn (api/chat/rewrite-ahead.ts): the page is
+   * read afresh on every turn.
+   */
+  reading_position: z.number().min(0).max(1).nullable().optional(),
 });
 export type ChatSessionState = z.infer<typeof ChatSessionState>;
 
@@ -95,6 +103,16 @@ export interface ChatContext {
   alsoRead: (string | null)[] | null;
 }
 
+/** ChatContext's entries as the key-value store had them (each null when missing or unreadable), and the raw values beside. */
+export interface CachedEntries {
+  character: ChatCharacter | null;
+  session: ChatSessionState | null;
+  book: ChatBook | null;
+  positioned: PositionedEntries;
+  /** The values of contextKeys' `alsoRead`. */
+  alsoRead: (string | null)[];
+}
+
 /** The raw values of chat:positions:{book} and chat:knowledge:{character}. */
 export type PositionedEntries = readonly [string | null, string | null];
 
@@ -116,6 +134,11 @@ export interface ChatCacheOptions {
 }
 
 export interface ChatCache {
+  /**
+   * contextKeys' values read: the entries a turn may start on before the database has answered for
+   * the misses.
+   */
+  entries(read: readonly (string | null)[]): CachedEntries;
   /** The keys `load` reads, in order: the context's own, then `alsoRead` (ChatContext.alsoRead). */
   contextKeys(ids: ChatContextIds, alsoRead?: readonly string[]): string[];
   /**
@@ -206,7 +229,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     });
   }
 
-  /** The keys of ChatContext's own entries, in the order `load` reads them. */
+  /** The keys of ChatContext's own entries (OWN_KEYS of them), in the order `load` reads them. */
   function ownKeys({ characterId, sessionId, bookId }: ChatContextIds): string[] {
     return [characterCacheKey(characterId), sessionCacheKey(sessionId), bookCacheKey(bookId), readingPositionsCacheKey(bookId), knowledgeCacheKey(characterId)];
   }
@@ -216,19 +239,23 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     const own = ownKeys(ids);
     const cached = await read;
     if (cached === null) logger.warn("chat cache unavailable, reading the database");
-    const cachedSession = jsonAs(ChatSessionState, cached?.[1]);
+    const hits = cached ? entries(cached) : null;
+    const cachedSession = hits?.session ?? null;
     const [character, session, book] = await Promise.all([
-      fromCacheOrDb(own[0]!, cached?.[0], ChatCharacter, () => characterFromDb(characterId), cached !== null),
+      hits?.character ?? fromDb(own[0]!, cached?.[0], () => characterFromDb(characterId), cached !== null),
       cachedSession ?? sessionFromHeadOrDb(sessionId, sessionHead),
-      fromCacheOrDb(own[2]!, cached?.[2], ChatBook, () => bookFromDb(bookId), cached !== null),
+      hits?.book ?? fromDb(own[2]!, cached?.[2], () => bookFromDb(bookId), cached !== null),
     ]);
+    return { character, session, book, sessionFromDb: !cachedSession, positioned: hits?.positioned ?? null, alsoRead: hits?.alsoRead ?? null };
+  }
+
+  function entries(read: readonly (string | null)[]): CachedEntries {
     return {
-      character,
-      session,
-      book,
-      sessionFromDb: !cachedSession,
-      positioned: cached ? [cached[3] ?? null, cached[4] ?? null] : null,
-      alsoRead: cached ? cached.slice(own.length) : null,
+      character: jsonAs(ChatCharacter, read[0]),
+      session: jsonAs(ChatSessionState, read[1]),
+      book: jsonAs(ChatBook, read[2]),
+      positioned: [read[3] ?? null, read[4] ?? null],
+      alsoRead: read.slice(OWN_KEYS),
     };
   }
 
@@ -239,8 +266,11 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
     read: () => Promise<T | null>,
     kvUp: boolean,
   ) {
-    const hit = jsonAs(schema, raw);
-    if (hit) return hit;
+    return jsonAs(schema, raw) ?? fromDb(key, raw, read, kvUp);
+  }
+
+  /** A miss read from the database, and cached (`raw`: what the store held instead). */
+  async function fromDb<T>(key: string, raw: string | null | undefined, read: () => Promise<T | null>, kvUp: boolean) {
     const value = await read();
     // A store that just failed is not asked again within the same turn.
     if (value && kvUp) await fill(key, value, !raw);
@@ -255,6 +285,7 @@ export function createChatCache(options: ChatCacheOptions): ChatCache {
 
   return {
     contextKeys: (ids, alsoRead = []) => [...ownKeys(ids), ...alsoRead],
+    entries,
     load,
     async loadSession(sessionId, cached, read) {
       return jsonAs(ChatSessionState, cached) ?? (read ?? sessionFromDb(sessionId));

@@ -82,7 +82,7 @@ export function createRewriter(deps: RewriterDeps) {
   async function rewrite(
     character: Pick<ChatCharacter, "id" | "name">,
     userMessage: string,
-    session: ChatSessionState,
+    session: Pick<ChatSessionState, "id" | "messages">,
     knowledge: Pick<Knowledge, "profile" | "description" | "tag">,
     signal: AbortSignal,
     looked: RewriteLookup = lookup(character.id, userMessage, session.messages),

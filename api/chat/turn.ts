@@ -16,6 +16,7 @@ import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";
 import { createKnowledge, type Reader } from "./knowledge.ts";
 import { createRewriter, type EarlyRewriteRead, type Rewrite } from "./rewrite.ts";
+import { createRewriteAhead, type RewriteAhead } from "./rewrite-ahead.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./cache-upkeep.ts";
 import { createSessionLocks, type HeldLock } from "./session-lock.ts";
@@ -81,6 +82,8 @@ export interface ChatTurn {
   sessionFromDb: Promise<ChatSessionState | null> | undefined;
   /** What the rewrite's cache held, read with the context. */
   earlyRewrite: EarlyRewriteRead;
+  /** The rewrite started on a guess as the key-value store answered (rewrite-ahead.ts). */
+  ahead: Promise<RewriteAhead | null>;
 }
 
 export interface ChatService {
@@ -120,6 +123,8 @@ export function createChatService(deps: ChatDeps): ChatService {
     const cache = createChatCache({ kv: deps.kv, db: deps.db, logger: log });
     const sessionCache = createSessionCacheUpkeep({ cache, track, log });
     const locks = createSessionLocks({ kv: deps.kv, cache, metrics: deps.metrics, log, track, ttlSeconds: deps.config?.sessionLockTtlSeconds });
+    const knowledge = createKnowledge({ db: deps.db, cache, log });
+    const rewriter = createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track });
     return {
       cache,
       retriever: createRetriever({
@@ -129,9 +134,10 @@ export function createChatService(deps: ChatDeps): ChatService {
         reranker: deps.reranker,
         logger: log,
       }),
-      ...createKnowledge({ db: deps.db, cache, log }),
+      ...knowledge,
       ...createSpoilerGuards({ db: deps.db, log, ...(deps.config ? { cacheMb: deps.config.spoilerGuardCacheMb } : {}) }),
-      rewriter: createRewriter({ kv: deps.kv, llm: deps.llm, log, limitsFor, track }),
+      rewriter,
+      rewriteAhead: createRewriteAhead({ rewriter, knowledgeFor: knowledge.knowledgeFor, log }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,
       locks,
@@ -140,7 +146,7 @@ export function createChatService(deps: ChatDeps): ChatService {
   }
 
   async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
-    const { cache, locks, readerFor, rewriter } = use();
+    const { cache, locks, readerFor, rewriter, rewriteAhead } = use();
     const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
     // Everything the turn reads before its model calls that depends only on the request starts now,
     // together: the lock and the cache reads are one key-value command (the reads run once the lock is
@@ -151,11 +157,16 @@ export function createChatService(deps: ChatDeps): ChatService {
     const held = taken.then((t) => t.held);
     const reader = readerFor(request, request.book_id);
     const loaded = cache.load(ids, taken.then((t) => t.values), reader.then((r) => r.session, () => undefined));
+    const ahead = taken.then(({ held, values }) => {
+      if (held === "busy" || !values) return null;
+      const entries = cache.entries(values);
+      return rewriteAhead.start(request, { entries, positioned: entries.positioned, folding: held.read?.[1], early: { first: entries.alsoRead[0], unsaved: entries.alsoRead[1] } });
+    });
     let context: ChatContext;
     try {
       context = await loaded;
     } catch (err) {
-      abandon(held, reader);
+      abandon(held, reader, ahead, "the database failed");
       throw new StoreUnavailableError("database unavailable", { cause: err });
     }
     const { session, character, book } = context;
@@ -180,7 +191,7 @@ export function createChatService(deps: ChatDeps): ChatService {
     };
     const error = refused();
     if (error || !session || !character || !book) {
-      abandon(held, reader);
+      abandon(held, reader, ahead, "the request is refused");
       throw error;
     }
     return {
@@ -194,12 +205,14 @@ export function createChatService(deps: ChatDeps): ChatService {
       positioned: context.positioned,
       sessionFromDb: context.sessionFromDb ? Promise.resolve(session) : undefined,
       earlyRewrite: { first: context.alsoRead?.[0], unsaved: context.alsoRead?.[1] },
+      ahead,
     };
   }
 
   /** What `open` started for a turn that will not reply: the lock goes back, a failed read is nobody's error. */
-  function abandon(held: Promise<HeldLock | "busy">, reader: Promise<Reader>) {
+  function abandon(held: Promise<HeldLock | "busy">, reader: Promise<Reader>, ahead: Promise<RewriteAhead | null>, reason: string) {
     reader.catch(() => {});
+    void ahead.then((a) => a?.abandon(reason));
     track(held.then((h) => (h === "busy" ? undefined : use().locks.release(h.lock))));
   }
 
@@ -211,7 +224,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       return afterReply ? use().locks.handOver(turn.session.id, lock, afterReply) : use().locks.release(lock);
     };
     const { request, character, book } = turn;
-    const { retriever, knowledgeFor, positionOf, guardFor, rewriter, saveExchange, sessionCache, locks, foldSummary } = use();
+    const { retriever, knowledgeFor, positionOf, guardFor, rewriter, rewriteAhead, saveExchange, sessionCache, locks, foldSummary } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
     let stopKeepAlive: (() => void) | undefined;
@@ -220,6 +233,8 @@ export function createChatService(deps: ChatDeps): ChatService {
     let rewritten: Rewrite | undefined;
     /** For the turn's log line: how far the reader was and which knowledge of the character spoke. */
     let positioned: LogFields = {};
+    /** Cancels the rewrite made ahead when the reader leaves. */
+    let leave: (() => void) | undefined;
     try {
       const held = await turn.held;
       if (held === "busy") {
@@ -236,14 +251,21 @@ export function createChatService(deps: ChatDeps): ChatService {
       const preferences = turn.reader.then((r) => r.preferences, () => null);
       const session = await locks.latestSession(turn.session.id, signal, held.read, turn.sessionFromDb);
       if (!session) throw new Error("the session was deleted before the reply");
-      // The rewrite's cache entry is asked for now that the history is known (a first turn's came with
-      // the context), while the reader's page (unless the body gives the position) is still on its way.
-      const looked = rewriter.lookup(character.id, request.user_message, session.messages, turn.earlyRewrite);
+      const ahead = await turn.ahead;
+      if (ahead) {
+        const abandon = () => ahead.abandon("the reader left");
+        leave = () => signal.removeEventListener("abort", abandon);
+        signal.addEventListener("abort", abandon, { once: true });
+      }
+      // Without a rewrite made ahead, its cache entry is asked for now that the history is known,
+      // while the reader's page (unless the body gives the position) is still on its way.
+      const looked = ahead ? undefined : rewriter.lookup(character.id, request.user_message, session.messages, turn.earlyRewrite);
       const knowledge = await knowledgeFor(character, book, await positionOf(request, turn.reader), request.user_message, turn.positioned);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
+      const rewriteNow = () => rewriter.rewrite(character, request.user_message, session, knowledge, signal, looked ?? rewriter.lookup(character.id, request.user_message, session.messages, turn.earlyRewrite));
       let guard: SpoilerGuard | null;
       [rewritten, guard] = await Promise.all([
-        rewriter.rewrite(character, request.user_message, session, knowledge, signal, looked),
+        rewriteAhead.use(ahead, knowledge, session.messages).then((made) => made ?? rewriteNow()),
         guardFor(book.id, character.id, knowledge.position),
       ]);
       const { queries } = rewritten;
@@ -351,6 +373,7 @@ export function createChatService(deps: ChatDeps): ChatService {
         ...session,
         message_count: saved.messageCount,
         messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
+        reading_position: knowledge.position,
       };
       if (saved.previousCount !== null && saved.previousCount === saved.messageCount) {
         log.warn("message_count is at its largest value and no longer counts exchanges", { session_id: session.id, message_count: saved.messageCount });
@@ -385,6 +408,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       outcome = "502";
       yield { error: REPLY_FAILED, code: 502 };
     } finally {
+      leave?.();
       if (!ended) await endTurn(false);
       // Logged and counted last: once the outcome shows, the session is free (or handed to the fold).
       const seconds = Math.round(performance.now() - turn.receivedAt) / 1000;

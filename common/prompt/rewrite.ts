@@ -97,6 +97,13 @@ export function parseRewrite(text: string | null | undefined, userMessage: strin
   return { narrativeQuery: parsed.data.narrative_query, keywordQuery: parsed.data.keyword_query, fellBack: false };
 }
 
+/** Whether two histories give the rewrite the same conversation: their last REWRITE_CONTEXT_MESSAGES messages, roles and words. */
+export function sameRewriteHistory(a: readonly ConversationMessage[], b: readonly ConversationMessage[]): boolean {
+  const x = a.slice(-REWRITE_CONTEXT_MESSAGES);
+  const y = b.slice(-REWRITE_CONTEXT_MESSAGES);
+  return x.length === y.length && x.every((m, i) => m.role === y[i]!.role && m.content === y[i]!.content);
+}
+
 /**
  * `chat:qr:{characterId}:{hash16}`: hash16 is the first 16 hex digits of SHA-256 over the UTF-8 bytes
  * of the user message followed by the contents of the last REWRITE_CONTEXT_MESSAGES messages of

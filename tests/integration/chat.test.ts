@@ -473,6 +473,8 @@ for (const variant of variants) {
           user_id: h.world.userId,
           message_count: 1,
           summary: null,
+          // The whole book: no position in the body, none in the library.
+          reading_position: null,
           messages: [
             { role: "user", content: "Good evening, Miss Vance." },
             { role: "assistant", content: done.full_response },
@@ -484,7 +486,7 @@ for (const variant of variants) {
         // Then ours: the book a turn checks and the character's lines a turn may quote. Never the reader's
         // position: the frontend moves it at any time.
         expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description", "book_id", "lines"]);
-        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary"]);
+        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary", "reading_position"]);
         expect(await fields(bookCacheKey(h.world.bookId))).toEqual(["id", "title", "author", "description"]);
       });
 
@@ -706,6 +708,65 @@ for (const variant of variants) {
         release();
         expect(isDone((await reply).events.at(-1)!)).toBe(true);
         await app.settle();
+      });
+
+      /** The app with the statement that reads the reader's page held until `release`, and a promise of the first rewrite asked for. */
+      async function readerHeld() {
+        let release!: () => void;
+        const held = new Promise<void>((resolve) => (release = resolve));
+        const slow: Database = { ...h.deps.db, query: async (text, params) => (text.includes("user_library") && (await held), h.deps.db.query(text, params)) };
+        let rewriteAsked!: () => void;
+        const asked = new Promise<void>((resolve) => (rewriteAsked = resolve));
+        scriptGateway(h.gateway, { rewrite: () => (rewriteAsked(), { content: JSON.stringify({ narrative_query: "the lamp", keyword_query: "lamp" }) }) });
+        const askedFirst = () => Promise.race([asked.then(() => "asked"), Bun.sleep(5_000).then(() => "waited")]);
+        return { app: await h.appWith({ db: slow }), release, askedFirst };
+      }
+
+      test("a first turn with the position in the body asks for its rewrite before the database has said whose session it is, and uses it", async () => {
+        const session = await h.newSession();
+        const { app, release, askedFirst } = await readerHeld();
+        const message = `Who keeps the lamp? (${crypto.randomUUID()})`;
+        const reply = app.postJson("/character/chat", h.body(session, message, { reading_position: 1 })).then(readSse);
+        expect(await askedFirst()).toBe("asked");
+        release();
+        expect(isDone((await reply).events.at(-1)!)).toBe(true);
+        await app.settle();
+        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message))).toHaveLength(1);
+        expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input).at(-1)).toEqual(["the lamp"]);
+      });
+
+      test("a follow-up without a position in the body starts its rewrite on the reader's page at the previous turn, and uses it when the page says the same", async () => {
+        const session = await h.newSession();
+        await exchange(h, session, "Hello.");
+        const { app, release, askedFirst } = await readerHeld();
+        const message = `And the storm? (${crypto.randomUUID()})`;
+        const reply = app.postJson("/character/chat", h.body(session, message)).then(readSse);
+        expect(await askedFirst()).toBe("asked");
+        release();
+        expect(isDone((await reply).events.at(-1)!)).toBe(true);
+        await app.settle();
+        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message))).toHaveLength(1);
+      });
+
+      test("a rewrite started on a wrong guess is not used: a session whose cache entry expired is rewritten again with its history", async () => {
+        const session = await h.newSession();
+        await exchange(h, session, "First.");
+        await h.kv.del(sessionCacheKey(session));
+        scriptGateway(h.gateway, {
+          rewrite: (request) => {
+            const withHistory = lastUserContent(request).includes("First.");
+            return { content: JSON.stringify({ narrative_query: withHistory ? "with the conversation" : "without it", keyword_query: "lamp" }) };
+          },
+        });
+        const message = `What did I just ask? (${crypto.randomUUID()})`;
+        const { events } = await readSse(await h.app.postJson("/character/chat", h.body(session, message, { reading_position: 1 })));
+        await h.app.settle();
+        expect(events.at(-1)).toMatchObject({ done: true, full_response: `Echo: ${message}` });
+        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message)).length).toBeLessThanOrEqual(2);
+        expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input).at(-1)).toEqual(["with the conversation"]);
+        expect(JSON.parse((await h.kv.get(rewriteCacheKey(h.world.characterId, message, [{ content: "First." }, { content: "Echo: First." }])))!)).toEqual({
+          [WHOLE_BOOK_REWRITE]: { narrative_query: "with the conversation", keyword_query: "lamp" },
+        });
       });
 
       test("a message whose session has no cache entry reads the database only once it holds the lock, so it gets the previous reply", async () => {

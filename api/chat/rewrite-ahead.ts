@@ -1,0 +1,124 @@
+import type { CachedEntries, ChatSessionState, PositionedEntries } from "./chat-cache.ts";
+import type { ChatRequest } from "../../common/contract/schemas.ts";
+import type { Logger } from "../../common/log.ts";
+import { sameRewriteHistory } from "../../common/prompt/rewrite.ts";
+import { turnPosition } from "../../common/retrieval/reading-position.ts";
+import type { Knowledge } from "./knowledge.ts";
+import type { EarlyRewriteRead, Rewrite, createRewriter } from "./rewrite.ts";
+
+/**
+ * The query rewrite started on a guess, as soon as the key-value store has answered, rather than
+ * once the database has: the rewrite is the first of the model calls a turn waits on, and all it
+ * needs is the history and which knowledge of the character applies (Knowledge.tag).
+ *
+ * - The history: the session's cache entry when there is one (read under the session lock, so it is
+ *   the latest), else none: a session with no entry is nearly always on its first message.
+ * - The knowledge: from the body's `reading_position`, else from where the reader was at the
+ *   session's last turn (ChatSessionState.reading_position): a reader rarely passes a checkpoint
+ *   between two messages.
+ *
+ * Once the database has answered, the turn keeps the rewrite only if it was made from the same
+ * history and knowledge as the turn's own; otherwise it is cancelled and made again, which costs no
+ * more time than waiting would have. A guess never reaches the reader: the rewrite only sharpens
+ * the search, and a wrong one is thrown away. What a wrong guess costs is one model call, so guesses
+ * stop for the rest of the minute once AHEAD_WASTE_LIMIT have been thrown away in it (a stream of
+ * requests for sessions that do not exist must not cost a model call each).
+ */
+
+export const AHEAD_WASTE_LIMIT = 20;
+export const AHEAD_WASTE_WINDOW_MS = 60_000;
+
+type Rewriter = ReturnType<typeof createRewriter>;
+type KnowledgeFor = (
+  character: NonNullable<CachedEntries["character"]>,
+  book: NonNullable<CachedEntries["book"]>,
+  position: number | null,
+  question: string,
+  cached?: PositionedEntries | null,
+) => Promise<Knowledge>;
+
+export interface RewriteAhead {
+  /** The knowledge the rewrite was made with. */
+  knowledge: Promise<Knowledge>;
+  history: ChatSessionState["messages"];
+  rewrite: Promise<Rewrite>;
+  /** Cancels the rewrite: the turn will not use it. */
+  abandon(reason: string): void;
+}
+
+/** What the turn's first key-value command found, for `start`. */
+export interface AheadFound {
+  entries: CachedEntries;
+  positioned: PositionedEntries;
+  /** chat:fold:{session}: while a summary fold runs the history may change under the turn. */
+  folding: string | null | undefined;
+  early: EarlyRewriteRead;
+}
+
+export interface RewriteAheadDeps {
+  rewriter: Rewriter;
+  knowledgeFor: KnowledgeFor;
+  log: Logger;
+  /** performance.now() unless a test says otherwise. */
+  now?: () => number;
+}
+
+export function createRewriteAhead(deps: RewriteAheadDeps) {
+  const now = deps.now ?? (() => performance.now());
+  /** When guesses were thrown away, oldest first, within the last AHEAD_WASTE_WINDOW_MS. */
+  const wasted: number[] = [];
+
+  function allowed(): boolean {
+    while (wasted.length > 0 && now() - wasted[0]! > AHEAD_WASTE_WINDOW_MS) wasted.shift();
+    return wasted.length < AHEAD_WASTE_LIMIT;
+  }
+
+  /** The rewrite on the guess `found` allows, or null when there is none to make (or guesses are paused). */
+  function start(request: ChatRequest, found: AheadFound): RewriteAhead | null {
+    const { character, book, session } = found.entries;
+    // Whatever the database says, this turn will be refused (404): nothing to start.
+    if (!character || !book || character.book_id !== request.book_id) return null;
+    if (session && (session.user_id !== request.user_id || session.character_id !== request.character_id || session.book_id !== request.book_id)) return null;
+    if (found.folding) return null;
+    const position = request.reading_position !== undefined ? turnPosition(request.reading_position, null) : session?.reading_position;
+    if (position === undefined || !allowed()) return null;
+
+    const history = session?.messages ?? [];
+    const controller = new AbortController();
+    const knowledge = deps.knowledgeFor(character, book, position, request.user_message, found.positioned);
+    const rewrite = knowledge.then((known) => {
+      const looked = deps.rewriter.lookup(character.id, request.user_message, history, found.early);
+      return deps.rewriter.rewrite(character, request.user_message, { id: request.session_id, messages: history }, known, controller.signal, looked);
+    });
+    rewrite.catch(() => {});
+    knowledge.catch(() => {});
+    let abandoned = false;
+    return {
+      knowledge,
+      history,
+      rewrite,
+      abandon(reason) {
+        if (abandoned) return;
+        abandoned = true;
+        controller.abort(new Error(`rewrite made ahead not used: ${reason}`));
+        wasted.push(now());
+        deps.log.info("rewrite made ahead of the database not used", { session_id: request.session_id, reason });
+      },
+    };
+  }
+
+  /**
+   * The rewrite made ahead when it was made from the turn's own history and knowledge; else null,
+   * and it is cancelled.
+   */
+  async function use(ahead: RewriteAhead | null, knowledge: Knowledge, history: ChatSessionState["messages"]): Promise<Rewrite | null> {
+    if (!ahead) return null;
+    const guessed = await ahead.knowledge.catch(() => null);
+    if (!guessed || guessed.tag !== knowledge.tag) ahead.abandon("the reader's page gives other knowledge of the character");
+    else if (!sameRewriteHistory(ahead.history, history)) ahead.abandon("the session has another history");
+    else return ahead.rewrite;
+    return null;
+  }
+
+  return { start, use };
+}
