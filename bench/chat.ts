@@ -401,7 +401,15 @@ export function apiRuntime(name = "bun"): ApiRuntime {
  * Seeds the chat world and `sessionCount` sessions on `stores`, starts the API server process on them
  * (under `runtime`), runs `use`, and stops and cleans up whatever happens.
  */
-export async function withChatApi<T>(stores: Stores, gatewayURL: string, sessionCount: number, runtime: ApiRuntime, use: (api: ChatApi) => Promise<T>): Promise<T> {
+export async function withChatApi<T>(
+  stores: Stores,
+  gatewayURL: string,
+  sessionCount: number,
+  runtime: ApiRuntime,
+  use: (api: ChatApi) => Promise<T>,
+  /** More rows for the world, written before the API starts. */
+  afterSeed?: (db: Database, world: ChatWorld) => Promise<void>,
+): Promise<T> {
   const dataDir = await freshDataDir();
   let world: ChatWorld | undefined;
   let allSessions: string[] = [];
@@ -411,6 +419,7 @@ export async function withChatApi<T>(stores: Stores, gatewayURL: string, session
     const db = await stores.open(dataDir);
     try {
       ({ world, sessions: allSessions } = await seedWorld(gatewayURL, dataDir, db, sessionCount));
+      await afterSeed?.(db, world);
     } finally {
       await db.close();
     }

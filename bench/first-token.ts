@@ -19,7 +19,8 @@
  * or in `bun run bench` (section `first-token`).
  */
 import { loadavg } from "node:os";
-import { lastUserContent, scriptGateway } from "../tests/support/chat.ts";
+import { lastUserContent, scriptGateway, type ChatWorld } from "../tests/support/chat.ts";
+import type { Database } from "../common/db/index.ts";
 import { startFakeLlmGateway } from "../tests/support/fake-llm-gateway.ts";
 import { startFakeReranker } from "../tests/support/fake-reranker.ts";
 import { sleep } from "../common/sleep.ts";
@@ -37,7 +38,14 @@ const RERANK_KEY = "bench";
 const REPLY_TOKENS = 20;
 /** Pause after a turn before its round trips are counted: the writes after the reply land by then. */
 const SETTLE_MS = 300;
-const READER = { reading_position: 0.6 };
+/**
+ * Where a reader at 60 % says so: in the body (the chat page's `reading_position`), or only by their
+ * page in user_library (the frontend's way, SPEC's request has no position), read on every turn.
+ */
+const SOURCES = { body: { reading_position: 0.6 }, page: {} } as const;
+type Source = keyof typeof SOURCES;
+const SOURCE_LABELS: Record<Source, string> = { body: "in the body", page: "library page" };
+const PAGE_COUNT = 100;
 
 interface Services {
   gatewayURL: string;
@@ -174,8 +182,7 @@ export interface TurnFigures {
 export interface RuntimeFigures {
   runtime: string;
   floor: number;
-  first: TurnFigures;
-  followUp: TurnFigures;
+  turns: Record<Source, { first: TurnFigures; followUp: TurnFigures }>;
 }
 
 const emptyTurns = (): TurnFigures => ({ firstToken: [], added: [], before: [], total: [] });
@@ -190,15 +197,22 @@ async function measureRuntime(runtime: ApiRuntime, services: Services, pairs: nu
     runtime.edge,
   );
   const indexes = proxied.find((p) => p.name === "indexes")!.proxy;
-  return withChatApi(stores, services.gatewayURL, pairs + WARMUP_PAIRS, runtime, async (api) => {
-    const figures: RuntimeFigures = { runtime: runtime.name, floor: NaN, first: emptyTurns(), followUp: emptyTurns() };
+  // The reader's library row, at 60 % of the book's pages, for the turns that give no position.
+  const atPage = async (db: Database, world: ChatWorld) => {
+    await db.query("UPDATE books SET page_count = $2 WHERE id = $1", [world.bookId, PAGE_COUNT]);
+    await db.query("INSERT INTO user_library (user_id, book_id, current_page) VALUES ($1, $2, $3)", [world.userId, world.bookId, SOURCES.body.reading_position * PAGE_COUNT]);
+  };
+  const sources = Object.keys(SOURCES) as Source[];
+  return withChatApi(stores, services.gatewayURL, (pairs + WARMUP_PAIRS) * sources.length, runtime, async (api) => {
+    const turns = Object.fromEntries(sources.map((source) => [source, { first: emptyTurns(), followUp: emptyTurns() }])) as RuntimeFigures["turns"];
+    const figures: RuntimeFigures = { runtime: runtime.name, floor: NaN, turns };
     // Timed between the pairs, under the same conditions as the turns beside them.
     const floors: number[] = [];
     let n = 0;
-    const turn = async (into: TurnFigures | undefined, sessionId: string) => {
+    const turn = async (into: TurnFigures | undefined, source: Source, sessionId: string) => {
       const start = countsOf(proxied);
       let atFirstToken = start;
-      const { firstToken } = await api.exchange(`What happened in the storm, and why? (${n++})`, READER, sessionId, () => {
+      const { firstToken } = await api.exchange(`What happened in the storm, and why? (${n++})`, SOURCES[source], sessionId, () => {
         atFirstToken = countsOf(proxied);
       });
       await sleep(SETTLE_MS);
@@ -210,15 +224,17 @@ async function measureRuntime(runtime: ApiRuntime, services: Services, pairs: nu
     for (let i = 0; i < pairs + WARMUP_PAIRS; i++) {
       const measured = i >= WARMUP_PAIRS;
       if (measured && (i - WARMUP_PAIRS) % 5 === 0) progress(`first-token on ${runtime.name}: pair ${i - WARMUP_PAIRS + 1} of ${pairs}`);
-      const session = api.takeSession();
       if (measured) floors.push(await floorOnce(services, indexes));
-      await turn(measured ? figures.first : undefined, session);
-      await turn(measured ? figures.followUp : undefined, session);
+      for (const source of sources) {
+        const session = api.takeSession();
+        await turn(measured ? turns[source].first : undefined, source, session);
+        await turn(measured ? turns[source].followUp : undefined, source, session);
+      }
     }
     figures.floor = median(floors);
-    for (const t of [figures.first, figures.followUp]) t.added = t.firstToken.map((ms) => ms - figures.floor);
+    for (const t of sources.flatMap((source) => [turns[source].first, turns[source].followUp])) t.added = t.firstToken.map((ms) => ms - figures.floor);
     return figures;
-  });
+  }, atPage);
 }
 
 const median = (values: readonly number[]) => percentile(values, 50);
@@ -226,11 +242,12 @@ const countCell = (counts: readonly Counts[], name: keyof Counts) => String(medi
 
 export function figuresRows(figures: readonly RuntimeFigures[]): string[][] {
   return figures.flatMap((f) =>
-    (["first", "followUp"] as const).map((kind) => {
-      const t = f[kind];
+    (Object.keys(f.turns) as Source[]).flatMap((source) => (["first", "followUp"] as const).map((kind) => {
+      const t = f.turns[source][kind];
       const s = summarise(t.added);
       return [
         f.runtime,
+        SOURCE_LABELS[source],
         kind === "first" ? "first turn" : "follow-up",
         formatSummary(summarise(t.firstToken)),
         `${median(t.added).toFixed(0)} (p90 ${percentile(t.added, 90).toFixed(0)}, min ${s.min.toFixed(0)})`,
@@ -238,7 +255,7 @@ export function figuresRows(figures: readonly RuntimeFigures[]): string[][] {
         `${countCell(t.before, "Redis")} / ${countCell(t.total, "Redis")}`,
         `${countCell(t.before, "indexes")} / ${countCell(t.total, "indexes")}`,
       ];
-    }),
+    })),
   );
 }
 
@@ -258,10 +275,10 @@ export async function firstTokenSection(ctx: BenchContext & { runtimes?: readonl
   }
   const floor = figures.map((f) => `${f.runtime} ${f.floor.toFixed(0)} ms`).join(", ");
   const body = [
-    `Services behind loopback proxies adding a round trip: Postgres ${DELAYS.postgres} ms, Redis ${DELAYS.redis} ms, Qdrant and Typesense ${DELAYS.indexes} ms; the gateway's rewrite ${DELAYS.rewrite} ms, embedding ${DELAYS.embedding} ms, rerank ${DELAYS.rerank} ms, first token ${DELAYS.firstToken} ms. ${pairs} sessions per runtime (after ${WARMUP_PAIRS} unmeasured), each a first turn and a follow-up, a reader at 60 %, every message distinct. Floor (the model and index chain timed from the bench process before each pair, median): ${floor}.`,
+    `Services behind loopback proxies adding a round trip: Postgres ${DELAYS.postgres} ms, Redis ${DELAYS.redis} ms, Qdrant and Typesense ${DELAYS.indexes} ms; the gateway's rewrite ${DELAYS.rewrite} ms, embedding ${DELAYS.embedding} ms, rerank ${DELAYS.rerank} ms, first token ${DELAYS.firstToken} ms. ${pairs} sessions per runtime (after ${WARMUP_PAIRS} unmeasured), each a first turn and a follow-up, for a reader at 60 % given in the body (\`reading_position\`) and for one whose 60 % is only their user_library page (as the frontend's requests, which carry no position), every message distinct. Floor (the model and index chain timed from the bench process before each pair, median): ${floor}.`,
     "",
     markdownTable(
-      ["runtime", "turn", "time to first token, ms", "added by the backend, ms", "Postgres round trips before first token / per turn", "Redis round trips before / per turn", "index round trips before / per turn"],
+      ["runtime", "reader's position", "turn", "time to first token, ms", "added by the backend, ms", "Postgres round trips before first token / per turn", "Redis round trips before / per turn", "index round trips before / per turn"],
       figuresRows(figures),
     ),
     ...(skipped.length ? ["", `Not measured: ${skipped.join("; ")}.`] : []),
