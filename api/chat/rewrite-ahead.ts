@@ -49,7 +49,6 @@ export interface RewriteAhead {
 /** What the turn's first key-value command found, for `start`. */
 export interface AheadFound {
   entries: CachedEntries;
-  positioned: PositionedEntries;
   /** chat:fold:{session}: while a summary fold runs the history may change under the turn. */
   folding: string | null | undefined;
   early: EarlyRewriteRead;
@@ -85,7 +84,7 @@ export function createRewriteAhead(deps: RewriteAheadDeps) {
 
     const history = session?.messages ?? [];
     const controller = new AbortController();
-    const knowledge = deps.knowledgeFor(character, book, position, request.user_message, found.positioned);
+    const knowledge = deps.knowledgeFor(character, book, position, request.user_message, found.entries.positioned);
     const rewrite = knowledge.then((known) => {
       const looked = deps.rewriter.lookup(character.id, request.user_message, history, found.early);
       return deps.rewriter.rewrite(character, request.user_message, { id: request.session_id, messages: history }, known, controller.signal, looked);

@@ -30,11 +30,14 @@ import { closingAfter, type SpoilerGuard, type SpoilerKind } from "./spoiler-fil
  * yields the events to send.
  *
  * Order of a turn, so that the first token comes at most one database and one key-value round trip
- * after the model's own calls: the session lock, the cached context (with the reader's positioned
- * entries) in one key-value round trip, beside the reader's page in one database round trip → session
- * checks (404) → the session's history as of the lock → query rewrite (cached) → hybrid retrieval, the
- * spoiler guard's data read meanwhile → streamed completion → the exchange saved in one transaction →
- * the session's entry, the rewrite's and the lock's release in one key-value round trip → `done`.
+ * after the model's own calls, and on a guess that holds one key-value round trip: the session lock
+ * and the cached context (with the reader's positioned entries) in one key-value command, beside the
+ * reader's page in one database round trip → the query rewrite started on a guess as soon as the
+ * key-value store answers (rewrite-ahead.ts) → session checks (404) → the session's history as of the
+ * lock → the rewrite kept if the database agrees with the guess, else made again (cached) → hybrid
+ * retrieval, the spoiler guard's data read meanwhile → streamed completion → the exchange saved in one
+ * transaction → the session's entry, the rewrite's and the lock's release in one key-value round trip
+ * → `done`.
  *
  * Everything that writes a session's history or summary holds a key: the turn holds the session lock
  * `chat:lock:{id}`, and the summary fold that runs after the reply holds `chat:fold:{id}`, taken
@@ -43,7 +46,7 @@ import { closingAfter, type SpoilerGuard, type SpoilerKind } from "./spoiler-fil
  * messages and summary. History read before the lock only decides the 404.
  *
  * The parts, one job each: knowledge.ts (what the character may know at the reader's position),
- * rewrite.ts, save.ts, summary.ts (the fold), session-lock.ts (the lock, its hand-over to the fold),
+ * rewrite.ts, rewrite-ahead.ts, save.ts, summary.ts (the fold), session-lock.ts (the lock, its hand-over to the fold),
  * session-cache.ts, background.ts (work outliving the reply, store writes tried again).
  */
 
@@ -160,7 +163,7 @@ export function createChatService(deps: ChatDeps): ChatService {
     const ahead = taken.then(({ held, values }) => {
       if (held === "busy" || !values) return null;
       const entries = cache.entries(values);
-      return rewriteAhead.start(request, { entries, positioned: entries.positioned, folding: held.read?.[1], early: { first: entries.alsoRead[0], unsaved: entries.alsoRead[1] } });
+      return rewriteAhead.start(request, { entries, folding: held.read?.[1], early: { first: entries.alsoRead[0], unsaved: entries.alsoRead[1] } });
     });
     let context: ChatContext;
     try {

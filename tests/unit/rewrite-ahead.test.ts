@@ -26,7 +26,6 @@ const session = (extra: Partial<ChatSessionState> = {}): ChatSessionState => ({
 });
 const found = (entries: Partial<CachedEntries> = {}, folding: string | null = null): AheadFound => ({
   entries: { character, book, session: session(), positioned: [null, null], alsoRead: [], ...entries },
-  positioned: [null, null],
   folding,
   early: { first: null, unsaved: null },
 });
