@@ -82,6 +82,8 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
       Number(a.definite) - Number(b.definite) ||
       b.parts.length - a.parts.length ||
       Number(b.title !== undefined) - Number(a.title !== undefined) ||
+      // A familiar full name ("Tom Gradley") comes after the formal one it may be ("Thomas Gradley").
+      Number(familiar(a)) - Number(familiar(b)) ||
       b.mentions.length - a.mentions.length,
   );
   const chars: Character[] = [...seed];
@@ -109,12 +111,18 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         f.mentions = f.mentions.filter((m) => m.char !== holder.id);
       }
     }
-    // A familiar form nobody else answers to joins the one character with the full given name.
-    if (cands.length === 0 && f.words.length === 1 && !f.definite) {
-      const full = (NICKNAMES.get(f.words[0]!) ?? []).flatMap((n) => {
-        const shadow: Form = { ...f, words: [n] };
-        // Only when the bare given name is used at least as often (Elizabeth, not Lady Catherine).
-        if ((forms.get(n)?.mentions.length ?? 0) < f.mentions.length) return [];
+    // A familiar form nobody else answers to joins the one character with the full given name:
+    // "Lizzy" is Elizabeth, and "Tom Gradley" the Thomas Gradley the book has named in full.
+    if (cands.length === 0 && f.words.length <= 2 && !f.definite && !particleSurname(f.words)) {
+      const [first, ...surname] = f.words;
+      const full = (NICKNAMES.get(first!) ?? []).flatMap((n) => {
+        const shadow: Form = { ...f, words: [n, ...surname] };
+        // A lone familiar name only when the bare given name is used at least as often (Elizabeth, not
+        // Lady Catherine); a full name has its surname for evidence.
+        if (surname.length === 0 && (forms.get(n)?.mentions.length ?? 0) < f.mentions.length) return [];
+        // A familiar full name is the man the book also names plainly in full ("Thomas Gradley"), not
+        // one it names with a title alone ("Sir Thomas", whose son is Tom).
+        if (surname.length > 0 && !forms.has([n, ...surname].join(" "))) return [];
         return (byWord.get(n) ?? []).filter((c) => c.firsts.has(n) && compatible(c, shadow));
       });
       const unique = [...new Set(full)];
@@ -178,6 +186,10 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
   }
   resolveByRecency(tok, names, deferred, chars);
   return chars;
+}
+
+function familiar(f: Form): boolean {
+  return f.words.length > 1 && NICKNAMES.has(f.words[0]!);
 }
 
 /** Whether a mention is within RANK_REACH tokens of one of `starts` (ascending). */

@@ -69,6 +69,31 @@ describe("name clustering", () => {
     expect(character(characters, "Kitty").id).not.toBe(character(characters, "Lady Catherine").id);
   });
 
+  test.each([
+    [
+      "a familiar full name is the man the book names plainly in full, not his son of the bare familiar name",
+      [
+        "Thomas Gradley was a man of facts. Thomas Gradley kept a school, and his son Tom hated it. Tom sulked by the fire.",
+        '"Now, Tom Gradley," said Mr. Marsh to the father, "you are too hard on the boy." Tom Gradley frowned. Tom ran out, and Tom did not come back.',
+      ].join("\n\n"),
+      [["Tom Gradley", "Thomas Gradley"]],
+      [["Tom", "Thomas Gradley"]],
+    ],
+    [
+      "a familiar full name is not the man the book names only with a title",
+      [
+        "Sir Thomas Vane came home from the colonies. Sir Thomas was stern, and Sir Thomas spoke little.",
+        "His son Tom Vane was idle. Tom laughed at everything, and Tom rode out every morning. Tom Vane owed money.",
+      ].join("\n\n"),
+      [["Tom Vane", "Tom"]],
+      [["Tom Vane", "Sir Thomas"]],
+    ],
+  ])("%s", (_name, t, same, apart) => {
+    const { characters } = read(t);
+    for (const [a, b] of same) expect(character(characters, a!).id).toBe(character(characters, b!).id);
+    for (const [a, b] of apart) expect(character(characters, a!).id).not.toBe(character(characters, b!).id);
+  });
+
   test("'Miss' with a given name joins the one person of that given name", () => {
     const t = "Lydia Marsh laughed. Miss Lydia Marsh was the youngest, and she laughed at everything. Lydia ran out. Later Miss Lydia came back, and Lydia sat down.";
     const { characters } = read(t);
