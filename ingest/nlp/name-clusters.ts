@@ -221,6 +221,21 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
   if (deferred.size === 0) return;
   const candidatesOf = new Map<NameMention, Character[]>();
   for (const [f, cands] of deferred) for (const m of f.mentions) candidatesOf.set(m, cands);
+  // A family named keeps its own member of the name in mind: after "Mrs. Musgrave", "Charles" is
+  // Charles Musgrave rather than the Charles Hayward named pages before. Only surnames that tell the
+  // candidates apart count (not the two Sholto brothers' one surname), and only men's: a woman's
+  // surname changes when she marries, so her husband's family being named says nothing of which of
+  // her names the text means.
+  const family = new Map<string, Character[]>();
+  for (const cands of deferred.values()) {
+    for (const c of cands) {
+      for (const l of c.lasts) {
+        if (c.gender !== "m" || c.firsts.has(l) || cands.some((o) => o !== c && o.lasts.has(l))) continue;
+        const members = family.get(l) ?? [];
+        if (!members.includes(c)) family.set(l, [...members, c]);
+      }
+    }
+  }
   const lastSeen = new Int32Array(chars.length).fill(-1);
   for (const m of names) {
     const cands = candidatesOf.get(m);
@@ -235,6 +250,8 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
       best.mentionCount++;
       m.char = best.id;
     }
-    if (m.char >= 0) lastSeen[m.char] = m.start;
+    if (m.char < 0) continue;
+    lastSeen[m.char] = m.start;
+    for (const l of chars[m.char]!.lasts) for (const c of family.get(l) ?? []) lastSeen[c.id] = m.start;
   }
 }

@@ -275,6 +275,19 @@ describe("name clustering", () => {
     expect(analysis.chars.filter((c) => c.forms.size === 1 && c.forms.has("Mr. Crane"))).toEqual([]);
   });
 
+  test("a given name two men share goes to the one whose family was just named, a woman's name by its bearer alone", () => {
+    const t = [
+      "Charles Hayward came to dinner. Charles Hayward was a curate, and Charles Hayward was shy. Charles talked of his parish.",
+      "Charles Musgrave came in from shooting. Mrs. Musgrave, his mother, asked about the birds. Charles said there were none.",
+      "Charles Hayward left early. The next morning Mrs. Musgrave wanted her son. Charles came at once, and Charles laughed.",
+      "Louisa Musgrave had married young. Louisa Hayward visited her. Mrs. Musgrave spoke of the wedding. Louisa smiled.",
+    ].join("\n\n");
+    const { analysis } = read(t);
+    const bare = (full: string) => analysis.chars.find((c) => c.forms.has(full))?.forms.get(full.split(" ")[0]!) ?? 0;
+    expect({ hayward: bare("Charles Hayward"), musgrave: bare("Charles Musgrave") }).toEqual({ hayward: 1, musgrave: 3 });
+    expect({ hayward: bare("Louisa Hayward"), musgrave: bare("Louisa Musgrave") }).toEqual({ hayward: 1, musgrave: 0 });
+  });
+
   test("a surname with its particle ('Lord St. Clare') is the man whose full name ends on it", () => {
     const t = [
       'Lord Robert St. Clare called at noon. "I am ruined," said Lord Robert St. Clare.',
