@@ -458,6 +458,31 @@ describe("name clustering", () => {
     expect(character(characters, full).id).toBe(character(characters, other).id);
   });
 
+  const addressed = (together: boolean) =>
+    [
+      "Piero lived above the bakery. Piero was young, and he was proud.",
+      "Mrs. Lane had written to Signor Vanni about the rooms. She waited for a week.",
+      '"You are welcome, Signor Vanni," said Mrs. Lane. Piero bowed low, and he smiled.',
+      "The letter from Signor Vanni came on a Tuesday. It was short.",
+      '"Sit down, Signor Vanni," said Clara. "Thank you," said Piero, and he sat.',
+      "Nobody in the town had ever seen Signor Vanni in a hurry. The shops were shut.",
+      '"Signor Vanni, will you stay?" asked Mrs. Lane. "Till Sunday," said Piero.',
+      together ? "Signor Vanni walked home with Piero at dusk. It was cold." : "Everyone in the square knew Signor Vanni by sight. It was cold.",
+      '"Good night, Signor Vanni," said Clara. Piero laughed.',
+      "The rent was owed to Signor Vanni by Friday. Mrs. Lane paid it.",
+      '"I shall tell Signor Vanni," said Clara. "Tell him," said Mrs. Lane.',
+      "Piero was at the door. Piero had heard.",
+    ].join("\n\n");
+
+  test.each([
+    ["is the man the narration calls by his given name", false],
+    ["stays another man when the narration once names the two side by side", true],
+  ])("a titled surname the others say, never beside a given name in the narration, %s", (_, together) => {
+    const { characters } = read(addressed(together));
+    const same = character(characters, "Signor Vanni").id === character(characters, "Piero").id;
+    expect(same).toBe(!together);
+  });
+
   test("two names side by side without a naming phrase, or with 'called' in its other sense, stay two people", () => {
     const t = "Tobias Fenwick, Toby Wren and Clara came down the stairs. Toby Wren laughed. Tobias Fenwick smiled. Clara, or Tobias, must go. Mrs. Ashdown, called Clara to her side.";
     const { characters } = read(t);
