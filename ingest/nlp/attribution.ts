@@ -186,14 +186,15 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   };
 
   // "… she seized the opportunity of saying," / ¶ "Is your sister at Pemberley still?": a paragraph
-  // of narration that ends on a comma or colon introduces the quote that opens the next one. The start
-  // of its last sentence, or -1.
+  // of narration that ends on a comma, a colon or a dash ("Mr. Hale presumed to say--") introduces
+  // the quote that opens the next one. The start of its last sentence, or -1.
   const leadIn = (para: number): number => {
     if (para === 0) return -1;
     const lo = tok.paragraphStarts[para - 1]!;
-    let hi = tok.paragraphStarts[para]! - 1;
+    const end = tok.paragraphStarts[para]! - 1;
+    let hi = end;
     while (hi > lo && LEAD_IN_DASHES.has(text[hi]!)) hi--;
-    if (hi <= lo || inQuote[hi] || (text[hi] !== "," && text[hi] !== ":")) return -1;
+    if (hi <= lo || inQuote[hi] || (text[hi] !== "," && text[hi] !== ":" && hi === end)) return -1;
     return Math.max(lo, tok.sentenceStarts[tok.sentence[hi]!]!);
   };
 

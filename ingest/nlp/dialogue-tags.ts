@@ -199,8 +199,22 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return undefined;
   };
 
+  /** "Elizabeth's reply was, "…"", "Mary's reproach of "…"": whose words the narration says come next. */
+  const possessiveBefore = (lo: number, hi: number): Tag | undefined => {
+    let k = hi;
+    while (k >= lo && (SKIPPABLE.has(text[k]!) || lower[k] === "was" || lower[k] === "of")) k--;
+    if (k < lo || !REPLY_NOUNS.has(lower[k]!)) return undefined;
+    for (let j = k - 1; j >= Math.max(lo, k - 5); j--) {
+      const owned = possessiveReply(j, k);
+      if (owned) return owned;
+    }
+    return undefined;
+  };
+
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
+    const owned = possessiveBefore(lo, hi);
+    if (owned) return owned;
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
       if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
     }

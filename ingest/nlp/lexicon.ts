@@ -158,7 +158,8 @@ export const PHRASAL_SPEECH_VERBS = new Map<string, Set<string>>([
 export const REPLY_NOUNS = words(`
   answer reply response rejoinder retort remark exclamation observation comment question cry thought
   assurance explanation reflection greeting salutation conclusion apology objection protest suggestion
-  inquiry enquiry advice verdict
+  inquiry enquiry advice verdict declaration reproach reasoning complaint request entreaty whisper
+  warning speech language
 `);
 
 export const MALE_PRONOUNS = words("he him his himself");

@@ -570,6 +570,9 @@ describe("speaker attribution", () => {
     ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
     ["'X, who … said' after another person", 'Clara turned from the gate to Tobias, who said, "It is open."', "Tobias Fenwick"],
     ["'was X's explanation'", 'Clara looked at the gate. "It is open," was Tobias\'s explanation.', "Tobias Fenwick"],
+    ["'X's reply was,' before the quote", 'Clara looked at the gate, and Tobias\'s reply was, "It is open."', "Tobias Fenwick"],
+    ["'X's reproach of' before the quote", 'Clara looked at the gate, and heard Tobias\'s gentle reproach of "It is open."', "Tobias Fenwick"],
+    ["'his declaration was' before the quote", 'Clara looked at the gate; Tobias stood beside her. His declaration was, "It is open."', "Tobias Fenwick"],
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
@@ -810,13 +813,11 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Hare"));
   });
 
-  test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
-    const text =
-      intro +
-      [
-        "Mrs. Pell looked up from her sewing at Clara. Walter Ashdown stood at the window, and Mrs. Pell watched him. Presently he said, without turning,",
-        '"The mill is burning."',
-      ].join("\n\n");
+  test.each([
+    ["'he said,'", "Mrs. Pell looked up from her sewing at Clara. Walter Ashdown stood at the window, and Mrs. Pell watched him. Presently he said, without turning,"],
+    ["a dash", "After a long pause, Walter Ashdown, who had watched Mrs. Pell at her sewing, presumed to say--"],
+  ])("a paragraph of narration ending on %s introduces the quote that opens the next paragraph", (_, narration) => {
+    const text = intro + [narration, '"The mill is burning."'].join("\n\n");
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown"));
   });
