@@ -265,6 +265,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
             mentionStart[qk] = tag.at;
             mentionEnd[qk] = tag.at;
           }
+        } else if ((tag.kind === "pronoun" || tag.kind === "relation") && tag.gender !== "i") {
+          // "she replied" with no woman in mind still rules out every man turn order might choose.
+          u.guessed ??= { gender: tag.gender, speaker: -1 };
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;

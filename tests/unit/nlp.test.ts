@@ -822,6 +822,19 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown"));
   });
 
+  test("a 'she replied' whose woman is nowhere in mind still keeps the turn from the men turn order points at", () => {
+    const text = [
+      "Tobias Fenwick and Walter Ashdown sat in the study. Tobias lit his pipe, and Walter read the paper.",
+      '"Is the carriage ready?" said Tobias.',
+      '"I think so," said Walter.',
+      '"Then we must go," said Tobias.',
+      '"Not yet," she replied.',
+      '"Why not, Clara?" said Tobias.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[3]).toBe(r.ids("Clara")[0]);
+  });
+
   test("narration that names its lead once and goes on with 'he' keeps him the most likely speaker over a woman named since", () => {
     const text = intro + ["Tobias walked down to the river. Clara had stayed behind at the house. He sat on the bank, and he watched the water.", '"The river is high tonight."'].join("\n\n");
     const r = read(text);
