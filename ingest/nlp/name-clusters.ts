@@ -1,6 +1,6 @@
 import { emptyCharacter, mergeCharacter, type Character } from "./character.ts";
 import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, NICKNAMES } from "./lexicon.ts";
-import { bareOwnName, compatible, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, type Form } from "./name-fit.ts";
+import { bareOwnName, compatible, eldestDaughter, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
 import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -166,7 +166,9 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         const byFirst = cands.filter((c) => c.titles.has(title) && c.firsts.has(w) && !c.lasts.has(w));
         // "Miss Miller" is the one Miller the book already calls "Miss": Daisy Miller, not her mother.
         const holders = cands.filter((c) => c.titles.has(title) && c.lasts.has(w) && !c.firsts.has(w));
+        const family = title === "miss" ? sisters(cands, w, forms) : [];
         if (byFirst.length === 1) target = byFirst[0];
+        else if (family.length > 1) target = eldestDaughter(family);
         else if (holders.length === 1) target = holders[0];
         else if (holders.length === 0 && title === "miss") target = heroine(cands, w, forms);
         else if (holders.length > 1 && HONORIFICS.get(title) === "m") {

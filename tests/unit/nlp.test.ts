@@ -242,6 +242,17 @@ describe("name clustering", () => {
     expect(character(characters, "Miss Morland").id).toBe(character(characters, "Catherine Morland").id);
   });
 
+  test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
+    const t = [
+      "Maria Vane and Julia Vane were the daughters of the house. Maria was tall, and Maria was proud. Julia was merry, and Julia sang.",
+      '"Good morning, Miss Julia," said the curate. Miss Julia Vane laughed at him. Maria walked on. Julia followed her.',
+      '"You are early, Miss Vane," said the curate. Miss Vane bowed, and Maria did not smile. Julia waved. Miss Vane was to be married.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss Vane").id).toBe(character(characters, "Maria Vane").id);
+    expect(character(characters, "Julia Vane").id).not.toBe(character(characters, "Maria Vane").id);
+  });
+
   test("the narrator's 'Mr. <Surname>' is the father of a son the book calls by his given name", () => {
     const t = [
       "Ned Dorling came home on leave. Ned ran up the steps, and Ned kissed his sister. Ned was tall now, and Ned was brown.",
