@@ -136,6 +136,11 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
       if (kin) return kin.id;
     }
+    // A holder known by a given name alone ("Kitty"): her mother is the "Mrs." lately in mind.
+    for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
+      const c = recent[k]!;
+      if (c !== holder && isPerson(c) && chars[c]!.titles.has(tag.title) && genderOf(c) === tag.gender && !quoted.has(c)) return c;
+    }
     return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
   };
 

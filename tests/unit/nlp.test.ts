@@ -779,6 +779,16 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
   });
 
+  test("'her mother' of a girl known by her given name alone is the married woman lately in mind, not the last woman named", () => {
+    const text = [
+      "Mrs. Vane sat by the fire with her work. Kitty coughed, and Clara Whitcombe laughed at Kitty.",
+      '"I cannot help it," said Kitty.',
+      '"Then go upstairs," cried her mother.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Kitty", "Mrs. Vane"));
+  });
+
   test("an untagged turn goes to someone present in the narration, not to someone it names only after a preposition", () => {
     const text = intro + ["Clara sat by the fire with a long letter from Mrs. Pell.", '"Tobias, do listen to this."'].join("\n\n");
     const r = read(text);
