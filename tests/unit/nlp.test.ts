@@ -451,6 +451,16 @@ describe("name clustering", () => {
     expect(analysis.names.filter((m) => m.parts.join(" ") === "Clara")).toHaveLength(4);
   });
 
+  test("after 'Mrs.' or 'Mr.' a word the book mostly writes in lower case is a surname", () => {
+    const t = [
+      "The house stood on a hill, and the hill was green. Beyond the hill ran a road over another hill.",
+      '"Dear madam," cried Mrs. Hill, "the post has come." Clara Whitcombe took the letter from Mrs. Hill.',
+    ].join("\n\n");
+    const r = read(t);
+    expect(character(r.characters, "Mrs. Hill").gender).toBe("female");
+    expect(r.speakers[0]).toBe(r.ids("Mrs. Hill")[0]);
+  });
+
   test("a capitalised word that is usually lower case is not a name", () => {
     const t = "Tobias went to the market. Yesterday he bought bread, and yesterday the baker smiled. Yesterday was cold. Tobias said nothing.";
     const { characters } = read(t);
