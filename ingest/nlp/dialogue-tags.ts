@@ -109,6 +109,14 @@ export function createTagReader(input: TagReaderInput): TagReader {
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
       if (k >= 0 && isPerson(names[k]!.char)) return charTag(k);
+      // "the lady replied", "her mother said", "the old man answered": a description before the verb.
+      if (GENDERED_NOUNS.has(lc)) {
+        for (let d = i - 1; d >= Math.max(lo, i - 3); d--) {
+          const described = describedGender(d, i);
+          if (described) return described;
+          if (!/^\p{Ll}+$/u.test(text[d]!)) break;
+        }
+      }
       if (!isAdverb(lc)) break;
       skipped++;
     }

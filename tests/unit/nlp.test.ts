@@ -580,6 +580,7 @@ describe("speaker attribution", () => {
     ["a pronoun tag for the woman", '"The gate is locked," she said.', "Clara Whitcombe"],
     ["a pronoun tag for the man", '"The gate is locked," he answered.', "Tobias Fenwick"],
     ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
+    ["a description before the verb", '"The gate is locked," the young lady replied.', "Clara Whitcombe"],
     ["a less common speech verb", 'Clara looked at the gate. "It is open," contradicted Tobias.', "Tobias Fenwick"],
     ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
