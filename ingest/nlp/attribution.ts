@@ -130,6 +130,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
+    if (tag.kind === "described") return -1;
     const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
@@ -273,6 +274,9 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
         } else if ((tag.kind === "pronoun" || tag.kind === "relation") && tag.gender !== "i") {
           // "she replied" with no woman in mind still rules out every man turn order might choose.
           u.guessed ??= { gender: tag.gender, speaker: -1 };
+        } else if (tag.kind === "described" && narrator) {
+          // "snarled the ex-convict": whoever it is, not the "I" who tells the story.
+          u.ruledOut = NARRATOR_ID;
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;

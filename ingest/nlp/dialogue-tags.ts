@@ -10,7 +10,9 @@ export type Tag =
   /** "said the other": whichever of the two people talking did not speak last. */
   | { kind: "other"; at: number }
   /** "his wife": the wife of whoever "his" is, found through a shared surname. */
-  | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number };
+  | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number }
+  /** "said the detective": someone the narration describes, so not a first-person narrator. */
+  | { kind: "described"; at: number };
 
 // Family words whose holder shares the possessor's surname under a known title.
 const RELATIONS: Record<string, { gender: Gender; title: string }> = {
@@ -78,6 +80,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
       if (g) return { kind: "pronoun", gender: g, at: k };
       if (!/^\p{L}+$/u.test(text[k]!)) break;
     }
+    // "said the detective": no gender, but someone described, which the one telling the story is not.
+    if (det === "the" && /^\p{Ll}+$/u.test(text[j + 1] ?? "") && !PREPOSITIONS.has(lower[j + 1]!)) return { kind: "described", at: j + 1 };
     return undefined;
   };
 

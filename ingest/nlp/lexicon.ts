@@ -141,6 +141,7 @@ export const SPEECH_VERBS = words(`
   began begun spoke speaks spoken called sneezed grunted chuckled giggled screeched
   contradicted subjoined uttered acknowledged commanded affirmed proclaimed chorused boomed quavered
   sputtered implored howled adding replying exclaiming answering observing remarking
+  snarled snarls
 `);
 
 /** Speech verbs made of a verb and a particle ("put in", "broke out"): the verb, and its particles. */

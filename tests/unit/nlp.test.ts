@@ -910,6 +910,18 @@ describe("first-person narrator", () => {
     expect(character(characters, "Edmund Varley").id).not.toBe(0);
   });
 
+  test("a tag that describes the speaker ('snarled the old convict') is never the narrator, whom turn order points at", () => {
+    const told = [
+      "I sat by the fire with Tobias Fenwick. I had known him for years, and I trusted him. I poured the wine. Walter Ashdown stood by the door, and I did not like him.",
+      '"It is late," said I.',
+      '"Too late," said Tobias.',
+      '"Late!" snarled the old convict.',
+    ].join("\n\n");
+    const r = read(told);
+    expect(r.analysis.narrator).toBe(true);
+    expect(r.speakers[2]).toBe(r.ids("Walter Ashdown")[0]);
+  });
+
   test("a third-person book has no narrator character", () => {
     const { analysis, parsed } = read('Clara Whitcombe opened the door. "Come in," said Clara.');
     expect(analysis.narrator).toBe(false);
