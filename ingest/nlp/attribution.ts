@@ -130,11 +130,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
+    if (tag.kind === "described") return -1;
     const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
       if (kin) return kin.id;
+    }
+    // A holder known by a given name alone ("Kitty"): her mother is the "Mrs." lately in mind.
+    for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
+      const c = recent[k]!;
+      if (c !== holder && isPerson(c) && chars[c]!.titles.has(tag.title) && genderOf(c) === tag.gender && !quoted.has(c)) return c;
     }
     return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
   };
@@ -186,14 +192,15 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   };
 
   // "… she seized the opportunity of saying," / ¶ "Is your sister at Pemberley still?": a paragraph
-  // of narration that ends on a comma or colon introduces the quote that opens the next one. The start
-  // of its last sentence, or -1.
+  // of narration that ends on a comma, a colon or a dash ("Mr. Hale presumed to say--") introduces
+  // the quote that opens the next one. The start of its last sentence, or -1.
   const leadIn = (para: number): number => {
     if (para === 0) return -1;
     const lo = tok.paragraphStarts[para - 1]!;
-    let hi = tok.paragraphStarts[para]! - 1;
+    const end = tok.paragraphStarts[para]! - 1;
+    let hi = end;
     while (hi > lo && LEAD_IN_DASHES.has(text[hi]!)) hi--;
-    if (hi <= lo || inQuote[hi] || (text[hi] !== "," && text[hi] !== ":")) return -1;
+    if (hi <= lo || inQuote[hi] || (text[hi] !== "," && text[hi] !== ":" && hi === end)) return -1;
     return Math.max(lo, tok.sentenceStarts[tok.sentence[hi]!]!);
   };
 
@@ -264,6 +271,12 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
             mentionStart[qk] = tag.at;
             mentionEnd[qk] = tag.at;
           }
+        } else if ((tag.kind === "pronoun" || tag.kind === "relation") && tag.gender !== "i") {
+          // "she replied" with no woman in mind still rules out every man turn order might choose.
+          u.guessed ??= { gender: tag.gender, speaker: -1 };
+        } else if (tag.kind === "described" && narrator) {
+          // "snarled the ex-convict": whoever it is, not the "I" who tells the story.
+          u.ruledOut = NARRATOR_ID;
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;

@@ -10,7 +10,9 @@ export type Tag =
   /** "said the other": whichever of the two people talking did not speak last. */
   | { kind: "other"; at: number }
   /** "his wife": the wife of whoever "his" is, found through a shared surname. */
-  | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number };
+  | { kind: "relation"; gender: Gender; possessor: Gender; title: string; at: number }
+  /** "said the detective": someone the narration describes, so not a first-person narrator. */
+  | { kind: "described"; at: number };
 
 // Family words whose holder shares the possessor's surname under a known title.
 const RELATIONS: Record<string, { gender: Gender; title: string }> = {
@@ -78,6 +80,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
       if (g) return { kind: "pronoun", gender: g, at: k };
       if (!/^\p{L}+$/u.test(text[k]!)) break;
     }
+    // "said the detective": no gender, but someone described, which the one telling the story is not.
+    if (det === "the" && /^\p{Ll}+$/u.test(text[j + 1] ?? "") && !PREPOSITIONS.has(lower[j + 1]!)) return { kind: "described", at: j + 1 };
     return undefined;
   };
 
@@ -109,6 +113,14 @@ export function createTagReader(input: TagReaderInput): TagReader {
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
       if (k >= 0 && isPerson(names[k]!.char)) return charTag(k);
+      // "the lady replied", "her mother said", "the old man answered": a description before the verb.
+      if (GENDERED_NOUNS.has(lc)) {
+        for (let d = i - 1; d >= Math.max(lo, i - 3); d--) {
+          const described = describedGender(d, i);
+          if (described) return described;
+          if (!/^\p{Ll}+$/u.test(text[d]!)) break;
+        }
+      }
       if (!isAdverb(lc)) break;
       skipped++;
     }
@@ -199,8 +211,22 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return undefined;
   };
 
+  /** "Elizabeth's reply was, "…"", "Mary's reproach of "…"": whose words the narration says come next. */
+  const possessiveBefore = (lo: number, hi: number): Tag | undefined => {
+    let k = hi;
+    while (k >= lo && (SKIPPABLE.has(text[k]!) || lower[k] === "was" || lower[k] === "of")) k--;
+    if (k < lo || !REPLY_NOUNS.has(lower[k]!)) return undefined;
+    for (let j = k - 1; j >= Math.max(lo, k - 5); j--) {
+      const owned = possessiveReply(j, k);
+      if (owned) return owned;
+    }
+    return undefined;
+  };
+
   /** Dialogue tag in the narration just before a quote ("Jane said:" / "Then said he,"). */
   const tagBefore = (lo: number, hi: number): Tag | undefined => {
+    const owned = possessiveBefore(lo, hi);
+    if (owned) return owned;
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
       if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
     }

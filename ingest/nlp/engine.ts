@@ -1,5 +1,6 @@
 import { closeSync, mkdirSync, openSync, writeFileSync, writeSync } from "node:fs";
 import { join } from "node:path";
+import { mergeAddressedNames } from "./addressed-names.ts";
 import type { Analysis } from "./analysis.ts";
 import { attributeSpeakers, NARRATOR_ID } from "./attribution.ts";
 import { capitalStats } from "./capital-stats.ts";
@@ -94,6 +95,7 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   const chars = clusterNames(tok, names, [emptyCharacter(NARRATOR_ID, undefined)]);
   mergeStatedNames(tok, names, chars);
   scoreCharacters(tok, names, chars, scan.inQuote);
+  mergeAddressedNames(tok, names, chars);
   const narrator = firstPersonShare(tok, scan.inQuote) >= (options.narratorThreshold ?? DEFAULT_NARRATOR_THRESHOLD);
   chars[NARRATOR_ID]!.person = narrator;
   if (narrator) nameTheNarrator(tok, names, chars);

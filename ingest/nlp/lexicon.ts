@@ -141,6 +141,7 @@ export const SPEECH_VERBS = words(`
   began begun spoke speaks spoken called sneezed grunted chuckled giggled screeched
   contradicted subjoined uttered acknowledged commanded affirmed proclaimed chorused boomed quavered
   sputtered implored howled adding replying exclaiming answering observing remarking
+  snarled snarls
 `);
 
 /** Speech verbs made of a verb and a particle ("put in", "broke out"): the verb, and its particles. */
@@ -158,7 +159,8 @@ export const PHRASAL_SPEECH_VERBS = new Map<string, Set<string>>([
 export const REPLY_NOUNS = words(`
   answer reply response rejoinder retort remark exclamation observation comment question cry thought
   assurance explanation reflection greeting salutation conclusion apology objection protest suggestion
-  inquiry enquiry advice verdict
+  inquiry enquiry advice verdict declaration reproach reasoning complaint request entreaty whisper
+  warning speech language
 `);
 
 export const MALE_PRONOUNS = words("he him his himself");

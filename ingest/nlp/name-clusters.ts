@@ -1,6 +1,6 @@
 import { emptyCharacter, mergeCharacter, type Character } from "./character.ts";
 import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, NICKNAMES } from "./lexicon.ts";
-import { bareOwnName, compatible, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, type Form } from "./name-fit.ts";
+import { bareOwnName, compatible, eldestDaughter, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
 import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -82,6 +82,8 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
       Number(a.definite) - Number(b.definite) ||
       b.parts.length - a.parts.length ||
       Number(b.title !== undefined) - Number(a.title !== undefined) ||
+      // A familiar full name ("Tom Gradley") comes after the formal one it may be ("Thomas Gradley").
+      Number(familiar(a)) - Number(familiar(b)) ||
       b.mentions.length - a.mentions.length,
   );
   const chars: Character[] = [...seed];
@@ -109,12 +111,18 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         f.mentions = f.mentions.filter((m) => m.char !== holder.id);
       }
     }
-    // A familiar form nobody else answers to joins the one character with the full given name.
-    if (cands.length === 0 && f.words.length === 1 && !f.definite) {
-      const full = (NICKNAMES.get(f.words[0]!) ?? []).flatMap((n) => {
-        const shadow: Form = { ...f, words: [n] };
-        // Only when the bare given name is used at least as often (Elizabeth, not Lady Catherine).
-        if ((forms.get(n)?.mentions.length ?? 0) < f.mentions.length) return [];
+    // A familiar form nobody else answers to joins the one character with the full given name:
+    // "Lizzy" is Elizabeth, and "Tom Gradley" the Thomas Gradley the book has named in full.
+    if (cands.length === 0 && f.words.length <= 2 && !f.definite && !particleSurname(f.words)) {
+      const [first, ...surname] = f.words;
+      const full = (NICKNAMES.get(first!) ?? []).flatMap((n) => {
+        const shadow: Form = { ...f, words: [n, ...surname] };
+        // A lone familiar name only when the bare given name is used at least as often (Elizabeth, not
+        // Lady Catherine); a full name has its surname for evidence.
+        if (surname.length === 0 && (forms.get(n)?.mentions.length ?? 0) < f.mentions.length) return [];
+        // A familiar full name is the man the book also names plainly in full ("Thomas Gradley"), not
+        // one it names with a title alone ("Sir Thomas", whose son is Tom).
+        if (surname.length > 0 && !forms.has([n, ...surname].join(" "))) return [];
         return (byWord.get(n) ?? []).filter((c) => c.firsts.has(n) && compatible(c, shadow));
       });
       const unique = [...new Set(full)];
@@ -158,7 +166,9 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
         const byFirst = cands.filter((c) => c.titles.has(title) && c.firsts.has(w) && !c.lasts.has(w));
         // "Miss Miller" is the one Miller the book already calls "Miss": Daisy Miller, not her mother.
         const holders = cands.filter((c) => c.titles.has(title) && c.lasts.has(w) && !c.firsts.has(w));
+        const family = title === "miss" ? sisters(cands, w, forms) : [];
         if (byFirst.length === 1) target = byFirst[0];
+        else if (family.length > 1) target = eldestDaughter(family);
         else if (holders.length === 1) target = holders[0];
         else if (holders.length === 0 && title === "miss") target = heroine(cands, w, forms);
         else if (holders.length > 1 && HONORIFICS.get(title) === "m") {
@@ -178,6 +188,10 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
   }
   resolveByRecency(tok, names, deferred, chars);
   return chars;
+}
+
+function familiar(f: Form): boolean {
+  return f.words.length > 1 && NICKNAMES.has(f.words[0]!);
 }
 
 /** Whether a mention is within RANK_REACH tokens of one of `starts` (ascending). */
@@ -209,6 +223,21 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
   if (deferred.size === 0) return;
   const candidatesOf = new Map<NameMention, Character[]>();
   for (const [f, cands] of deferred) for (const m of f.mentions) candidatesOf.set(m, cands);
+  // A family named keeps its own member of the name in mind: after "Mrs. Musgrave", "Charles" is
+  // Charles Musgrave rather than the Charles Hayward named pages before. Only surnames that tell the
+  // candidates apart count (not the two Sholto brothers' one surname), and only men's: a woman's
+  // surname changes when she marries, so her husband's family being named says nothing of which of
+  // her names the text means.
+  const family = new Map<string, Character[]>();
+  for (const cands of deferred.values()) {
+    for (const c of cands) {
+      for (const l of c.lasts) {
+        if (c.gender !== "m" || c.firsts.has(l) || cands.some((o) => o !== c && o.lasts.has(l))) continue;
+        const members = family.get(l) ?? [];
+        if (!members.includes(c)) family.set(l, [...members, c]);
+      }
+    }
+  }
   const lastSeen = new Int32Array(chars.length).fill(-1);
   for (const m of names) {
     const cands = candidatesOf.get(m);
@@ -223,6 +252,8 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
       best.mentionCount++;
       m.char = best.id;
     }
-    if (m.char >= 0) lastSeen[m.char] = m.start;
+    if (m.char < 0) continue;
+    lastSeen[m.char] = m.start;
+    for (const l of chars[m.char]!.lasts) for (const c of family.get(l) ?? []) lastSeen[c.id] = m.start;
   }
 }

@@ -100,11 +100,46 @@ export function latecomer(c: Character, f: Form, wordUses: ReadonlyMap<string, n
  * weight (the Miss Bennets) it is neither: by custom that is the eldest, whom nothing here tells.
  */
 export function heroine(cands: Character[], surname: string, forms: Map<string, Form>): Character | undefined {
-  const weight = (c: Character) => c.mentionCount + [...c.firsts].reduce((n, g) => n + (forms.get(g)?.mentions.length ?? 0), 0);
-  const [top, next] = cands
+  const [top, next] = daughters(cands, surname, forms);
+  return top !== undefined && (next === undefined || weight(top, forms) >= HEROINE_LEAD * weight(next, forms)) ? top : undefined;
+}
+
+/** How much the book names a character: its mentions so far and every bare use of its given names. */
+function weight(c: Character, forms: Map<string, Form>): number {
+  return c.mentionCount + [...c.firsts].reduce((n, g) => n + (forms.get(g)?.mentions.length ?? 0), 0);
+}
+
+/** The unmarried women of a surname among the candidates, the most named first. */
+function daughters(cands: Character[], surname: string, forms: Map<string, Form>): Character[] {
+  return cands
     .filter((c) => c.gender !== "m" && c.lasts.has(surname) && !c.firsts.has(surname) && !c.titles.has("mrs") && !c.titles.has("lady"))
-    .sort((a, b) => weight(b) - weight(a));
-  return top !== undefined && (next === undefined || weight(top) >= HEROINE_LEAD * weight(next)) ? top : undefined;
+    .sort((a, b) => weight(b, forms) - weight(a, forms));
+}
+
+/**
+ * The daughters of a surname the book names as sisters: each named more than once, and none so
+ * slight beside the most named (HEROINE_LEAD times less) that she may be the same woman under
+ * another name ("Annie P. Miller" on Daisy Miller's card) or her mother's maiden name.
+ */
+export function sisters(cands: Character[], surname: string, forms: Map<string, Form>): Character[] {
+  const all = daughters(cands, surname, forms);
+  const top = all[0] === undefined ? 0 : weight(all[0], forms);
+  return all.filter((c) => weight(c, forms) > 1 && HEROINE_LEAD * weight(c, forms) >= top);
+}
+
+/**
+ * "Miss Bertram" where the family has several daughters: by custom the eldest, while her younger
+ * sisters are "Miss Julia" or "Miss Julia Bertram". The one daughter the book never styles "Miss"
+ * with her given name is the eldest; with none or several such, it is no one yet known.
+ */
+export function eldestDaughter(sisters: Character[]): Character | undefined {
+  const styledByGivenName = (c: Character) =>
+    [...c.forms.keys()].some((form) => {
+      const [title, given] = form.split(" ");
+      return title?.toLowerCase() === "miss" && given !== undefined && c.firsts.has(given.toLowerCase());
+    });
+  const eldest = sisters.filter((c) => !styledByGivenName(c));
+  return eldest.length === 1 ? eldest[0] : undefined;
 }
 
 /**

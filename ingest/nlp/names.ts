@@ -135,7 +135,10 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     }
     const sameParagraph = j < count && paragraph[j] === para;
     const initial = sameParagraph && isSentenceInitial(tok, j, inQuote);
-    if (!sameParagraph || !(isNameWord(j) || (initial && title === undefined && vouched(j)))) {
+    // "Mrs. Hill", "Mr. Small": after a title that never stands alone, a capitalised word is a
+    // surname, however often the book writes it in lower case.
+    const titled = sameParagraph && title !== undefined && SHORT_TITLES.has(title) && is(j, SHAPE_CAPITALISED) && !is(j, SHAPE_INITIAL) && !notName(lowers[j]!);
+    if (!sameParagraph || !(isNameWord(j) || titled || (initial && title === undefined && vouched(j)))) {
       // A title standing alone after "the" names someone too ("the King", "the Admiral").
       if (
         title !== undefined &&

@@ -69,6 +69,31 @@ describe("name clustering", () => {
     expect(character(characters, "Kitty").id).not.toBe(character(characters, "Lady Catherine").id);
   });
 
+  test.each([
+    [
+      "a familiar full name is the man the book names plainly in full, not his son of the bare familiar name",
+      [
+        "Thomas Gradley was a man of facts. Thomas Gradley kept a school, and his son Tom hated it. Tom sulked by the fire.",
+        '"Now, Tom Gradley," said Mr. Marsh to the father, "you are too hard on the boy." Tom Gradley frowned. Tom ran out, and Tom did not come back.',
+      ].join("\n\n"),
+      [["Tom Gradley", "Thomas Gradley"]],
+      [["Tom", "Thomas Gradley"]],
+    ],
+    [
+      "a familiar full name is not the man the book names only with a title",
+      [
+        "Sir Thomas Vane came home from the colonies. Sir Thomas was stern, and Sir Thomas spoke little.",
+        "His son Tom Vane was idle. Tom laughed at everything, and Tom rode out every morning. Tom Vane owed money.",
+      ].join("\n\n"),
+      [["Tom Vane", "Tom"]],
+      [["Tom Vane", "Sir Thomas"]],
+    ],
+  ])("%s", (_name, t, same, apart) => {
+    const { characters } = read(t);
+    for (const [a, b] of same) expect(character(characters, a!).id).toBe(character(characters, b!).id);
+    for (const [a, b] of apart) expect(character(characters, a!).id).not.toBe(character(characters, b!).id);
+  });
+
   test("'Miss' with a given name joins the one person of that given name", () => {
     const t = "Lydia Marsh laughed. Miss Lydia Marsh was the youngest, and she laughed at everything. Lydia ran out. Later Miss Lydia came back, and Lydia sat down.";
     const { characters } = read(t);
@@ -217,6 +242,17 @@ describe("name clustering", () => {
     expect(character(characters, "Miss Morland").id).toBe(character(characters, "Catherine Morland").id);
   });
 
+  test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
+    const t = [
+      "Maria Vane and Julia Vane were the daughters of the house. Maria was tall, and Maria was proud. Julia was merry, and Julia sang.",
+      '"Good morning, Miss Julia," said the curate. Miss Julia Vane laughed at him. Maria walked on. Julia followed her.',
+      '"You are early, Miss Vane," said the curate. Miss Vane bowed, and Maria did not smile. Julia waved. Miss Vane was to be married.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss Vane").id).toBe(character(characters, "Maria Vane").id);
+    expect(character(characters, "Julia Vane").id).not.toBe(character(characters, "Maria Vane").id);
+  });
+
   test("the narrator's 'Mr. <Surname>' is the father of a son the book calls by his given name", () => {
     const t = [
       "Ned Dorling came home on leave. Ned ran up the steps, and Ned kissed his sister. Ned was tall now, and Ned was brown.",
@@ -248,6 +284,19 @@ describe("name clustering", () => {
     const mrCrane = (full: string) => analysis.chars.find((c) => c.forms.has(full))?.forms.get("Mr. Crane");
     expect({ thaddeus: mrCrane("Thaddeus Crane"), bartholomew: mrCrane("Bartholomew Crane") }).toEqual({ thaddeus: 4, bartholomew: 1 });
     expect(analysis.chars.filter((c) => c.forms.size === 1 && c.forms.has("Mr. Crane"))).toEqual([]);
+  });
+
+  test("a given name two men share goes to the one whose family was just named, a woman's name by its bearer alone", () => {
+    const t = [
+      "Charles Hayward came to dinner. Charles Hayward was a curate, and Charles Hayward was shy. Charles talked of his parish.",
+      "Charles Musgrave came in from shooting. Mrs. Musgrave, his mother, asked about the birds. Charles said there were none.",
+      "Charles Hayward left early. The next morning Mrs. Musgrave wanted her son. Charles came at once, and Charles laughed.",
+      "Louisa Musgrave had married young. Louisa Hayward visited her. Mrs. Musgrave spoke of the wedding. Louisa smiled.",
+    ].join("\n\n");
+    const { analysis } = read(t);
+    const bare = (full: string) => analysis.chars.find((c) => c.forms.has(full))?.forms.get(full.split(" ")[0]!) ?? 0;
+    expect({ hayward: bare("Charles Hayward"), musgrave: bare("Charles Musgrave") }).toEqual({ hayward: 1, musgrave: 3 });
+    expect({ hayward: bare("Louisa Hayward"), musgrave: bare("Louisa Musgrave") }).toEqual({ hayward: 1, musgrave: 0 });
   });
 
   test("a surname with its particle ('Lord St. Clare') is the man whose full name ends on it", () => {
@@ -402,6 +451,16 @@ describe("name clustering", () => {
     expect(analysis.names.filter((m) => m.parts.join(" ") === "Clara")).toHaveLength(4);
   });
 
+  test("after 'Mrs.' or 'Mr.' a word the book mostly writes in lower case is a surname", () => {
+    const t = [
+      "The house stood on a hill, and the hill was green. Beyond the hill ran a road over another hill.",
+      '"Dear madam," cried Mrs. Hill, "the post has come." Clara Whitcombe took the letter from Mrs. Hill.',
+    ].join("\n\n");
+    const r = read(t);
+    expect(character(r.characters, "Mrs. Hill").gender).toBe("female");
+    expect(r.speakers[0]).toBe(r.ids("Mrs. Hill")[0]);
+  });
+
   test("a capitalised word that is usually lower case is not a name", () => {
     const t = "Tobias went to the market. Yesterday he bought bread, and yesterday the baker smiled. Yesterday was cold. Tobias said nothing.";
     const { characters } = read(t);
@@ -418,6 +477,31 @@ describe("name clustering", () => {
     const t = [intro, `${given} was tall. ${other} laughed. ${given} smiled.`, `"Come," said ${other}. ${other} went out and ${given} followed.`].join("\n\n");
     const { characters } = read(t);
     expect(character(characters, full).id).toBe(character(characters, other).id);
+  });
+
+  const addressed = (together: boolean) =>
+    [
+      "Piero lived above the bakery. Piero was young, and he was proud.",
+      "Mrs. Lane had written to Signor Vanni about the rooms. She waited for a week.",
+      '"You are welcome, Signor Vanni," said Mrs. Lane. Piero bowed low, and he smiled.',
+      "The letter from Signor Vanni came on a Tuesday. It was short.",
+      '"Sit down, Signor Vanni," said Clara. "Thank you," said Piero, and he sat.',
+      "Nobody in the town had ever seen Signor Vanni in a hurry. The shops were shut.",
+      '"Signor Vanni, will you stay?" asked Mrs. Lane. "Till Sunday," said Piero.',
+      together ? "Signor Vanni walked home with Piero at dusk. It was cold." : "Everyone in the square knew Signor Vanni by sight. It was cold.",
+      '"Good night, Signor Vanni," said Clara. Piero laughed.',
+      "The rent was owed to Signor Vanni by Friday. Mrs. Lane paid it.",
+      '"I shall tell Signor Vanni," said Clara. "Tell him," said Mrs. Lane.',
+      "Piero was at the door. Piero had heard.",
+    ].join("\n\n");
+
+  test.each([
+    ["is the man the narration calls by his given name", false],
+    ["stays another man when the narration once names the two side by side", true],
+  ])("a titled surname the others say, never beside a given name in the narration, %s", (_, together) => {
+    const { characters } = read(addressed(together));
+    const same = character(characters, "Signor Vanni").id === character(characters, "Piero").id;
+    expect(same).toBe(!together);
   });
 
   test("two names side by side without a naming phrase, or with 'called' in its other sense, stay two people", () => {
@@ -496,6 +580,7 @@ describe("speaker attribution", () => {
     ["a pronoun tag for the woman", '"The gate is locked," she said.', "Clara Whitcombe"],
     ["a pronoun tag for the man", '"The gate is locked," he answered.', "Tobias Fenwick"],
     ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
+    ["a description before the verb", '"The gate is locked," the young lady replied.', "Clara Whitcombe"],
     ["a less common speech verb", 'Clara looked at the gate. "It is open," contradicted Tobias.', "Tobias Fenwick"],
     ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
@@ -507,6 +592,9 @@ describe("speaker attribution", () => {
     ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
     ["'X, who … said' after another person", 'Clara turned from the gate to Tobias, who said, "It is open."', "Tobias Fenwick"],
     ["'was X's explanation'", 'Clara looked at the gate. "It is open," was Tobias\'s explanation.', "Tobias Fenwick"],
+    ["'X's reply was,' before the quote", 'Clara looked at the gate, and Tobias\'s reply was, "It is open."', "Tobias Fenwick"],
+    ["'X's reproach of' before the quote", 'Clara looked at the gate, and heard Tobias\'s gentle reproach of "It is open."', "Tobias Fenwick"],
+    ["'his declaration was' before the quote", 'Clara looked at the gate; Tobias stood beside her. His declaration was, "It is open."', "Tobias Fenwick"],
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
@@ -702,6 +790,16 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Mr. Ashdown", "Mrs. Ashdown"));
   });
 
+  test("'her mother' of a girl known by her given name alone is the married woman lately in mind, not the last woman named", () => {
+    const text = [
+      "Mrs. Vane sat by the fire with her work. Kitty coughed, and Clara Whitcombe laughed at Kitty.",
+      '"I cannot help it," said Kitty.',
+      '"Then go upstairs," cried her mother.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers).toEqual(r.ids("Kitty", "Mrs. Vane"));
+  });
+
   test("an untagged turn goes to someone present in the narration, not to someone it names only after a preposition", () => {
     const text = intro + ["Clara sat by the fire with a long letter from Mrs. Pell.", '"Tobias, do listen to this."'].join("\n\n");
     const r = read(text);
@@ -747,15 +845,26 @@ describe("speaker attribution", () => {
     expect(r.speakers).toEqual(r.ids("Tobias Fenwick", "Clara Whitcombe", "Hare"));
   });
 
-  test("a paragraph of narration ending on 'he said,' introduces the quote that opens the next paragraph", () => {
-    const text =
-      intro +
-      [
-        "Mrs. Pell looked up from her sewing at Clara. Walter Ashdown stood at the window, and Mrs. Pell watched him. Presently he said, without turning,",
-        '"The mill is burning."',
-      ].join("\n\n");
+  test.each([
+    ["'he said,'", "Mrs. Pell looked up from her sewing at Clara. Walter Ashdown stood at the window, and Mrs. Pell watched him. Presently he said, without turning,"],
+    ["a dash", "After a long pause, Walter Ashdown, who had watched Mrs. Pell at her sewing, presumed to say--"],
+  ])("a paragraph of narration ending on %s introduces the quote that opens the next paragraph", (_, narration) => {
+    const text = intro + [narration, '"The mill is burning."'].join("\n\n");
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown"));
+  });
+
+  test("a 'she replied' whose woman is nowhere in mind still keeps the turn from the men turn order points at", () => {
+    const text = [
+      "Tobias Fenwick and Walter Ashdown sat in the study. Tobias lit his pipe, and Walter read the paper.",
+      '"Is the carriage ready?" said Tobias.',
+      '"I think so," said Walter.',
+      '"Then we must go," said Tobias.',
+      '"Not yet," she replied.',
+      '"Why not, Clara?" said Tobias.',
+    ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[3]).toBe(r.ids("Clara")[0]);
   });
 
   test("narration that names its lead once and goes on with 'he' keeps him the most likely speaker over a woman named since", () => {
@@ -799,6 +908,18 @@ describe("first-person narrator", () => {
     const narrator = characters.find((c) => c.id === 0);
     expect(narrator?.name).toBe("Arthur");
     expect(character(characters, "Edmund Varley").id).not.toBe(0);
+  });
+
+  test("a tag that describes the speaker ('snarled the old convict') is never the narrator, whom turn order points at", () => {
+    const told = [
+      "I sat by the fire with Tobias Fenwick. I had known him for years, and I trusted him. I poured the wine. Walter Ashdown stood by the door, and I did not like him.",
+      '"It is late," said I.',
+      '"Too late," said Tobias.',
+      '"Late!" snarled the old convict.',
+    ].join("\n\n");
+    const r = read(told);
+    expect(r.analysis.narrator).toBe(true);
+    expect(r.speakers[2]).toBe(r.ids("Walter Ashdown")[0]);
   });
 
   test("a third-person book has no narrator character", () => {
