@@ -21,8 +21,7 @@ import { cutChars, TRIM_MARKER } from "../../common/prompt/budget.ts";
  * Entries carry the spec's field names (SPEC: Key-value store keys): chat:char {id, name,
  * system_prompt, profile_json} plus the description a character without a persona is introduced
  * with, the book_id a turn checks and the character's lines with where each ends (character_lines); chat:sess {id, user_id, character_id, message_count} plus the
- * book_id a turn checks, then the last messages, the summary and the reader's position at the last turn
- * (a guess for the next, rewrite-ahead.ts); chat:book {id, title, author,
+ * book_id a turn checks, then the last messages and the summary; chat:book {id, title, author,
  * description}. The reader's position is never cached: the frontend moves it at any time, and a
  * cached one could show a reader passages past where they have gone back to. An entry in any
  * other shape (one written by an earlier version during a rolling deploy) is never trusted: it is
@@ -71,12 +70,6 @@ const ChatSessionState = z.object({
   /** The last CONVERSATION_WINDOW_MESSAGES messages, oldest first. */
   messages: z.array(z.object({ role: z.enum(["user", "assistant"]), content: z.string() })),
   summary: z.string().nullable(),
-  /**
-   * Where the reader was at the session's last turn (null: the whole book); absent in an entry read
-   * from the database. Only ever a guess for the next turn (api/chat/rewrite-ahead.ts): the page is
-   * read afresh on every turn.
-   */
-  reading_position: z.number().min(0).max(1).nullable().optional(),
 });
 export type ChatSessionState = z.infer<typeof ChatSessionState>;
 

@@ -1,8 +1,10 @@
 import type { CachedEntries, ChatSessionState, PositionedEntries } from "./chat-cache.ts";
 import type { ChatRequest } from "../../common/contract/schemas.ts";
+import type { KeyValueStore } from "../../common/kv/index.ts";
 import type { Logger } from "../../common/log.ts";
 import { sameRewriteHistory } from "../../common/prompt/rewrite.ts";
 import { turnPosition } from "../../common/retrieval/reading-position.ts";
+import type { Track } from "./background.ts";
 import type { Knowledge } from "./knowledge.ts";
 import type { EarlyRewriteRead, Rewrite, createRewriter } from "./rewrite.ts";
 
@@ -13,9 +15,9 @@ import type { EarlyRewriteRead, Rewrite, createRewriter } from "./rewrite.ts";
  *
  * - The history: the session's cache entry when there is one (read under the session lock, so it is
  *   the latest), else none: a session with no entry is nearly always on its first message.
- * - The knowledge: from the body's `reading_position`, else from where the reader was at the
- *   session's last turn (ChatSessionState.reading_position): a reader rarely passes a checkpoint
- *   between two messages.
+ * - The knowledge: from the body's `reading_position`, else from where this reader was in this
+ *   book at their last turn, in any session (`chat:page:{user_id}:{book_id}`, written with the
+ *   turn's other writes): a reader rarely passes a checkpoint between two messages.
  *
  * Once the database has answered, the turn keeps the rewrite only if it was made from the same
  * history and knowledge as the turn's own; otherwise it is cancelled and made again, which costs no
@@ -27,6 +29,11 @@ import type { EarlyRewriteRead, Rewrite, createRewriter } from "./rewrite.ts";
 
 export const AHEAD_WASTE_LIMIT = 20;
 export const AHEAD_WASTE_WINDOW_MS = 60_000;
+/** A reader away from a book longer than this has likely read on: their last page is no guess. */
+export const LAST_PAGE_TTL_SECONDS = 86_400;
+
+/** Where the reader was in the book at their last turn: "1" for the whole book. */
+export const lastPageKey = (userId: string, bookId: string) => `chat:page:${userId}:${bookId}`;
 
 type Rewriter = ReturnType<typeof createRewriter>;
 type KnowledgeFor = (
@@ -52,9 +59,13 @@ export interface AheadFound {
   /** chat:fold:{session}: while a summary fold runs the history may change under the turn. */
   folding: string | null | undefined;
   early: EarlyRewriteRead;
+  /** What lastPageKey held; undefined when the store failed. */
+  lastPage: string | null | undefined;
 }
 
 export interface RewriteAheadDeps {
+  kv: KeyValueStore;
+  track: Track;
   rewriter: Rewriter;
   knowledgeFor: KnowledgeFor;
   log: Logger;
@@ -79,7 +90,7 @@ export function createRewriteAhead(deps: RewriteAheadDeps) {
     if (!character || !book || character.book_id !== request.book_id) return null;
     if (session && (session.user_id !== request.user_id || session.character_id !== request.character_id || session.book_id !== request.book_id)) return null;
     if (found.folding) return null;
-    const position = request.reading_position !== undefined ? turnPosition(request.reading_position, null) : session?.reading_position;
+    const position = request.reading_position !== undefined ? turnPosition(request.reading_position, null) : pageOf(found.lastPage);
     if (position === undefined || !allowed()) return null;
 
     const history = session?.messages ?? [];
@@ -119,5 +130,17 @@ export function createRewriteAhead(deps: RewriteAheadDeps) {
     return null;
   }
 
-  return { start, use };
+  /** Keeps where the reader was in the book (null: the whole book), issued with the turn's last writes. */
+  function rememberPage(request: Pick<ChatRequest, "user_id" | "book_id">, position: number | null) {
+    const key = lastPageKey(request.user_id, request.book_id);
+    deps.track(deps.kv.set(key, String(position ?? 1), { ex: LAST_PAGE_TTL_SECONDS }).catch((error: unknown) => deps.log.warn("last page write failed", { key, error })));
+  }
+
+  return { start, use, rememberPage };
+}
+
+/** The position lastPageKey holds, undefined when it holds none (or something else). */
+function pageOf(value: string | null | undefined): number | null | undefined {
+  const page = value ? Number(value) : NaN;
+  return Number.isFinite(page) && page >= 0 && page <= 1 ? turnPosition(page, null) : undefined;
 }

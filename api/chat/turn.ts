@@ -16,7 +16,7 @@ import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";
 import { createKnowledge, type Reader } from "./knowledge.ts";
 import { createRewriter, type EarlyRewriteRead, type Rewrite } from "./rewrite.ts";
-import { createRewriteAhead, type RewriteAhead } from "./rewrite-ahead.ts";
+import { createRewriteAhead, lastPageKey, type RewriteAhead } from "./rewrite-ahead.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./cache-upkeep.ts";
 import { createSessionLocks, type HeldLock } from "./session-lock.ts";
@@ -140,7 +140,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       ...knowledge,
       ...createSpoilerGuards({ db: deps.db, log, ...(deps.config ? { cacheMb: deps.config.spoilerGuardCacheMb } : {}) }),
       rewriter,
-      rewriteAhead: createRewriteAhead({ rewriter, knowledgeFor: knowledge.knowledgeFor, log }),
+      rewriteAhead: createRewriteAhead({ kv: deps.kv, rewriter, knowledgeFor: knowledge.knowledgeFor, log, track }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,
       locks,
@@ -156,14 +156,14 @@ export function createChatService(deps: ChatDeps): ChatService {
     // set, so what the database gives for a missing entry is read under the lock; a turn refused the
     // lock still learns whose session it is), the reader's page one database round trip beside it.
     // A request answered 404 lets the lock go at once.
-    const taken = locks.take(request.session_id, cache.contextKeys(ids, rewriter.earlyKeys(request.character_id, request.session_id, request.user_message)));
+    const taken = locks.take(request.session_id, cache.contextKeys(ids, [...rewriter.earlyKeys(request.character_id, request.session_id, request.user_message), lastPageKey(request.user_id, request.book_id)]));
     const held = taken.then((t) => t.held);
     const reader = readerFor(request, request.book_id);
     const loaded = cache.load(ids, taken.then((t) => t.values), reader.then((r) => r.session, () => undefined));
     const ahead = taken.then(({ held, values }) => {
       if (held === "busy" || !values) return null;
       const entries = cache.entries(values);
-      return rewriteAhead.start(request, { entries, folding: held.read?.[1], early: { first: entries.alsoRead[0], unsaved: entries.alsoRead[1] } });
+      return rewriteAhead.start(request, { entries, folding: held.read?.[1], early: { first: entries.alsoRead[0], unsaved: entries.alsoRead[1] }, lastPage: entries.alsoRead[2] });
     });
     let context: ChatContext;
     try {
@@ -376,7 +376,6 @@ export function createChatService(deps: ChatDeps): ChatService {
         ...session,
         message_count: saved.messageCount,
         messages: conversation.slice(-CONVERSATION_WINDOW_MESSAGES),
-        reading_position: knowledge.position,
       };
       if (saved.previousCount !== null && saved.previousCount === saved.messageCount) {
         log.warn("message_count is at its largest value and no longer counts exchanges", { session_id: session.id, message_count: saved.messageCount });
@@ -384,12 +383,13 @@ export function createChatService(deps: ChatDeps): ChatService {
       const { current, written } = sessionCache.afterSave(session.id, session.message_count, saved, state);
       const leaving = current ? messagesLeavingWindow(conversation, 2) : [];
       const afterReply = leaving.length > 0 ? (foldLock: Lock | null) => foldSummary(character.name, state, leaving, foldLock) : undefined;
-      // The session's entry, the rewrite's, the fold key and the lock's release go out in one tick: the
+      // The session's entry, the reader's page, the rewrite's, the fold key and the lock's release go out in one tick: the
       // store runs them in this order in one round trip, so the next turn finds the entry written and
       // the lock free by the time the reader has `done`. (Should the entry's write fail after the
       // release landed, the next turn reads the older history; its save then finds the count moved
       // and drops the entry, in afterSave.)
       ended = true;
+      rewriteAhead.rememberPage(request, knowledge.position);
       await Promise.all([written, endTurn(true, afterReply)]);
 
       outcome = "ok";

@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { SAVE_ATTEMPTS, previewOf } from "../../api/chat/save.ts";
 import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_FAILED, SESSION_BUSY } from "../../api/chat/turn.ts";
+import { lastPageKey } from "../../api/chat/rewrite-ahead.ts";
 import { SSE_OPENING } from "../../api/sse.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
 import { createDatabase } from "../../common/db/create.ts";
@@ -180,12 +181,25 @@ for (const variant of variants) {
     });
 
     describe("refusals before the stream", () => {
-      test("an unknown session is a 404 with {error: 'session not found'} and nothing is asked of the model", async () => {
+      /**
+       * What a refused request asked of the model: at most the query rewrite started on a guess before
+       * the database answered (rewrite-ahead.ts), cancelled then; never an embedding or a reply.
+       */
+      const askedOfModel = () => {
+        const rewrites = requestsOfKind(h.gateway, "rewrite").length;
+        return { rewrites, others: h.gateway.requests.length - rewrites };
+      };
+
+      test("an unknown session is a 404 with {error: 'session not found'}; of the model at most the rewrite started ahead is asked, never an embedding or a reply", async () => {
+        // The reader's last page in the book is known: the rewrite starts on it before the database answers.
+        await h.kv.set(lastPageKey(h.world.userId, h.world.bookId), "1");
         const res = await h.chat(crypto.randomUUID(), "Hello?");
         expect(res.status).toBe(404);
         expect(res.headers.get("content-type")).toStartWith("application/json");
         expect(await res.json()).toEqual({ error: "session not found" });
-        expect(h.gateway.requests).toEqual([]);
+        await h.app.settle();
+        expect(askedOfModel().others).toBe(0);
+        expect(askedOfModel().rewrites).toBeLessThanOrEqual(1);
       });
 
       test("another reader's session is a 404 exactly like a missing one, and its lock is let go at once", async () => {
@@ -195,7 +209,7 @@ for (const variant of variants) {
         expect(res.status).toBe(404);
         expect(await res.json()).toEqual({ error: "session not found" });
         await h.app.settle();
-        expect(h.gateway.requests).toEqual([]);
+        expect(askedOfModel().others).toBe(0);
         expect(await h.kv.get(lockKey(theirs))).toBeNull();
         // Its owner's next message is answered, not refused as busy.
         expect(isDone((await readSse(await h.chat(theirs, "Hello?", { user_id: owner }))).events.at(-1)!)).toBe(true);
@@ -473,8 +487,6 @@ for (const variant of variants) {
           user_id: h.world.userId,
           message_count: 1,
           summary: null,
-          // The whole book: no position in the body, none in the library.
-          reading_position: null,
           messages: [
             { role: "user", content: "Good evening, Miss Vance." },
             { role: "assistant", content: done.full_response },
@@ -486,7 +498,7 @@ for (const variant of variants) {
         // Then ours: the book a turn checks and the character's lines a turn may quote. Never the reader's
         // position: the frontend moves it at any time.
         expect(await fields(characterCacheKey(h.world.characterId))).toEqual(["id", "name", "system_prompt", "profile_json", "description", "book_id", "lines"]);
-        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary", "reading_position"]);
+        expect(await fields(sessionCacheKey(session))).toEqual(["id", "user_id", "character_id", "book_id", "message_count", "messages", "summary"]);
         expect(await fields(bookCacheKey(h.world.bookId))).toEqual(["id", "title", "author", "description"]);
       });
 
@@ -533,8 +545,8 @@ for (const variant of variants) {
         const commands = h.kv.commands.slice(before);
         // The lock with the character, session, book and fold key read in the same command (no read
         // of the rewrite's cache: nothing can be cached for a history the last exchange moved on);
-        // the session's new entry, the rewrite's and the lock's release, together.
-        expect(commands).toEqual(["setIfAbsentThenMget", "set", "set", "deleteIfEquals"]);
+        // the session's new entry, the reader's page, the rewrite's and the lock's release, together.
+        expect(commands).toEqual(["setIfAbsentThenMget", "set", "set", "set", "deleteIfEquals"]);
       });
 
       test("two exchanges leave four messages in order and a session with message_count 2 and a preview ending in …", async () => {
@@ -735,7 +747,21 @@ for (const variant of variants) {
         expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input).at(-1)).toEqual(["the lamp"]);
       });
 
-      test("a follow-up without a position in the body starts its rewrite on the reader's page at the previous turn, and uses it when the page says the same", async () => {
+      test("a first turn without a position in the body starts its rewrite on the reader's last page in the book, from another session of theirs", async () => {
+        await exchange(h, await h.newSession(), "Hello.");
+        expect(h.kv.sets.filter((s) => s.key === lastPageKey(h.world.userId, h.world.bookId)).at(-1)).toMatchObject({ value: "1", options: { ex: 86_400 } });
+        const session = await h.newSession();
+        const { app, release, askedFirst } = await readerHeld();
+        const message = `Who are you? (${crypto.randomUUID()})`;
+        const reply = app.postJson("/character/chat", h.body(session, message)).then(readSse);
+        expect(await askedFirst()).toBe("asked");
+        release();
+        expect(isDone((await reply).events.at(-1)!)).toBe(true);
+        await app.settle();
+        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message))).toHaveLength(1);
+      });
+
+      test("a follow-up without a position in the body starts its rewrite on the reader's last page, and uses it when the page says the same", async () => {
         const session = await h.newSession();
         await exchange(h, session, "Hello.");
         const { app, release, askedFirst } = await readerHeld();

@@ -1,9 +1,10 @@
 import { describe, expect, test } from "bun:test";
 import type { CachedEntries, ChatCharacter, ChatSessionState } from "../../api/chat/chat-cache.ts";
 import type { Knowledge } from "../../api/chat/knowledge.ts";
-import { AHEAD_WASTE_LIMIT, AHEAD_WASTE_WINDOW_MS, createRewriteAhead, type AheadFound } from "../../api/chat/rewrite-ahead.ts";
+import { AHEAD_WASTE_LIMIT, AHEAD_WASTE_WINDOW_MS, createRewriteAhead, lastPageKey, type AheadFound } from "../../api/chat/rewrite-ahead.ts";
 import type { createRewriter, Rewrite } from "../../api/chat/rewrite.ts";
 import type { ChatRequest } from "../../common/contract/schemas.ts";
+import { createMemoryKeyValueStore } from "../../common/kv/memory.ts";
 import { silentLogger } from "../../common/log.ts";
 
 const ids = { user_id: "u", character_id: "c", book_id: "b", session_id: "s" };
@@ -21,13 +22,15 @@ const session = (extra: Partial<ChatSessionState> = {}): ChatSessionState => ({
     { role: "assistant", content: "Good evening." },
   ],
   summary: null,
-  reading_position: 0.4,
   ...extra,
 });
-const found = (entries: Partial<CachedEntries> = {}, folding: string | null = null): AheadFound => ({
+/** What the turn's first command found: by default a cached session and the reader last at 40 %. */
+const found = (entries: Partial<CachedEntries> = {}, more: Partial<Pick<AheadFound, "folding" | "lastPage">> = {}): AheadFound => ({
   entries: { character, book, session: session(), positioned: [null, null], alsoRead: [], ...entries },
-  folding,
+  folding: null,
   early: { first: null, unsaved: null },
+  lastPage: "0.4",
+  ...more,
 });
 /** Knowledge tagged by the position it was asked for, as checkpoints at 0.5 would give. */
 const knowledgeAt = (position: number | null): Knowledge => ({
@@ -54,22 +57,26 @@ function harness() {
       return { queries: { narrativeQuery: "n", keywordQuery: "k", fellBack: false } };
     },
   } as unknown as ReturnType<typeof createRewriter>;
-  const ahead = createRewriteAhead({ rewriter, knowledgeFor: async (_c, _b, position) => knowledgeAt(position), log: silentLogger, now: () => clock });
-  return { ahead, asked, aborted, advance: (ms: number) => (clock += ms) };
+  const kv = createMemoryKeyValueStore();
+  const ahead = createRewriteAhead({ kv, track: () => {}, rewriter, knowledgeFor: async (_c, _b, position) => knowledgeAt(position), log: silentLogger, now: () => clock });
+  return { ahead, rewriter, asked, aborted, advance: (ms: number) => (clock += ms) };
 }
 
 describe("the rewrite made ahead of the database", () => {
   test.each<[string, ChatRequest, AheadFound, boolean]>([
-    ["a cached session: on the page of its last turn → started", request(), found(), true],
+    ["a cached session: on the reader's last page in the book → started", request(), found(), true],
     ["a cached session and the body's position → started", request({ reading_position: 0.7 }), found(), true],
     ["no cached session, the body's position: on an empty history → started", request({ reading_position: 0.7 }), found({ session: null }), true],
-    ["no cached session and no position in the body: nothing to guess the page from → not started", request(), found({ session: null }), false],
-    ["a cached session whose last turn left no page (an entry from the database) → not started", request(), found({ session: session({ reading_position: undefined }) }), false],
+    ["no cached session, the reader's last page (another session of theirs): on an empty history → started", request(), found({ session: null }), true],
+    ["the whole book as the last page → started", request(), found({}, { lastPage: "1" }), true],
+    ["no position in the body and no last page: nothing to guess the page from → not started", request(), found({}, { lastPage: null }), false],
+    ["a last page that is not a position → not started", request(), found({}, { lastPage: "1.5" }), false],
+    ["the store failed to say the last page → not started", request(), found({}, { lastPage: undefined }), false],
     ["another reader's session: refused whatever the database says → not started", request(), found({ session: session({ user_id: "other" }) }), false],
     ["a character of another book → not started", request(), found({ character: { ...character, book_id: "other" } }), false],
     ["no cached character → not started", request(), found({ character: null }), false],
     ["no cached book → not started", request(), found({ book: null }), false],
-    ["a summary fold in progress: the history may change → not started", request(), found({}, "folding"), false],
+    ["a summary fold in progress: the history may change → not started", request(), found({}, { folding: "folding" }), false],
   ])("%s", async (_, req, at, started) => {
     const { ahead, asked } = harness();
     const made = ahead.start(req, at);
@@ -104,6 +111,18 @@ describe("the rewrite made ahead of the database", () => {
     // The first was thrown away AHEAD_WASTE_LIMIT seconds ago: the window moves past it.
     advance(AHEAD_WASTE_WINDOW_MS - AHEAD_WASTE_LIMIT * 1_000 + 1);
     expect(unknownSession()).not.toBeNull();
+  });
+
+  test.each<[string, number | null, string]>([
+    ["a reader at 40 %", 0.4, "0.4"],
+    ["a reader of the whole book", null, "1"],
+  ])("%s is remembered for the next turn's guess", async (_, position, stored) => {
+    const kv = createMemoryKeyValueStore();
+    const writes: Promise<unknown>[] = [];
+    const ahead = createRewriteAhead({ kv, track: (w) => writes.push(w), rewriter: harness().rewriter, knowledgeFor: async (_c, _b, p) => knowledgeAt(p), log: silentLogger });
+    ahead.rememberPage(ids, position);
+    await Promise.all(writes);
+    expect(await kv.get(lastPageKey(ids.user_id, ids.book_id))).toBe(stored);
   });
 
   test("a rewrite thrown away twice counts once", () => {
