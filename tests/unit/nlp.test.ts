@@ -386,6 +386,37 @@ describe("name clustering", () => {
     expect(character(characters, "the Invisible Man").id).not.toBe(character(characters, "Kemble").id);
   });
 
+  test("a description that speaks in every scene where one named person does, the two never answering each other, is that person", () => {
+    const filler = Array.from({ length: 200 }, () => "The rain fell on the roofs of the town all night.").join(" ");
+    // the urchin speaks in turns 1, 3 and (with `more`) 7 of a scene, Perrin in turn 5
+    const scene = (opening: string, more = true) =>
+      [
+        opening,
+        '"Where are you going?" said Walter.',
+        '"Up the hill," said the urchin.',
+        '"It is far too steep for you," said Edith.',
+        '"It is not," said the urchin.',
+        '"Stop arguing," said Walter.',
+        '"I have been up it twice," said Perrin. He laughed.',
+        '"Then go," said Edith.',
+        ...(more ? ['"I will," said the urchin.'] : []),
+      ].join("\n\n");
+    const lonely = (opening: string) =>
+      [opening, '"Who is there?" said Walter.', '"Only me," said the urchin.', '"Go home," said Edith.'].join("\n\n");
+    const r = read([scene("A small urchin came along the path with a stick."), filler, scene("Perrin came back the next day. He was nine."), filler].join("\n\n"));
+    expect([1, 3, 7, 9, 11, 15].map((q) => r.speakers[q])).toEqual(r.ids(...Array<string>(6).fill("Perrin")));
+    const cases = [
+      ["in one scene only", [scene("A small urchin came along the path with a stick."), scene("Perrin came back. He was nine.")]],
+      ["in a scene without him", [scene("A small urchin came along the path."), filler, lonely("Edith went out.")]],
+      ["tagged too few times", [scene("A small urchin came along the path.", false), filler, scene("Perrin came back. He was nine.", false)]],
+    ] as const;
+    for (const [, parts] of cases) {
+      const apart = read(parts.join("\n\n"));
+      expect(apart.speakers[1]).toBe(apart.ids("The urchin")[0]);
+      expect(apart.ids("The urchin")).not.toEqual(apart.ids("Perrin"));
+    }
+  });
+
   test("'Master' before a surname is Mr.: 'Master Holmes' is Mr. Holmes, not someone new", () => {
     const t = [
       'Mr. Tobias Quill came in. "Sit down," said Mr. Quill. Quill lit his pipe. Quill waited.',
