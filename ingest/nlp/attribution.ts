@@ -36,9 +36,22 @@ export interface AttributionInput {
 const CONVERSATION_GAP_TOKENS = 0;
 // The longest paragraph of narration read as an action beat between two turns.
 const BEAT_TOKENS = 12;
+// The longest narration between two turns that still leaves them one exchange, whose last two
+// speakers a he/she tag after that narration may be.
+const EXCHANGE_GAP_TOKENS = 100;
 const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
 
+/**
+ * Speakers, read twice: the first reading knows who spoke an untagged turn only once its whole
+ * conversation is decoded, so the second takes the first's speakers as the people taking part in
+ * each exchange when it reads the he/she tags that follow.
+ */
 export function attributeSpeakers(input: AttributionInput): Attribution {
+  return attributeOnce(input, attributeOnce(input, undefined).speaker);
+}
+
+/** prior: per quote, the speaker an earlier reading found, for the turns no tag settles. */
+function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): Attribution {
   const { tok, quotes, inQuote, names, chars, narrator } = input;
   const { lower, text } = tok;
   const n = quotes.length;
@@ -100,11 +113,17 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
+  // The last two people to speak in the exchange going on (turns with little narration between),
+  // the latest last.
+  const participants: number[] = [];
+  // People the narration since the last turn names: who may have come in.
+  const arrived: number[] = [];
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
-   * subject outranks it, but recency does not: the reply is not by the one who spoke.
+   * subject outranks it, but recency does not: the reply is not by the one who spoke. speaking:
+   * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind).
    */
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], replier = -1): number => {
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], replier = -1, speaking = true): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     // The first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
@@ -113,6 +132,14 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (genderOf(c) === g && !quoted.has(c)) return c;
     }
     if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
+    // After a little narration, the one person of that gender taking part in the exchange, unless
+    // the narration has named someone else of that gender. Straight after a turn, turn order
+    // decides among the exchange's people (the conversation decoding), and doing it here too costs
+    // more than it mends.
+    if (speaking && avoid < 0 && !arrived.some((c) => genderOf(c) === g && !participants.includes(c))) {
+      const fit = participants.filter((c) => genderOf(c) === g && c !== avoid && c !== replier && !quoted.has(c) && isPerson(c));
+      if (fit.length === 1) return fit[0]!;
+    }
     let fallback = -1;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
@@ -131,7 +158,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
     if (tag.kind === "described") return -1;
-    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
+    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, -1, false);
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
@@ -182,8 +209,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
-      if (k >= 0) remember(names[k]!.char, !PREPOSITIONS.has(lower[i - 1] ?? ""));
-      else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
+      if (k >= 0) {
+        remember(names[k]!.char, !PREPOSITIONS.has(lower[i - 1] ?? ""));
+        arrived.push(names[k]!.char);
+      } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {
         const g = pronounGender(lower[i]!);
         if (g === "m" || g === "f") remember(lastOfGender(g));
@@ -228,6 +257,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     const avoid = u.para - prevUnitPara === 1 ? prevUnitSpeaker : -1;
     repliedTo = u.para - prevUnitPara === 1 ? prevUnitAddressee : -1;
     const beat = u.para - prevUnitPara === 2 ? beatSubject(u.para - 1, [prevUnitSpeaker, turnBefore]) : -1;
+    if (prevUnitPara < 0 || paraStart - tok.paragraphStarts[prevUnitPara + 1]! > EXCHANGE_GAP_TOKENS) participants.length = 0;
     const paraMentions: number[] = [];
     const paraActing: boolean[] = [];
     // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
@@ -308,6 +338,13 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     tail.forEach((c, k) => remember(c, tailActing[k]));
     u.recentAt = present.length;
     turnBefore = prevUnitSpeaker;
+    const spoke = u.speaker >= 0 ? u.speaker : prior ? prior[u.qs[0]!]! : -1;
+    if (spoke >= 0) {
+      if (participants.includes(spoke)) participants.splice(participants.indexOf(spoke), 1);
+      participants.push(spoke);
+      if (participants.length > 2) participants.shift();
+    }
+    arrived.length = 0;
     prevUnitAddressee = u.addressee;
     prevUnitSpeaker = u.speaker;
     prevUnitPara = u.para;

@@ -631,6 +631,24 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
   });
 
+  describe("a he/she tag after a little narration is the one person of that gender in the exchange", () => {
+    // The opening's turn is too far back to count as part of the exchange.
+    const opening = [
+      'Walter Brandt had gone to sea, and he had not written. Tobias Fenwick was quiet, and he kept to the path. "Come along," said Tobias to Clara Whitcombe.',
+      Array.from({ length: 20 }, () => "The path ran on between the hedges.").join(" "),
+    ].join("\n\n");
+    const exchange = (tobias: string) =>
+      [opening, '"How far is it?" said Clara.', tobias, '"Good," said Clara, thinking of Walter Brandt.'].join("\n\n") + "\n\n";
+    test.each([
+      ["his tagged turn", exchange('"Not far," said Tobias.'), "She stopped by the wall and looked at the old trees for a while.", "Tobias Fenwick"],
+      ["his turn known only from turn order", exchange('"Not far."'), "She stopped by the wall and looked at the old trees for a while.", "Tobias Fenwick"],
+      ["not when the narration names another man", exchange('"Not far," said Tobias.'), "She stopped by the wall. Walter Brandt came up the path behind them.", "Walter Brandt"],
+    ])("%s", (_label, before, narration, speaker) => {
+      const r = read(before + narration + '\n\n"They are older than the house," he said.');
+      expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+    });
+  });
+
   test("untagged turns alternate between the two speakers", () => {
     const text =
       intro +
