@@ -339,6 +339,17 @@ describe("name clustering", () => {
     expect(analysis.chars.flatMap((c) => [...c.forms.keys()])).not.toContain("Brenna Halloran");
   });
 
+  test("a name set in italics on its own is a play, a book or a ship, not a character, though a title opens it", () => {
+    const t = [
+      'Clara Whitcombe had seen _Lady Anne Grey_ twice in London. "It is a dull play," said Clara. Lady Anne Grey was a dull play, she thought, and she said so to Tobias Fenwick.',
+      '"You liked _Lady Anne Grey_ well enough," said Tobias, and he laughed. The third act of Lady Anne Grey had made her cry.',
+    ].join("\n\n");
+    expect(read(t).characters.map((c) => c.name)).not.toContain("Lady Anne Grey");
+    // a person's name in italics now and then, for stress, is still a person
+    const stressed = 'Lady Anne Grey came in. "Good evening," said Lady Anne Grey. "It was _Lady Anne Grey_ who called," said Clara Whitcombe. Lady Anne Grey sat down, and she smiled. Lady Anne Grey stayed an hour.';
+    expect(read(stressed).characters.map((c) => c.name)).toContain("Lady Anne Grey");
+  });
+
   test("a month after 'the' and before a name is part of the name: the March Hare", () => {
     const t = 'The March Hare poured the tea. "More?" said the March Hare. Alice shook her head. "Then hush," said the March Hare, and the March Hare laughed. In March Alice went home.';
     const { characters } = read(t);
