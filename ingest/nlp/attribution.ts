@@ -5,7 +5,7 @@ import { FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { listenerGender, quotedNames } from "./turn-cues.ts";
+import { asksName, listenerGender, quotedNames } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -237,6 +237,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   let prevUnitSpeaker = -1;
   let prevUnitPara = -2;
   let turnBefore = -1;
+  // Whether the last turn asked the listener's name.
+  let askedName = false;
   let prevUnitAddressee = -1;
   // The speaker a unit's first quote is tagged with by name ("…," said Jane), or -1.
   const namedSpeakerOf = (u: Unit): number => {
@@ -268,13 +270,14 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     lastSpeaker = prevUnitSpeaker;
     let introduced = -1;
     for (const qk of u.qs) {
-      const found = quotedNames(tok, names, quotes[qk]!);
+      const found = quotedNames(tok, names, quotes[qk]!, askedName && u.para - prevUnitPara === 1 && qk === u.qs[0]);
       for (const m of found.vocatives) if (isPerson(m)) addressee[qk] = m;
       for (const m of found.all) if (isPerson(m)) quoted.add(m);
       if (introduced < 0 && isPerson(found.self)) introduced = found.self;
     }
     u.named = quoted;
     u.listenerGender = listenerGender(tok, quotes, u.qs);
+    askedName = asksName(tok, quotes, u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;

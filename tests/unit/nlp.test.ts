@@ -660,6 +660,14 @@ describe("speaker attribution", () => {
     });
   });
 
+  test.each([
+    ["the answer to a question after a name is the speaker's own", '"And may I know your name?"', true],
+    ["otherwise it calls someone", '"Who is at the door?"', false],
+  ])("a turn that is only a name: %s", (_label, question, answers) => {
+    const r = read(intro + `Walter Brandt came up to them, and he bowed.\n\n${question} asked Walter Brandt.\n\n"Clara Whitcombe."`);
+    expect(r.speakers.at(-1) === r.ids("Clara Whitcombe")[0]).toBe(answers);
+  });
+
   test("untagged turns alternate between the two speakers", () => {
     const text =
       intro +
