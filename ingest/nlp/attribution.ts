@@ -1,7 +1,7 @@
 import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
-import { FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -100,8 +100,10 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
   const recent: number[] = [];
   // The same without those named only after a preposition ("a letter from Jane", "thinking of
-  // Darcy"): who is present and acting in the scene, the people a turn-taking reading chooses from.
+  // Darcy"), unless it keeps them company ("she met with Edmund"): who is present in the scene, the
+  // people a turn-taking reading chooses from.
   const present: number[] = [];
+  const inScene = (i: number) => !PREPOSITIONS.has(lower[i - 1] ?? "") || COMPANY_PREPOSITIONS.has(lower[i - 1]!);
   const remember = (c: number, acting = true) => {
     if (c < 0) return;
     recent.push(c);
@@ -180,8 +182,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
   });
 
-  // The people named in the narration from lo to hi; `acting` (one flag per name) and `subjects`
-  // keep those not named after a preposition.
+  // The people named in the narration from lo to hi; `acting` (one flag per name) keeps those in
+  // the scene, `subjects` those not named after a preposition.
   const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
@@ -190,7 +192,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (c < 0) continue;
       out.push(c);
       const subject = !PREPOSITIONS.has(lower[i - 1] ?? "");
-      acting?.push(subject);
+      acting?.push(inScene(i));
       if (subjects && subject) subjects.push(c);
     }
   };
@@ -210,7 +212,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
       if (k >= 0) {
-        remember(names[k]!.char, !PREPOSITIONS.has(lower[i - 1] ?? ""));
+        remember(names[k]!.char, inScene(i));
         arrived.push(names[k]!.char);
       } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {

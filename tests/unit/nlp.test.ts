@@ -668,6 +668,16 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1) === r.ids("Clara Whitcombe")[0]).toBe(answers);
   });
 
+  test.each([
+    ["'met with Tobias' puts him in the scene", "As soon as she met with Tobias she told him the news.", "Tobias Fenwick"],
+    ["'towards Tobias' puts him in the scene", "As soon as she came towards Tobias she told him the news.", "Tobias Fenwick"],
+    ["'thought of Tobias' does not", "She sat alone and thought of Tobias, and of the news.", "Walter Brandt"],
+  ])("who answers an untagged turn: %s", (_label, narration, speaker) => {
+    const text = intro + ["Walter Brandt had come home from sea, and he wrote to Clara at once.", narration, '"Walter is home," said she.', '"Indeed!"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
   test("untagged turns alternate between the two speakers", () => {
     const text =
       intro +
