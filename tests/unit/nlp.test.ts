@@ -633,6 +633,7 @@ describe("speaker attribution", () => {
     ["a subject set off from its verb by a phrase", 'Clara looked at the gate. Tobias, turning away from her, said, "It is open."', "Tobias Fenwick"],
     ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
     ["'X, who … said' after another person", 'Clara turned from the gate to Tobias, who said, "It is open."', "Tobias Fenwick"],
+    ["'X, who … cried' after he/she", 'He was met at the gate by Clara, who, taking his hands, cried, "It is open."', "Clara Whitcombe"],
     ["'was X's explanation'", 'Clara looked at the gate. "It is open," was Tobias\'s explanation.', "Tobias Fenwick"],
     ["'X's reply was,' before the quote", 'Clara looked at the gate, and Tobias\'s reply was, "It is open."', "Tobias Fenwick"],
     ["'X's reproach of' before the quote", 'Clara looked at the gate, and heard Tobias\'s gentle reproach of "It is open."', "Tobias Fenwick"],
