@@ -100,7 +100,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
   const recent: number[] = [];
   // The same without those named only after a preposition ("a letter from Jane", "thinking of
-  // Darcy"), unless it keeps them company ("she met with Edmund"): who is present in the scene, the
+  // Darcy"), unless it keeps them company ("she met with Tom"): who is present in the scene, the
   // people a turn-taking reading chooses from.
   const present: number[] = [];
   const inScene = (i: number) => !PREPOSITIONS.has(lower[i - 1] ?? "") || COMPANY_PREPOSITIONS.has(lower[i - 1]!);

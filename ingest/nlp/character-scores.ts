@@ -34,7 +34,7 @@ export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Cha
   };
   const nameStarts = new Uint8Array(tok.count);
   for (const m of names) nameStarts[m.start] = 1;
-  // Name mentions, and those in italics on their own ("_Cousin Kate_"): the title of a play, a
+  // Name mentions, and those in italics on their own ("_The Rivals_"): the title of a play, a
   // book, a ship or a paper; a person's name is set in italics only now and then, for stress.
   const mentions = new Uint32Array(chars.length);
   const italic = new Uint32Array(chars.length);

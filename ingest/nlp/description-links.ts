@@ -76,7 +76,7 @@ function link(d: number, n: number, quotes: readonly Quote[], attribution: Attri
 /**
  * Descriptions that speak, by their own tag, only in scenes where one named person also speaks by
  * name, in two scenes or more, and never in the turn just before or after that person's: "the
- * child declared" in every scene where "said Randolph" is, the two never answering each other, is
+ * child declared" in every scene where "said Peter" is, the two never answering each other, is
  * the boy told of now by name, now by description. Two people who keep company answer each other
  * now and then (a landlord and his lodger, an officer and the doctor he guards); a description seen
  * in one scene only, beside two such people, or tagged fewer times than a vocative link needs

@@ -159,7 +159,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
         continue;
       }
       // A clause about he/she is left to the paragraph's own reading of it, unless a "who" names
-      // the one who speaks ("She was met by Lydia, who, flying to her, cried").
+      // the one who speaks ("She was met by Kate, who, running to her, cried").
       if (!found && pronounGender(lower[i]!)) pronounFirst = true;
     }
     return found;

@@ -118,7 +118,7 @@ export const PREPOSITIONS = words(
   "of in on at by for with from to into upon about over under through after before between against during without within among towards toward across behind beyond near since till until",
 );
 
-/** Prepositions after which a person is in the scene, if not its subject ("she met with Edmund"). */
+/** Prepositions after which a person is in the scene, if not its subject ("she met with Tom"). */
 export const COMPANY_PREPOSITIONS = words("with towards toward beside near");
 
 /** Prepositions after which a capitalised word is more likely a place than a person. */
