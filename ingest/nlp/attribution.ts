@@ -1,7 +1,7 @@
 import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
-import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -64,6 +64,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   names.forEach((m, k) => {
     if (m.char >= 0 && chars[m.char]!.person) nameAt[m.start] = k;
   });
+  const married = (c: number) => c >= 0 && c < chars.length && chars[c]!.titles.has("mrs");
   const isPerson = (c: number) => c === NARRATOR_ID && narrator ? true : c >= 0 && chars[c]!.person;
   const genderOf = (c: number): Gender | undefined => (c >= 0 && c < chars.length ? chars[c]!.gender : undefined);
 
@@ -123,29 +124,31 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
    * subject outranks it, but recency does not: the reply is not by the one who spoke. speaking:
-   * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind).
+   * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind). girl: the
+   * tag calls her a girl ("said the girl"), which no one the book calls "Mrs." is.
    */
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], replier = -1, speaking = true): number => {
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false } = {}): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
+    const fits = (c: number) => genderOf(c) === g && !(girl && married(c));
     // The first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
     for (let k = 0; k < paraSubjects.length; k++) {
       const c = paraSubjects[k]!;
-      if (genderOf(c) === g && !quoted.has(c)) return c;
+      if (fits(c) && !quoted.has(c)) return c;
     }
-    if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
+    if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && fits(repliedTo) && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
     // After a little narration, the one person of that gender taking part in the exchange, unless
     // the narration has named someone else of that gender. Straight after a turn, turn order
     // decides among the exchange's people (the conversation decoding), and doing it here too costs
     // more than it mends.
     if (speaking && avoid < 0 && !arrived.some((c) => genderOf(c) === g && !participants.includes(c))) {
-      const fit = participants.filter((c) => genderOf(c) === g && c !== avoid && c !== replier && !quoted.has(c) && isPerson(c));
+      const fit = participants.filter((c) => fits(c) && c !== avoid && c !== replier && !quoted.has(c) && isPerson(c));
       if (fit.length === 1) return fit[0]!;
     }
     let fallback = -1;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
-      if (genderOf(c) !== g || !isPerson(c)) continue;
+      if (!fits(c) || !isPerson(c)) continue;
       if (c !== avoid && c !== replier && !quoted.has(c)) return c;
       if (fallback < 0) fallback = c;
     }
@@ -155,12 +158,12 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
+      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!) });
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
     if (tag.kind === "described") return -1;
-    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, -1, false);
+    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, { speaking: false });
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
@@ -171,7 +174,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       const c = recent[k]!;
       if (c !== holder && isPerson(c) && chars[c]!.titles.has(tag.title) && genderOf(c) === tag.gender && !quoted.has(c)) return c;
     }
-    return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
+    return resolvePronoun(tag.gender, avoid, paraSubjects, { replier });
   };
 
   // Group quotes into paragraph units.
@@ -290,6 +293,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
+        // "said the girl": turn order may overrule whom she was read as, but not to give the turn to a "Mrs.".
+        if (tag.kind === "pronoun" && UNMARRIED_NOUNS.has(lower[tag.at]!)) u.ruledOut ??= married;
         const c = resolveTag(tag, avoid, paraSubjects, replier);
         if (c >= 0) {
           speaker[qk] = c;
@@ -311,7 +316,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
           u.guessed ??= { gender: tag.gender, speaker: -1 };
         } else if (tag.kind === "described" && narrator) {
           // "snarled the ex-convict": whoever it is, not the "I" who tells the story.
-          u.ruledOut = NARRATOR_ID;
+          u.ruledOut = (c) => c === NARRATOR_ID;
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;

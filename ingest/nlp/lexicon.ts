@@ -200,6 +200,9 @@ export const GENDERED_NOUNS = new Map<string, Gender>();
 for (const w of "man gentleman boy fellow youth lad husband father son brother uncle nephew master sir".split(" ")) GENDERED_NOUNS.set(w, "m");
 for (const w of "woman lady girl lass wife mother daughter sister aunt niece mistress madam widow".split(" ")) GENDERED_NOUNS.set(w, "f");
 
+/** Gendered nouns for the unmarried: "said the girl" is not anyone the book calls "Mrs.". */
+export const UNMARRIED_NOUNS = words("girl lass");
+
 /** Familiar forms of given names ("Lizzy" is Elizabeth), so they join the same character. */
 export const NICKNAMES = new Map<string, string[]>();
 for (const line of `elizabeth: lizzy lizzie liz eliza beth betsy bess bessie betty

@@ -679,6 +679,15 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
+  test.each([
+    ["not the paragraph's subject", 'Mrs. Pell looked at Clara and smiled. "It is late," said the girl.', "Clara"],
+    ["not the last woman named", '"Come in," said Mrs. Pell.\n\n"Thank you," said Tobias.\n\n"It is late," said the girl.', "Clara"],
+    ["while 'said the woman' may be", 'Mrs. Pell looked at Clara and smiled. "It is late," said the woman.', "Mrs. Pell"],
+  ])("'said the girl' is no one called Mrs.: %s", (_label, passage, speaker) => {
+    const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
   test("untagged turns alternate between the two speakers", () => {
     const text =
       intro +
