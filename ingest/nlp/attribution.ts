@@ -142,7 +142,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     // decides among the exchange's people (the conversation decoding), and doing it here too costs
     // more than it mends.
     if (speaking && avoid < 0 && !arrived.some((c) => genderOf(c) === g && !participants.includes(c))) {
-      const fit = participants.filter((c) => fits(c) && c !== avoid && c !== replier && !quoted.has(c) && isPerson(c));
+      const fit = participants.filter((c) => fits(c) && c !== replier && !quoted.has(c) && isPerson(c));
       if (fit.length === 1) return fit[0]!;
     }
     let fallback = -1;
