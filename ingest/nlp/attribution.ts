@@ -1,11 +1,11 @@
 import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
-import { FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, type Gender } from "./lexicon.ts";
+import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { listenerGender, quotedNames } from "./turn-cues.ts";
+import { asksName, listenerGender, quotedNames } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -36,9 +36,22 @@ export interface AttributionInput {
 const CONVERSATION_GAP_TOKENS = 0;
 // The longest paragraph of narration read as an action beat between two turns.
 const BEAT_TOKENS = 12;
+// The longest narration between two turns that still leaves them one exchange, whose last two
+// speakers a he/she tag after that narration may be.
+const EXCHANGE_GAP_TOKENS = 100;
 const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
 
+/**
+ * Speakers, read twice: the first reading knows who spoke an untagged turn only once its whole
+ * conversation is decoded, so the second takes the first's speakers as the people taking part in
+ * each exchange when it reads the he/she tags that follow.
+ */
 export function attributeSpeakers(input: AttributionInput): Attribution {
+  return attributeOnce(input, attributeOnce(input, undefined).speaker);
+}
+
+/** prior: per quote, the speaker an earlier reading found, for the turns no tag settles. */
+function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): Attribution {
   const { tok, quotes, inQuote, names, chars, narrator } = input;
   const { lower, text } = tok;
   const n = quotes.length;
@@ -51,6 +64,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   names.forEach((m, k) => {
     if (m.char >= 0 && chars[m.char]!.person) nameAt[m.start] = k;
   });
+  const married = (c: number) => c >= 0 && c < chars.length && chars[c]!.titles.has("mrs");
   const isPerson = (c: number) => c === NARRATOR_ID && narrator ? true : c >= 0 && chars[c]!.person;
   const genderOf = (c: number): Gender | undefined => (c >= 0 && c < chars.length ? chars[c]!.gender : undefined);
 
@@ -87,8 +101,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
   const recent: number[] = [];
   // The same without those named only after a preposition ("a letter from Jane", "thinking of
-  // Darcy"): who is present and acting in the scene, the people a turn-taking reading chooses from.
+  // Darcy"), unless it keeps them company ("she met with Tom"): who is present in the scene, the
+  // people a turn-taking reading chooses from.
   const present: number[] = [];
+  const inScene = (i: number) => !PREPOSITIONS.has(lower[i - 1] ?? "") || COMPANY_PREPOSITIONS.has(lower[i - 1]!);
   const remember = (c: number, acting = true) => {
     if (c < 0) return;
     recent.push(c);
@@ -100,23 +116,39 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
+  // The last two people to speak in the exchange going on (turns with little narration between),
+  // the latest last.
+  const participants: number[] = [];
+  // People the narration since the last turn names: who may have come in.
+  const arrived: number[] = [];
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
-   * subject outranks it, but recency does not: the reply is not by the one who spoke.
+   * subject outranks it, but recency does not: the reply is not by the one who spoke. speaking:
+   * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind). girl: the
+   * tag calls her a girl ("said the girl"), which no one the book calls "Mrs." is.
    */
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], replier = -1): number => {
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false } = {}): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
+    const fits = (c: number) => genderOf(c) === g && !(girl && married(c));
     // The first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
     for (let k = 0; k < paraSubjects.length; k++) {
       const c = paraSubjects[k]!;
-      if (genderOf(c) === g && !quoted.has(c)) return c;
+      if (fits(c) && !quoted.has(c)) return c;
     }
-    if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && genderOf(repliedTo) === g && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
+    if (repliedTo >= 0 && repliedTo !== avoid && repliedTo !== replier && fits(repliedTo) && !quoted.has(repliedTo) && isPerson(repliedTo)) return repliedTo;
+    // After a little narration, the one person of that gender taking part in the exchange, unless
+    // the narration has named someone else of that gender. Straight after a turn, turn order
+    // decides among the exchange's people (the conversation decoding), and doing it here too costs
+    // more than it mends.
+    if (speaking && avoid < 0 && !arrived.some((c) => genderOf(c) === g && !participants.includes(c))) {
+      const fit = participants.filter((c) => fits(c) && c !== replier && !quoted.has(c) && isPerson(c));
+      if (fit.length === 1) return fit[0]!;
+    }
     let fallback = -1;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
-      if (genderOf(c) !== g || !isPerson(c)) continue;
+      if (!fits(c) || !isPerson(c)) continue;
       if (c !== avoid && c !== replier && !quoted.has(c)) return c;
       if (fallback < 0) fallback = c;
     }
@@ -126,12 +158,12 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
+      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!) });
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
     if (tag.kind === "described") return -1;
-    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects);
+    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, { speaking: false });
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
@@ -142,7 +174,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       const c = recent[k]!;
       if (c !== holder && isPerson(c) && chars[c]!.titles.has(tag.title) && genderOf(c) === tag.gender && !quoted.has(c)) return c;
     }
-    return resolvePronoun(tag.gender, avoid, paraSubjects, replier);
+    return resolvePronoun(tag.gender, avoid, paraSubjects, { replier });
   };
 
   // Group quotes into paragraph units.
@@ -153,8 +185,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
   });
 
-  // The people named in the narration from lo to hi; `acting` (one flag per name) and `subjects`
-  // keep those not named after a preposition.
+  // The people named in the narration from lo to hi; `acting` (one flag per name) keeps those in
+  // the scene, `subjects` those not named after a preposition.
   const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
@@ -163,7 +195,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (c < 0) continue;
       out.push(c);
       const subject = !PREPOSITIONS.has(lower[i - 1] ?? "");
-      acting?.push(subject);
+      acting?.push(inScene(i));
       if (subjects && subject) subjects.push(c);
     }
   };
@@ -182,8 +214,10 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
-      if (k >= 0) remember(names[k]!.char, !PREPOSITIONS.has(lower[i - 1] ?? ""));
-      else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
+      if (k >= 0) {
+        remember(names[k]!.char, inScene(i));
+        arrived.push(names[k]!.char);
+      } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {
         const g = pronounGender(lower[i]!);
         if (g === "m" || g === "f") remember(lastOfGender(g));
@@ -208,6 +242,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   let prevUnitSpeaker = -1;
   let prevUnitPara = -2;
   let turnBefore = -1;
+  // Whether the last turn asked the listener's name.
+  let askedName = false;
   let prevUnitAddressee = -1;
   // The speaker a unit's first quote is tagged with by name ("…," said Jane), or -1.
   const namedSpeakerOf = (u: Unit): number => {
@@ -228,6 +264,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     const avoid = u.para - prevUnitPara === 1 ? prevUnitSpeaker : -1;
     repliedTo = u.para - prevUnitPara === 1 ? prevUnitAddressee : -1;
     const beat = u.para - prevUnitPara === 2 ? beatSubject(u.para - 1, [prevUnitSpeaker, turnBefore]) : -1;
+    if (prevUnitPara < 0 || paraStart - tok.paragraphStarts[prevUnitPara + 1]! > EXCHANGE_GAP_TOKENS) participants.length = 0;
     const paraMentions: number[] = [];
     const paraActing: boolean[] = [];
     // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
@@ -238,13 +275,14 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     lastSpeaker = prevUnitSpeaker;
     let introduced = -1;
     for (const qk of u.qs) {
-      const found = quotedNames(tok, names, quotes[qk]!);
+      const found = quotedNames(tok, names, quotes[qk]!, askedName && u.para - prevUnitPara === 1 && qk === u.qs[0]);
       for (const m of found.vocatives) if (isPerson(m)) addressee[qk] = m;
       for (const m of found.all) if (isPerson(m)) quoted.add(m);
       if (introduced < 0 && isPerson(found.self)) introduced = found.self;
     }
     u.named = quoted;
     u.listenerGender = listenerGender(tok, quotes, u.qs);
+    askedName = asksName(tok, quotes, u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
@@ -255,6 +293,8 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
       if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
+        // "said the girl": turn order may overrule whom she was read as, but not to give the turn to a "Mrs.".
+        if (tag.kind === "pronoun" && UNMARRIED_NOUNS.has(lower[tag.at]!)) u.ruledOut ??= married;
         const c = resolveTag(tag, avoid, paraSubjects, replier);
         if (c >= 0) {
           speaker[qk] = c;
@@ -276,7 +316,7 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
           u.guessed ??= { gender: tag.gender, speaker: -1 };
         } else if (tag.kind === "described" && narrator) {
           // "snarled the ex-convict": whoever it is, not the "I" who tells the story.
-          u.ruledOut = NARRATOR_ID;
+          u.ruledOut = (c) => c === NARRATOR_ID;
         }
       }
       if (speaker[qk]! >= 0) lastSpeaker = speaker[qk]!;
@@ -308,6 +348,13 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
     tail.forEach((c, k) => remember(c, tailActing[k]));
     u.recentAt = present.length;
     turnBefore = prevUnitSpeaker;
+    const spoke = u.speaker >= 0 ? u.speaker : prior ? prior[u.qs[0]!]! : -1;
+    if (spoke >= 0) {
+      if (participants.includes(spoke)) participants.splice(participants.indexOf(spoke), 1);
+      participants.push(spoke);
+      if (participants.length > 2) participants.shift();
+    }
+    arrived.length = 0;
     prevUnitAddressee = u.addressee;
     prevUnitSpeaker = u.speaker;
     prevUnitPara = u.para;

@@ -9,6 +9,8 @@ import { classifyWords, type Tokenized } from "./tokenizer.ts";
 const SKIP = 1;
 const MALE = 2;
 const FEMALE = 3;
+// A name set in italics in one of every this many mentions, or more often, names a work or a ship.
+const ITALIC_SHARE = 4;
 const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
 const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
 
@@ -32,12 +34,18 @@ export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Cha
   };
   const nameStarts = new Uint8Array(tok.count);
   for (const m of names) nameStarts[m.start] = 1;
+  // Name mentions, and those in italics on their own ("_The Rivals_"): the title of a play, a
+  // book, a ship or a paper; a person's name is set in italics only now and then, for stress.
+  const mentions = new Uint32Array(chars.length);
+  const italic = new Uint32Array(chars.length);
   // Object pronouns right after a name usually point at someone else ("Clara looked at him"): they
   // are skipped, not counted.
   const pronoun = classifyWords(tok, (lc) => (lc === "him" || lc === "her" ? SKIP : MALE_PRONOUNS.has(lc) ? MALE : FEMALE_PRONOUNS.has(lc) ? FEMALE : 0));
   for (const m of names) {
     if (m.char < 0) continue;
     const c = chars[m.char]!;
+    mentions[c.id] = mentions[c.id]! + 1;
+    if (tok.text[m.start - 1] === "_" && tok.text[m.end + 1] === "_") italic[c.id] = italic[c.id]! + 1;
     if (m.title !== undefined) bump(c.id, 2);
     if (isTagSubject(tok, m)) bump(c.id, 2);
     if (isVocative(tok, m)) bump(c.id, 1);
@@ -77,6 +85,6 @@ export function scoreCharacters(tok: Tokenized, names: NameMention[], chars: Cha
     else if ((f >= 2 && f >= 1.5 * m) || (f >= 1 && m === 0)) c.gender = "f";
     if (GIVEN_NAMES.has([...c.firsts][0] ?? "")) bump(c.id, 3);
     bump(c.id, Math.min(c.votes.m + c.votes.f, 10) * 0.5);
-    c.person = evidence[c.id]! >= 2;
+    c.person = evidence[c.id]! >= 2 && italic[c.id]! * ITALIC_SHARE < mentions[c.id]!;
   }
 }

@@ -23,8 +23,8 @@ export interface Unit {
   guessed?: { gender: Gender; speaker: number };
   /** A tag settled who speaks (a name, or the person the paragraph is about). */
   certain?: boolean;
-  /** Someone a tag says this turn is not by ("said the detective" is not the narrator). */
-  ruledOut?: number;
+  /** Those a tag says this turn is not by ("said the detective" is not the narrator, "said the girl" no "Mrs."). */
+  ruledOut?: (c: number) => boolean;
 }
 
 // Weights of the turn-taking score, tuned on the PDNC dev novels (a broad plateau around them).
@@ -84,7 +84,7 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
       }
       // Speaking to oneself, or a "she" who is a man, is all but ruled out; only all but, so a run
       // always has some reading.
-      let s = c === u.addressee || c === u.ruledOut || (u.guessed && genderOf(c) !== u.guessed.gender) ? SCORE_RULED_OUT : 0;
+      let s = c === u.addressee || u.ruledOut?.(c) || (u.guessed && genderOf(c) !== u.guessed.gender) ? SCORE_RULED_OUT : 0;
       if (c === u.guessed?.speaker) s += SCORE_GUESSED_TAG;
       if (rank[j]! >= 0) s += SCORE_SALIENCE / (1 + rank[j]!);
       if (u.named.has(c)) s += SCORE_NAMED_IN_TURN;

@@ -14,6 +14,8 @@ export const LINK_MIN_SHARE = 0.1;
 // Quotes either side, and tokens apart, that count as one exchange.
 const NEAR_QUOTES = 6;
 const NEAR_TOKENS = 300;
+// Tokens between two of a description's tags that still count as one scene.
+const SCENE_TOKENS = 1000;
 
 /** A description used as a name ("the Jew", "the beadle"): no given name, no surname. */
 function isDescription(c: Character): boolean {
@@ -53,13 +55,75 @@ export function linkDescriptions(quotes: readonly Quote[], attribution: Attribut
     if (!best || best[1] < LINK_MIN_REPLIES || (second && best[1] < 2 * second[1])) continue;
     const [n, pro] = best;
     if (pro < LINK_MIN_SHARE * (together.get(`${d} ${n}`) ?? 0)) continue;
-    const from = chars[d]!;
-    const into = chars[n]!;
-    if (from.gender && into.gender && from.gender !== into.gender) continue;
-    mergeCharacter(into, from, names);
-    for (let q = 0; q < quotes.length; q++) {
-      if (speaker[q] === d) speaker[q] = n;
-      if (addressee[q] === d) addressee[q] = n;
-    }
+    link(d, n, quotes, attribution, names, chars);
   }
+  for (const [d, n] of sceneCompanions(quotes, attribution, names, chars)) link(d, n, quotes, attribution, names, chars);
+}
+
+/** Merges description `d` into named character `n` (when their genders fit) and moves its quotes. */
+function link(d: number, n: number, quotes: readonly Quote[], attribution: Attribution, names: NameMention[], chars: Character[]): void {
+  const { speaker, addressee } = attribution;
+  const from = chars[d]!;
+  const into = chars[n]!;
+  if (!isDescription(from) || (from.gender && into.gender && from.gender !== into.gender)) return;
+  mergeCharacter(into, from, names);
+  for (let q = 0; q < quotes.length; q++) {
+    if (speaker[q] === d) speaker[q] = n;
+    if (addressee[q] === d) addressee[q] = n;
+  }
+}
+
+/**
+ * Descriptions that speak, by their own tag, only in scenes where one named person also speaks by
+ * name, in two scenes or more, and never in the turn just before or after that person's: "the
+ * child declared" in every scene where "said Peter" is, the two never answering each other, is
+ * the boy told of now by name, now by description. Two people who keep company answer each other
+ * now and then (a landlord and his lodger, an officer and the doctor he guards); a description seen
+ * in one scene only, beside two such people, or tagged fewer times than a vocative link needs
+ * replies (a sovereign tagged once in each of two court scenes) is no evidence.
+ */
+function sceneCompanions(quotes: readonly Quote[], attribution: Attribution, names: NameMention[], chars: Character[]): [number, number][] {
+  const { speaker, mentionStart } = attribution;
+  const nameStart = new Set<number>();
+  for (const m of names) if (m.char >= 0) nameStart.add(m.start);
+  // Per quote, the speaker when its own tag names them (a name or a description, not a pronoun).
+  const named = (q: number) => (q >= 0 && q < quotes.length && nameStart.has(mentionStart[q]!) ? speaker[q]! : -1);
+  // Per description, its scenes as [first quote, last quote] of runs of its tags, and how many tags.
+  const scenes = new Map<number, [number, number][]>();
+  const tags = new Map<number, number>();
+  // Speakers of turns next to each other, however they were found: a companion who ever answers is someone else.
+  const answered = new Set<string>();
+  for (let i = 1; i < quotes.length; i++) {
+    if (quotes[i]!.paragraph === quotes[i - 1]!.paragraph) continue;
+    answered.add(`${speaker[i]} ${speaker[i - 1]}`);
+    answered.add(`${speaker[i - 1]} ${speaker[i]}`);
+  }
+  for (let i = 0; i < quotes.length; i++) {
+    const d = named(i);
+    if (d < 0 || !isDescription(chars[d]!)) continue;
+    tags.set(d, (tags.get(d) ?? 0) + 1);
+    const runs = scenes.get(d) ?? [];
+    const last = runs[runs.length - 1];
+    if (last && quotes[i]!.start - quotes[last[1]]!.start <= SCENE_TOKENS) last[1] = i;
+    else runs.push([i, i]);
+    scenes.set(d, runs);
+  }
+  const links: [number, number][] = [];
+  for (const [d, runs] of scenes) {
+    if (runs.length < 2 || tags.get(d)! < LINK_MIN_REPLIES) continue;
+    let shared: Set<number> | undefined;
+    for (const [first, last] of runs) {
+      const here = new Set<number>();
+      let j = first;
+      while (j > 0 && quotes[first]!.start - quotes[j - 1]!.start <= SCENE_TOKENS) j--;
+      for (; j < quotes.length && quotes[j]!.start - quotes[last]!.start <= SCENE_TOKENS; j++) {
+        const n = named(j);
+        if (n >= 0 && n !== d && !isDescription(chars[n]!) && (!shared || shared.has(n))) here.add(n);
+      }
+      shared = here;
+    }
+    const companions = [...shared!].filter((n) => !answered.has(`${d} ${n}`));
+    if (companions.length === 1) links.push([d, companions[0]!]);
+  }
+  return links;
 }

@@ -143,22 +143,24 @@ export function createTagReader(input: TagReaderInput): TagReader {
   };
 
   // The person a clause is about, from its start up to `end`: the first named (not after a
-  // preposition, not a possessive), or whoever a "who" right after a name refers to; none when a
-  // he/she comes first.
+  // preposition, not a possessive), or whoever a "who" right after a name refers to; when a he/she
+  // comes first, only the latter.
   const firstSubject = (lo: number, end: number): Tag | undefined => {
     let found: Tag | undefined;
+    let pronounFirst = false;
     for (let i = lo; i < end; i++) {
       const k = nameAt[i]!;
       if (k >= 0) {
         const m = names[k]!;
-        if (!found && !PREPOSITIONS.has(lower[i - 1] ?? "") && !POSSESSIVE.has(lower[m.end + 1] ?? "") && isPerson(m.char)) found = charTag(k);
+        if (!found && !pronounFirst && !PREPOSITIONS.has(lower[i - 1] ?? "") && !POSSESSIVE.has(lower[m.end + 1] ?? "") && isPerson(m.char)) found = charTag(k);
         const after = lower[m.end + 1] === "," ? m.end + 2 : m.end + 1;
         if (lower[after] === "who" && isPerson(m.char)) found = charTag(k);
         i = m.end;
         continue;
       }
-      // A clause about he/she is left to the paragraph's own reading of it.
-      if (!found && pronounGender(lower[i]!)) return undefined;
+      // A clause about he/she is left to the paragraph's own reading of it, unless a "who" names
+      // the one who speaks ("She was met by Kate, who, running to her, cried").
+      if (!found && pronounGender(lower[i]!)) pronounFirst = true;
     }
     return found;
   };

@@ -118,6 +118,9 @@ export const PREPOSITIONS = words(
   "of in on at by for with from to into upon about over under through after before between against during without within among towards toward across behind beyond near since till until",
 );
 
+/** Prepositions after which a person is in the scene, if not its subject ("she met with Tom"). */
+export const COMPANY_PREPOSITIONS = words("with towards toward beside near");
+
 /** Prepositions after which a capitalised word is more likely a place than a person. */
 export const PLACE_PREPOSITIONS = words("in at into near through across via within beyond");
 
@@ -196,6 +199,9 @@ for (const w of `mary elizabeth jane anne ann catherine margaret sarah emma char
 export const GENDERED_NOUNS = new Map<string, Gender>();
 for (const w of "man gentleman boy fellow youth lad husband father son brother uncle nephew master sir".split(" ")) GENDERED_NOUNS.set(w, "m");
 for (const w of "woman lady girl lass wife mother daughter sister aunt niece mistress madam widow".split(" ")) GENDERED_NOUNS.set(w, "f");
+
+/** Gendered nouns for the unmarried: "said the girl" is not anyone the book calls "Mrs.". */
+export const UNMARRIED_NOUNS = words("girl lass");
 
 /** Familiar forms of given names ("Lizzy" is Elizabeth), so they join the same character. */
 export const NICKNAMES = new Map<string, string[]>();

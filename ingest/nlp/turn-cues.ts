@@ -20,6 +20,15 @@ export function listenerGender(tok: Tokenized, quotes: Quote[], qs: number[]): G
   return undefined;
 }
 
+/** "May I know your name?", "Tell me your names": the turn asks who the listener is. */
+export function asksName(tok: Tokenized, quotes: Quote[], qs: number[]): boolean {
+  for (const qk of qs) {
+    const q = quotes[qk]!;
+    for (let i = q.start + 1; i < q.end; i++) if (tok.lower[i] === "your" && (tok.lower[i + 1] === "name" || tok.lower[i + 1] === "names")) return true;
+  }
+  return false;
+}
+
 /** "I am Josiah Bounderby", "I'm only Ralph Moore", "my name is Alice": the speaker says who they are. */
 function introducesSelf(tok: Tokenized, m: NameMention): boolean {
   const lower = tok.lower;
@@ -31,9 +40,11 @@ function introducesSelf(tok: Tokenized, m: NameMention): boolean {
 
 /**
  * Characters named inside the quote, those of them addressed by name, and the one the speaker
- * introduces as themselves (-1 if none); names are sorted by position.
+ * introduces as themselves (-1 if none); names are sorted by position. answersName: the turn
+ * before asked the speaker's name, so a name that opens the quote ("Mrs. Moore.") is the answer,
+ * not someone called.
  */
-export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote): { all: number[]; vocatives: number[]; self: number } {
+export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: number[]; self: number } {
   let lo = 0;
   let hi = names.length;
   while (lo < hi) {
@@ -47,7 +58,7 @@ export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote): { a
   for (let k = lo; k < names.length && names[k]!.end <= q.end; k++) {
     const m = names[k]!;
     if (m.char < 0) continue;
-    if (introducesSelf(tok, m)) {
+    if (introducesSelf(tok, m) || (answersName && m.start === q.start + 1)) {
       self = m.char;
       continue;
     }

@@ -339,6 +339,17 @@ describe("name clustering", () => {
     expect(analysis.chars.flatMap((c) => [...c.forms.keys()])).not.toContain("Brenna Halloran");
   });
 
+  test("a name set in italics on its own is a play, a book or a ship, not a character, though a title opens it", () => {
+    const t = [
+      'Clara Whitcombe had seen _Lady Anne Grey_ twice in London. "It is a dull play," said Clara. Lady Anne Grey was a dull play, she thought, and she said so to Tobias Fenwick.',
+      '"You liked _Lady Anne Grey_ well enough," said Tobias, and he laughed. The third act of Lady Anne Grey had made her cry.',
+    ].join("\n\n");
+    expect(read(t).characters.map((c) => c.name)).not.toContain("Lady Anne Grey");
+    // a person's name in italics now and then, for stress, is still a person
+    const stressed = 'Lady Anne Grey came in. "Good evening," said Lady Anne Grey. "It was _Lady Anne Grey_ who called," said Clara Whitcombe. Lady Anne Grey sat down, and she smiled. Lady Anne Grey stayed an hour.';
+    expect(read(stressed).characters.map((c) => c.name)).toContain("Lady Anne Grey");
+  });
+
   test("a month after 'the' and before a name is part of the name: the March Hare", () => {
     const t = 'The March Hare poured the tea. "More?" said the March Hare. Alice shook her head. "Then hush," said the March Hare, and the March Hare laughed. In March Alice went home.';
     const { characters } = read(t);
@@ -384,6 +395,37 @@ describe("name clustering", () => {
     ].join("\n\n");
     const { characters } = read(Array.from({ length: 5 }, () => scene).join("\n\n"));
     expect(character(characters, "the Invisible Man").id).not.toBe(character(characters, "Kemble").id);
+  });
+
+  test("a description that speaks in every scene where one named person does, the two never answering each other, is that person", () => {
+    const filler = Array.from({ length: 200 }, () => "The rain fell on the roofs of the town all night.").join(" ");
+    // the urchin speaks in turns 1, 3 and (with `more`) 7 of a scene, Perrin in turn 5
+    const scene = (opening: string, more = true) =>
+      [
+        opening,
+        '"Where are you going?" said Walter.',
+        '"Up the hill," said the urchin.',
+        '"It is far too steep for you," said Edith.',
+        '"It is not," said the urchin.',
+        '"Stop arguing," said Walter.',
+        '"I have been up it twice," said Perrin. He laughed.',
+        '"Then go," said Edith.',
+        ...(more ? ['"I will," said the urchin.'] : []),
+      ].join("\n\n");
+    const lonely = (opening: string) =>
+      [opening, '"Who is there?" said Walter.', '"Only me," said the urchin.', '"Go home," said Edith.'].join("\n\n");
+    const r = read([scene("A small urchin came along the path with a stick."), filler, scene("Perrin came back the next day. He was nine."), filler].join("\n\n"));
+    expect([1, 3, 7, 9, 11, 15].map((q) => r.speakers[q])).toEqual(r.ids(...Array<string>(6).fill("Perrin")));
+    const cases = [
+      ["in one scene only", [scene("A small urchin came along the path with a stick."), scene("Perrin came back. He was nine.")]],
+      ["in a scene without him", [scene("A small urchin came along the path."), filler, lonely("Edith went out.")]],
+      ["tagged too few times", [scene("A small urchin came along the path.", false), filler, scene("Perrin came back. He was nine.", false)]],
+    ] as const;
+    for (const [, parts] of cases) {
+      const apart = read(parts.join("\n\n"));
+      expect(apart.speakers[1]).toBe(apart.ids("The urchin")[0]);
+      expect(apart.ids("The urchin")).not.toEqual(apart.ids("Perrin"));
+    }
   });
 
   test("'Master' before a surname is Mr.: 'Master Holmes' is Mr. Holmes, not someone new", () => {
@@ -591,6 +633,7 @@ describe("speaker attribution", () => {
     ["a subject set off from its verb by a phrase", 'Clara looked at the gate. Tobias, turning away from her, said, "It is open."', "Tobias Fenwick"],
     ["a subject whose clause goes on before 'saying'", 'Clara looked at the gate; but Tobias shook his head, saying, "It is open."', "Tobias Fenwick"],
     ["'X, who … said' after another person", 'Clara turned from the gate to Tobias, who said, "It is open."', "Tobias Fenwick"],
+    ["'X, who … cried' after he/she", 'He was met at the gate by Clara, who, taking his hands, cried, "It is open."', "Clara Whitcombe"],
     ["'was X's explanation'", 'Clara looked at the gate. "It is open," was Tobias\'s explanation.', "Tobias Fenwick"],
     ["'X's reply was,' before the quote", 'Clara looked at the gate, and Tobias\'s reply was, "It is open."', "Tobias Fenwick"],
     ["'X's reproach of' before the quote", 'Clara looked at the gate, and heard Tobias\'s gentle reproach of "It is open."', "Tobias Fenwick"],
@@ -598,6 +641,51 @@ describe("speaker attribution", () => {
   ])("%s", (_label, line, speaker) => {
     const r = read(intro + line);
     expect(r.speakers.slice(1)).toEqual(r.ids(speaker));
+  });
+
+  describe("a he/she tag after a little narration is the one person of that gender in the exchange", () => {
+    // The opening's turn is too far back to count as part of the exchange.
+    const opening = [
+      'Walter Brandt had gone to sea, and he had not written. Tobias Fenwick was quiet, and he kept to the path. "Come along," said Tobias to Clara Whitcombe.',
+      Array.from({ length: 20 }, () => "The path ran on between the hedges.").join(" "),
+    ].join("\n\n");
+    const exchange = (tobias: string) =>
+      [opening, '"How far is it?" said Clara.', tobias, '"Good," said Clara, thinking of Walter Brandt.'].join("\n\n") + "\n\n";
+    test.each([
+      ["his tagged turn", exchange('"Not far," said Tobias.'), "She stopped by the wall and looked at the old trees for a while.", "Tobias Fenwick"],
+      ["his turn known only from turn order", exchange('"Not far."'), "She stopped by the wall and looked at the old trees for a while.", "Tobias Fenwick"],
+      ["not when the narration names another man", exchange('"Not far," said Tobias.'), "She stopped by the wall. Walter Brandt came up the path behind them.", "Walter Brandt"],
+    ])("%s", (_label, before, narration, speaker) => {
+      const r = read(before + narration + '\n\n"They are older than the house," he said.');
+      expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+    });
+  });
+
+  test.each([
+    ["the answer to a question after a name is the speaker's own", '"And may I know your name?"', true],
+    ["otherwise it calls someone", '"Who is at the door?"', false],
+  ])("a turn that is only a name: %s", (_label, question, answers) => {
+    const r = read(intro + `Walter Brandt came up to them, and he bowed.\n\n${question} asked Walter Brandt.\n\n"Clara Whitcombe."`);
+    expect(r.speakers.at(-1) === r.ids("Clara Whitcombe")[0]).toBe(answers);
+  });
+
+  test.each([
+    ["'met with Tobias' puts him in the scene", "As soon as she met with Tobias she told him the news.", "Tobias Fenwick"],
+    ["'towards Tobias' puts him in the scene", "As soon as she came towards Tobias she told him the news.", "Tobias Fenwick"],
+    ["'thought of Tobias' does not", "She sat alone and thought of Tobias, and of the news.", "Walter Brandt"],
+  ])("who answers an untagged turn: %s", (_label, narration, speaker) => {
+    const text = intro + ["Walter Brandt had come home from sea, and he wrote to Clara at once.", narration, '"Walter is home," said she.', '"Indeed!"'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
+  test.each([
+    ["not the paragraph's subject", 'Mrs. Pell looked at Clara and smiled. "It is late," said the girl.', "Clara"],
+    ["not the last woman named", '"Come in," said Mrs. Pell.\n\n"Thank you," said Tobias.\n\n"It is late," said the girl.', "Clara"],
+    ["while 'said the woman' may be", 'Mrs. Pell looked at Clara and smiled. "It is late," said the woman.', "Mrs. Pell"],
+  ])("'said the girl' is no one called Mrs.: %s", (_label, passage, speaker) => {
+    const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
   test("untagged turns alternate between the two speakers", () => {
