@@ -16,7 +16,8 @@ import { MAX_REQUEST_BODY_BYTES, parseJsonBody } from "../json-body.ts";
 import { FOREIGN_ORIGIN_EXAMPLE, GUARD_REFUSALS_DOC, NOT_JSON_ERROR } from "../request-guard.ts";
 import { formatSseEvent, sseResponse, type SseResponseOptions } from "../sse.ts";
 import { SAVE_ATTEMPTS } from "./save.ts";
-import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, SESSION_BUSY, SESSION_NOT_FOUND, type ChatService } from "./turn.ts";
+import { MODEL_FAILED, SESSION_BUSY, type ChatService } from "./turn.ts";
+import { CHARACTER_NOT_IN_BOOK, SESSION_NOT_FOUND } from "./refusal.ts";
 
 /** Sent by the frontend; the body's user_id is what counts (internal network, trusted body). */
 const ChatHeaders = z.looseObject({

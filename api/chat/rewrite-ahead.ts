@@ -5,6 +5,7 @@ import type { Logger } from "../../common/log.ts";
 import { sameRewriteHistory } from "../../common/prompt/rewrite.ts";
 import { turnPosition } from "../../common/retrieval/reading-position.ts";
 import type { Track } from "./background.ts";
+import { isRequestSession } from "./refusal.ts";
 import type { Knowledge } from "./knowledge.ts";
 import type { EarlyRewriteRead, Rewrite, createRewriter } from "./rewrite.ts";
 
@@ -36,6 +37,7 @@ export const LAST_PAGE_TTL_SECONDS = 86_400;
 export const lastPageKey = (userId: string, bookId: string) => `chat:page:${userId}:${bookId}`;
 
 type Rewriter = ReturnType<typeof createRewriter>;
+type CachedCharacter = NonNullable<CachedEntries["character"]>;
 type KnowledgeFor = (
   character: NonNullable<CachedEntries["character"]>,
   book: NonNullable<CachedEntries["book"]>,
@@ -83,12 +85,27 @@ export function createRewriteAhead(deps: RewriteAheadDeps) {
     return wasted.length < AHEAD_WASTE_LIMIT;
   }
 
+  /** What the turn's first command reads for the rewrite, after the context's own keys, in this order. */
+  function keys(request: ChatRequest): string[] {
+    return [...deps.rewriter.earlyKeys(request.character_id, request.session_id, request.user_message), lastPageKey(request.user_id, request.book_id)];
+  }
+
+  /** EarlyRewriteRead from the values of `keys` (null: the store failed). */
+  function earlyOf(read: readonly (string | null)[] | null): EarlyRewriteRead {
+    return { first: read?.[0], unsaved: read?.[1] };
+  }
+
+  /** `start` on what the turn's first command read: the context's entries (their alsoRead the values of `keys`) and the fold key. */
+  function startFrom(request: ChatRequest, entries: CachedEntries, folding: string | null | undefined): RewriteAhead | null {
+    return start(request, { entries, folding, early: earlyOf(entries.alsoRead), lastPage: entries.alsoRead[2] });
+  }
+
   /** The rewrite on the guess `found` allows, or null when there is none to make (or guesses are paused). */
   function start(request: ChatRequest, found: AheadFound): RewriteAhead | null {
     const { character, book, session } = found.entries;
     // Whatever the database says, this turn will be refused (404): nothing to start.
     if (!character || !book || character.book_id !== request.book_id) return null;
-    if (session && (session.user_id !== request.user_id || session.character_id !== request.character_id || session.book_id !== request.book_id)) return null;
+    if (session && !isRequestSession(request, session)) return null;
     if (found.folding) return null;
     const position = request.reading_position !== undefined ? turnPosition(request.reading_position, null) : pageOf(found.lastPage);
     if (position === undefined || !allowed()) return null;
@@ -130,13 +147,36 @@ export function createRewriteAhead(deps: RewriteAheadDeps) {
     return null;
   }
 
+  /**
+   * The turn's rewrite, once it knows its knowledge: the one made ahead if the guess holds, else made
+   * now. Without one made ahead, the cache entry is asked for at once (the history is known), while the
+   * reader's page may still be on its way. The one made ahead is cancelled if the reader leaves;
+   * `release` stops listening for that.
+   */
+  function forTurn(
+    ahead: RewriteAhead | null,
+    turn: { character: Pick<CachedCharacter, "id" | "name">; userMessage: string; session: Pick<ChatSessionState, "id" | "messages">; early: EarlyRewriteRead },
+    signal: AbortSignal,
+  ): { rewrite(knowledge: Knowledge): Promise<Rewrite>; release(): void } {
+    const { character, userMessage, session, early } = turn;
+    const lookup = () => deps.rewriter.lookup(character.id, userMessage, session.messages, early);
+    const looked = ahead ? undefined : lookup();
+    const leave = () => ahead?.abandon("the reader left");
+    signal.addEventListener("abort", leave, { once: true });
+    return {
+      rewrite: async (knowledge) =>
+        (await use(ahead, knowledge, session.messages)) ?? deps.rewriter.rewrite(character, userMessage, session, knowledge, signal, looked ?? lookup()),
+      release: () => signal.removeEventListener("abort", leave),
+    };
+  }
+
   /** Keeps where the reader was in the book (null: the whole book), issued with the turn's last writes. */
   function rememberPage(request: Pick<ChatRequest, "user_id" | "book_id">, position: number | null) {
     const key = lastPageKey(request.user_id, request.book_id);
     deps.track(deps.kv.set(key, String(position ?? 1), { ex: LAST_PAGE_TTL_SECONDS }).catch((error: unknown) => deps.log.warn("last page write failed", { key, error })));
   }
 
-  return { start, use, rememberPage };
+  return { keys, earlyOf, startFrom, start, use, forTurn, rememberPage };
 }
 
 /** The position lastPageKey holds, undefined when it holds none (or something else). */

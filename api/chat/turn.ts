@@ -16,7 +16,8 @@ import { NotFoundError, StoreUnavailableError } from "../service-errors.ts";
 import { createBackground } from "./background.ts";
 import { createKnowledge, type Reader } from "./knowledge.ts";
 import { createRewriter, type EarlyRewriteRead, type Rewrite } from "./rewrite.ts";
-import { createRewriteAhead, lastPageKey, type RewriteAhead } from "./rewrite-ahead.ts";
+import { createRewriteAhead, type RewriteAhead } from "./rewrite-ahead.ts";
+import { refusal, SESSION_NOT_FOUND } from "./refusal.ts";
 import { createExchangeSaver } from "./save.ts";
 import { createSessionCacheUpkeep } from "./cache-upkeep.ts";
 import { createSessionLocks, type HeldLock } from "./session-lock.ts";
@@ -55,9 +56,6 @@ export interface ChatDeps extends Pick<Deps, "db" | "kv" | "llm" | "vectorIndex"
   config?: Pick<Config, "chatFirstTokenTimeoutMs"> & Partial<Pick<Config, "chatContextTokens" | "chatReplyTokens" | "spoilerGuardCacheMb" | "sessionLockTtlSeconds">>;
 }
 
-export const SESSION_NOT_FOUND = "session not found";
-/** The session's character belongs to another book than the session: its passages would be the wrong book's. */
-export const CHARACTER_NOT_IN_BOOK = "character not found in the session's book";
 export const SESSION_BUSY = "another reply is in progress for this session";
 export const MODEL_FAILED = "the language model failed to reply";
 export const SAVE_FAILED = "the reply could not be saved";
@@ -139,7 +137,6 @@ export function createChatService(deps: ChatDeps): ChatService {
       }),
       ...knowledge,
       ...createSpoilerGuards({ db: deps.db, log, ...(deps.config ? { cacheMb: deps.config.spoilerGuardCacheMb } : {}) }),
-      rewriter,
       rewriteAhead: createRewriteAhead({ kv: deps.kv, rewriter, knowledgeFor: knowledge.knowledgeFor, log, track }),
       saveExchange: createExchangeSaver({ db: deps.db, log }),
       sessionCache,
@@ -149,22 +146,18 @@ export function createChatService(deps: ChatDeps): ChatService {
   }
 
   async function open(request: ChatRequest, receivedAt = performance.now()): Promise<ChatTurn> {
-    const { cache, locks, readerFor, rewriter, rewriteAhead } = use();
+    const { cache, locks, readerFor, rewriteAhead } = use();
     const ids = { characterId: request.character_id, sessionId: request.session_id, bookId: request.book_id };
     // Everything the turn reads before its model calls that depends only on the request starts now,
     // together: the lock and the cache reads are one key-value command (the reads run once the lock is
     // set, so what the database gives for a missing entry is read under the lock; a turn refused the
     // lock still learns whose session it is), the reader's page one database round trip beside it.
     // A request answered 404 lets the lock go at once.
-    const taken = locks.take(request.session_id, cache.contextKeys(ids, [...rewriter.earlyKeys(request.character_id, request.session_id, request.user_message), lastPageKey(request.user_id, request.book_id)]));
+    const taken = locks.take(request.session_id, cache.contextKeys(ids, rewriteAhead.keys(request)));
     const held = taken.then((t) => t.held);
     const reader = readerFor(request, request.book_id);
     const loaded = cache.load(ids, taken.then((t) => t.values), reader.then((r) => r.session, () => undefined));
-    const ahead = taken.then(({ held, values }) => {
-      if (held === "busy" || !values) return null;
-      const entries = cache.entries(values);
-      return rewriteAhead.start(request, { entries, folding: held.read?.[1], early: { first: entries.alsoRead[0], unsaved: entries.alsoRead[1] }, lastPage: entries.alsoRead[2] });
-    });
+    const ahead = taken.then(({ held, values }) => (held === "busy" || !values ? null : rewriteAhead.startFrom(request, cache.entries(values), held.read?.[1])));
     let context: ChatContext;
     try {
       context = await loaded;
@@ -173,29 +166,11 @@ export function createChatService(deps: ChatDeps): ChatService {
       throw new StoreUnavailableError("database unavailable", { cause: err });
     }
     const { session, character, book } = context;
-    const notFound = (message: string) => {
-      deps.metrics.chat.requests.inc({ outcome: "404" });
-      return new NotFoundError(message);
-    };
-    // Another reader's session, or one of another character or book, is reported exactly like a
-    // missing one: the caller learns nothing about sessions that are not theirs.
-    const refused = (): NotFoundError | undefined => {
-      if (
-        !session ||
-        session.user_id !== request.user_id ||
-        session.character_id !== request.character_id ||
-        session.book_id !== request.book_id
-      ) {
-        return notFound(SESSION_NOT_FOUND);
-      }
-      if (!character) return notFound("character not found");
-      if (character.book_id !== session.book_id) return notFound(CHARACTER_NOT_IN_BOOK);
-      if (!book) return notFound("book not found");
-    };
-    const error = refused();
-    if (error || !session || !character || !book) {
+    const refused = refusal(request, context);
+    if (refused !== undefined || !session || !character || !book) {
       abandon(held, reader, ahead, "the request is refused");
-      throw error;
+      deps.metrics.chat.requests.inc({ outcome: "404" });
+      throw new NotFoundError(refused ?? SESSION_NOT_FOUND);
     }
     return {
       request,
@@ -207,7 +182,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       reader,
       positioned: context.positioned,
       sessionFromDb: context.sessionFromDb ? Promise.resolve(session) : undefined,
-      earlyRewrite: { first: context.alsoRead?.[0], unsaved: context.alsoRead?.[1] },
+      earlyRewrite: rewriteAhead.earlyOf(context.alsoRead),
       ahead,
     };
   }
@@ -227,7 +202,7 @@ export function createChatService(deps: ChatDeps): ChatService {
       return afterReply ? use().locks.handOver(turn.session.id, lock, afterReply) : use().locks.release(lock);
     };
     const { request, character, book } = turn;
-    const { retriever, knowledgeFor, positionOf, guardFor, rewriter, rewriteAhead, saveExchange, sessionCache, locks, foldSummary } = use();
+    const { retriever, knowledgeFor, positionOf, guardFor, rewriteAhead, saveExchange, sessionCache, locks, foldSummary } = use();
     let outcome: ChatOutcome | undefined;
     let lock: Lock | null = null;
     let stopKeepAlive: (() => void) | undefined;
@@ -236,7 +211,7 @@ export function createChatService(deps: ChatDeps): ChatService {
     let rewritten: Rewrite | undefined;
     /** For the turn's log line: how far the reader was and which knowledge of the character spoke. */
     let positioned: LogFields = {};
-    /** Cancels the rewrite made ahead when the reader leaves. */
+    /** Stops listening for the reader leaving, to cancel the rewrite made ahead. */
     let leave: (() => void) | undefined;
     try {
       const held = await turn.held;
@@ -254,23 +229,12 @@ export function createChatService(deps: ChatDeps): ChatService {
       const preferences = turn.reader.then((r) => r.preferences, () => null);
       const session = await locks.latestSession(turn.session.id, signal, held.read, turn.sessionFromDb);
       if (!session) throw new Error("the session was deleted before the reply");
-      const ahead = await turn.ahead;
-      if (ahead) {
-        const abandon = () => ahead.abandon("the reader left");
-        leave = () => signal.removeEventListener("abort", abandon);
-        signal.addEventListener("abort", abandon, { once: true });
-      }
-      // Without a rewrite made ahead, its cache entry is asked for now that the history is known,
-      // while the reader's page (unless the body gives the position) is still on its way.
-      const looked = ahead ? undefined : rewriter.lookup(character.id, request.user_message, session.messages, turn.earlyRewrite);
+      const rewriting = rewriteAhead.forTurn(await turn.ahead, { character, userMessage: request.user_message, session, early: turn.earlyRewrite }, signal);
+      leave = rewriting.release;
       const knowledge = await knowledgeFor(character, book, await positionOf(request, turn.reader), request.user_message, turn.positioned);
       if (knowledge.position !== null) positioned = { reading_position: knowledge.position, knowledge: knowledge.tag ?? "whole-book" };
-      const rewriteNow = () => rewriter.rewrite(character, request.user_message, session, knowledge, signal, looked ?? rewriter.lookup(character.id, request.user_message, session.messages, turn.earlyRewrite));
       let guard: SpoilerGuard | null;
-      [rewritten, guard] = await Promise.all([
-        rewriteAhead.use(ahead, knowledge, session.messages).then((made) => made ?? rewriteNow()),
-        guardFor(book.id, character.id, knowledge.position),
-      ]);
+      [rewritten, guard] = await Promise.all([rewriting.rewrite(knowledge), guardFor(book.id, character.id, knowledge.position)]);
       const { queries } = rewritten;
       // A reader who has not finished the first chunk may be shown no passage: nothing to search for.
       const retrieved: RetrievalResult =

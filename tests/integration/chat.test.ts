@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, beforeEach, describe, expect, test } from "bun:test";
 import { SAVE_ATTEMPTS, previewOf } from "../../api/chat/save.ts";
-import { CHARACTER_NOT_IN_BOOK, MODEL_FAILED, REPLY_FAILED, SAVE_FAILED, SESSION_BUSY } from "../../api/chat/turn.ts";
+import { MODEL_FAILED, REPLY_FAILED, SAVE_FAILED, SESSION_BUSY } from "../../api/chat/turn.ts";
+import { CHARACTER_NOT_IN_BOOK } from "../../api/chat/refusal.ts";
 import { lastPageKey } from "../../api/chat/rewrite-ahead.ts";
 import { SSE_OPENING } from "../../api/sse.ts";
 import { bookCacheKey, characterCacheKey, sessionCacheKey } from "../../common/contract/cache-keys.ts";
@@ -734,44 +735,38 @@ for (const variant of variants) {
         return { app: await h.appWith({ db: slow }), release, askedFirst };
       }
 
-      test("a first turn with the position in the body asks for its rewrite before the database has said whose session it is, and uses it", async () => {
-        const session = await h.newSession();
+      /**
+       * `message` sent with the reader's statement held: whether its rewrite was asked for while the
+       * statement waited, and how many rewrites the message took once the turn was done.
+       */
+      async function sentWithTheReaderHeld(session: string, message: string, extra: Record<string, unknown> = {}) {
         const { app, release, askedFirst } = await readerHeld();
-        const message = `Who keeps the lamp? (${crypto.randomUUID()})`;
-        const reply = app.postJson("/character/chat", h.body(session, message, { reading_position: 1 })).then(readSse);
-        expect(await askedFirst()).toBe("asked");
+        const reply = app.postJson("/character/chat", h.body(session, message, extra)).then(readSse);
+        const rewrite = await askedFirst();
         release();
         expect(isDone((await reply).events.at(-1)!)).toBe(true);
         await app.settle();
-        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message))).toHaveLength(1);
+        return { rewrite, rewrites: requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message)).length };
+      }
+
+      test("a first turn with the position in the body asks for its rewrite before the database has said whose session it is, and uses it", async () => {
+        const message = `Who keeps the lamp? (${crypto.randomUUID()})`;
+        expect(await sentWithTheReaderHeld(await h.newSession(), message, { reading_position: 1 })).toEqual({ rewrite: "asked", rewrites: 1 });
         expect(h.gateway.embeddingRequests().map((r) => (r.body as { input: unknown }).input).at(-1)).toEqual(["the lamp"]);
       });
 
       test("a first turn without a position in the body starts its rewrite on the reader's last page in the book, from another session of theirs", async () => {
         await exchange(h, await h.newSession(), "Hello.");
         expect(h.kv.sets.filter((s) => s.key === lastPageKey(h.world.userId, h.world.bookId)).at(-1)).toMatchObject({ value: "1", options: { ex: 86_400 } });
-        const session = await h.newSession();
-        const { app, release, askedFirst } = await readerHeld();
         const message = `Who are you? (${crypto.randomUUID()})`;
-        const reply = app.postJson("/character/chat", h.body(session, message)).then(readSse);
-        expect(await askedFirst()).toBe("asked");
-        release();
-        expect(isDone((await reply).events.at(-1)!)).toBe(true);
-        await app.settle();
-        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message))).toHaveLength(1);
+        expect(await sentWithTheReaderHeld(await h.newSession(), message)).toEqual({ rewrite: "asked", rewrites: 1 });
       });
 
       test("a follow-up without a position in the body starts its rewrite on the reader's last page, and uses it when the page says the same", async () => {
         const session = await h.newSession();
         await exchange(h, session, "Hello.");
-        const { app, release, askedFirst } = await readerHeld();
         const message = `And the storm? (${crypto.randomUUID()})`;
-        const reply = app.postJson("/character/chat", h.body(session, message)).then(readSse);
-        expect(await askedFirst()).toBe("asked");
-        release();
-        expect(isDone((await reply).events.at(-1)!)).toBe(true);
-        await app.settle();
-        expect(requestsOfKind(h.gateway, "rewrite").filter((r) => lastUserContent(r).includes(message))).toHaveLength(1);
+        expect(await sentWithTheReaderHeld(session, message)).toEqual({ rewrite: "asked", rewrites: 1 });
       });
 
       test("a rewrite started on a wrong guess is not used: a session whose cache entry expired is rewritten again with its history", async () => {
