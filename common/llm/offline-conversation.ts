@@ -23,7 +23,7 @@ import {
 import { fnv1a } from "../hash.ts";
 import type { ChatMessage } from "./index.ts";
 import { closestFirst, passageExcerpt } from "./offline-excerpt.ts";
-import { contentTerms, contentWords, firstWords, rankBySimilarity, salientWords, sentences, withoutMarkup, wordCount } from "./offline-text.ts";
+import { contentTerms, contentWords, firstWords, rankByNamesThenSimilarity, rankBySimilarity, salientWords, sentences, withoutMarkup, wordCount } from "./offline-text.ts";
 
 /** Heading of the persona section listing the character's real lines, one quoted line each. */
 export const OFFLINE_QUOTES_HEADING = "Things I have said:";
@@ -169,7 +169,7 @@ const whole = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/
 
 /**
  * The lines to say, from the whole ones not said in the replies still in view (`earlier`): the line
- * sharing the most with the message, and a line next to it in the list (the same scene, as the lists
+ * naming the most of the people the message names, then sharing the most with it (rankByNamesThenSimilarity), and a line next to it in the list (the same scene, as the lists
  * are in book order) when that shares words too (up to MAX_REPLY_QUOTES): two lines far apart in the
  * book, said as one reply, read as nonsense. When none shares a word with the
  * message, the one closest to `context` (the passage retrieval found for the message and its
@@ -180,7 +180,7 @@ const whole = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/
 function chooseQuotes(message: string, context: string, quotes: readonly string[], earlier: readonly string[]): string[] {
   const fresh = quotes.filter((q) => whole(q) && !earlier.some((reply) => reply.includes(sayLine(q))));
   if (fresh.length === 0) return [];
-  const sharing = rankBySimilarity(message, fresh);
+  const sharing = rankByNamesThenSimilarity(message, fresh);
   // A line of a word or two ("Mr. Darcy!") shares the message's one name and says nothing: a fuller one first.
   const full = sharing.filter((r) => wordCount(fresh[r.index]!) >= MIN_REPLY_WORDS);
   const ranked = full.length > 0 ? full : sharing;

@@ -145,6 +145,26 @@ export function rankBySimilarity(query: string, candidates: readonly string[]): 
   return ranked.sort((a, b) => b.score - a.score || a.index - b.index);
 }
 
+/**
+ * The candidates that share at least one term with `query`, those naming the most of the people and
+ * places it names first ("Why did Lydia run away with Wickham?": a line about Wickham before one that
+ * only shares "away"), then the most similar, then the earlier. A name is a capitalised word past
+ * the query's first.
+ */
+export function rankByNamesThenSimilarity(query: string, candidates: readonly string[]): { index: number; score: number }[] {
+  const names = new Set(
+    (query.match(WORD) ?? [])
+      .slice(1)
+      .filter((w) => /^\p{Lu}/u.test(w) && w !== "I")
+      .flatMap((w) => contentTerms(w)),
+  );
+  const named = (index: number) => new Set(featureTerms(candidates[index]!).filter((t) => names.has(t))).size;
+  return rankBySimilarity(query, candidates)
+    .map((r) => ({ ...r, named: named(r.index) }))
+    .sort((a, b) => b.named - a.named || b.score - a.score || a.index - b.index)
+    .map(({ index, score }) => ({ index, score }));
+}
+
 export interface RankedWord {
   /** The spelling the word first appeared in. */
   surface: string;

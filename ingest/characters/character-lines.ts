@@ -3,6 +3,7 @@
  * the book prints them, and a spread of those across the book. Pure: no I/O.
  */
 import { endsInAbbreviation } from "../../common/abbreviations.ts";
+import { PREPOSITIONS } from "../nlp/lexicon.ts";
 import { nameKey } from "./character-names.ts";
 import type { ParsedBookNlp, QuoteRow } from "../nlp/booknlp-files.ts";
 import type { TokenColumns } from "../nlp/token-columns.ts";
@@ -43,6 +44,12 @@ export function clip(text: string, max: number): string {
 const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
 /** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
 const TAG_REACH = 4;
+/**
+ * Tokens between a name and the quotation it introduces, in the same sentence with no one else named
+ * between: "At length Darcy spoke, and in a constrained manner said, “…”". On the twelve annotated
+ * novels such tags give the right speaker as often as the close ones (58 of 61 at 20 tokens).
+ */
+const LEADING_TAG_REACH = 20;
 /** Verbs of a dialogue tag. */
 const SPEECH_VERBS = new Set(
   "said says say cried replied answered asked added continued returned observed remarked exclaimed whispered resumed rejoined inquired enquired began muttered shouted called interrupted repeated retorted murmured".split(" "),
@@ -65,6 +72,26 @@ const tagKey = (phrase: string) => nameKey(phrase).replace(/^(?:the|a|an)\s+/, "
  * cluster's name and aliases.
  */
 export function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string, names: ReadonlyMap<number, readonly string[]>): Map<number, string[]> {
+  const lines = new Map<number, string[]>();
+  for (const line of bookLines(parsed, tokens, source, names)) {
+    if (!line.sure) continue;
+    const list = lines.get(line.charId) ?? [];
+    list.push(line.text);
+    lines.set(line.charId, list);
+  }
+  return lines;
+}
+
+/** A line as the book prints it, whoever the engine gives it to; `sure` when its attribution is confident (taggedLines). */
+export interface BookLine {
+  charId: number;
+  text: string;
+  /** Its quotations: more than one when its tag splits it. */
+  quotes: QuoteRow[];
+  sure: boolean;
+}
+
+export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: string, names: ReadonlyMap<number, readonly string[]>): BookLine[] {
   const paragraphOf = (token: number) => (token >= 0 && token < tokens.paragraph.length ? tokens.paragraph[token]! : -1);
   const namedIn = new Set<string>();
   for (const e of parsed.entities) if (e.prop === "PROP") namedIn.add(`${e.coref}:${paragraphOf(e.start)}`);
@@ -73,12 +100,28 @@ export function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source:
     return from < 0 || to <= from ? "" : source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
   };
   const wordsOf = (from: number, to: number) => Array.from({ length: Math.max(0, to - from) }, (_, k) => tokens.word[from + k]?.toLowerCase() ?? "");
+  const people = parsed.entities.filter((e) => e.cat === "PER").map((e) => e.start).sort((a, b) => a - b);
+  // The name leads the sentence that opens the quotation: no sentence end between, and anyone else
+  // named between is named after a preposition ("Mr. Darcy, drawing near Elizabeth, said to her").
+  const leads = (q: QuoteRow) => {
+    if (wordsOf(q.mentionEnd + 1, q.quoteStart).some((w) => /^[.!?;]$/.test(w))) return false;
+    for (let k = firstAfter(people, q.mentionEnd); k < people.length && people[k]! < q.quoteStart; k++) {
+      if (!PREPOSITIONS.has(tokens.word[people[k]! - 1]?.toLowerCase() ?? "")) return false;
+    }
+    return true;
+  };
   // The speaker's mention right by the quotation, with a verb of speech between or next to it ("as she appeared" is no tag).
+  // A narration paragraph ending on a colon, comma or dash introduces the quotation opening the next one.
+  const introduces = (q: QuoteRow) => {
+    const last = wordsOf(q.mentionEnd + 1, q.quoteStart).filter((w) => !/^["“”‘’']+$/u.test(w)).at(-1) ?? "";
+    return paragraphOf(q.mentionStart) === paragraphOf(q.quoteStart) - 1 && /^[:,—–-]+$/u.test(last);
+  };
   const tagged = (q: QuoteRow) => {
-    if (paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart)) return false;
     const after = q.mentionStart > q.quoteEnd;
+    if (paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart) && (after || !introduces(q))) return false;
     const gap = after ? q.mentionStart - q.quoteEnd : q.quoteStart - q.mentionEnd;
-    if (gap <= 0 || gap > TAG_REACH) return false;
+    if (gap <= 0 || gap > (after ? TAG_REACH : LEADING_TAG_REACH)) return false;
+    if (!after && gap > TAG_REACH && !leads(q)) return false;
     const around = after ? wordsOf(q.quoteEnd + 1, q.mentionEnd + 2) : wordsOf(q.mentionStart, q.quoteStart);
     // "Elizabeth replied that it was" reports speech; it tags no quotation.
     const from = after ? q.quoteEnd + 1 : q.mentionStart;
@@ -88,13 +131,14 @@ export function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source:
   const confident = (q: QuoteRow) => {
     if (!tagged(q)) return false;
     const phrase = q.mentionPhrase.trim();
-    if (PRONOUN_TAG.test(phrase)) return namedIn.has(`${q.charId}:${paragraphOf(q.quoteStart)}`);
+    if (PRONOUN_TAG.test(phrase)) return namedIn.has(`${q.charId}:${paragraphOf(q.mentionStart)}`);
     return keys.get(q.charId!)?.has(tagKey(phrase)) ?? false;
   };
   const quotes = parsed.quotes.filter((q) => q.charId !== null && q.quoteStart >= 0).sort((a, b) => a.quoteStart - b.quoteStart);
-  const lines = new Map<number, string[]>();
+  const lines: BookLine[] = [];
   for (let i = 0; i < quotes.length; i++) {
     const q = quotes[i]!;
+    const parts = [q];
     let text = textOf(q);
     let sure = confident(q);
     // A line split by its tag: the quotations that follow in the paragraph, by the same speaker.
@@ -108,21 +152,55 @@ export function taggedLines(parsed: ParsedBookNlp, tokens: TokenColumns, source:
       const ended = /[.!?][\s“"‘«]*$/u.test(tag) && !/^\p{Ll}/u.test(rest);
       text = ended ? `${text.replace(/,$/, ".")} ${rest}` : `${text} ${rest}`;
       sure ||= confident(next!);
+      parts.push(next!);
       i++;
     }
     // A sentence the paragraph's next quotation goes on with, given to someone else: only a piece of a line.
     const cut = /[,;—–-]$/u.test(text) && sameParagraph(quotes[i + 1]);
-    if (!text || !sure || cut) continue;
-    const list = lines.get(q.charId!) ?? [];
-    list.push(text);
-    lines.set(q.charId!, list);
+    if (!text || cut) continue;
+    lines.push({ charId: q.charId!, text, quotes: parts, sure });
   }
   return lines;
 }
 
-/** Every line, as a chat turn may quote it: at most MAX_KNOWN_LINES, spread across the book, each clipped. */
+/** The index of the first of the sorted `values` above `value` (their length when none is). */
+function firstAfter(values: readonly number[], value: number): number {
+  let [low, high] = [0, values.length];
+  while (low < high) {
+    const mid = (low + high) >> 1;
+    if (values[mid]! > value) high = mid;
+    else low = mid + 1;
+  }
+  return low;
+}
+
+/**
+ * A long speech as lines of at most `max` characters, each of whole sentences: a sentence deep in a
+ * speech ("Could you expect me to rejoice in the inferiority of your connections?") can answer a
+ * question, which a line clipped to its first sentences never could. A single sentence longer than
+ * `max` is clipped.
+ */
+export function speechPieces(text: string, max: number): string[] {
+  if (text.length <= max) return [text];
+  const ends = [...text.matchAll(/[.!?…]["”’)]*(?=\s)/g)]
+    .map((m) => m.index! + m[0].length)
+    .filter((end) => !endsInAbbreviation(text.slice(0, end).replace(/["”’)]+$/u, "")));
+  const sentences = [0, ...ends].map((from, k) => text.slice(from, ends[k] ?? text.length).trim()).filter(Boolean);
+  const pieces: string[] = [];
+  for (const sentence of sentences) {
+    const last = pieces.at(-1);
+    if (last !== undefined && last.length + 1 + sentence.length <= max) pieces[pieces.length - 1] = `${last} ${sentence}`;
+    else pieces.push(sentence);
+  }
+  return pieces.map((piece) => clip(piece, max));
+}
+
+/** Every line, as a chat turn may quote it: long speeches in pieces, at most MAX_KNOWN_LINES, spread across the book. */
 export function knownLines(quotes: readonly string[]): string[] {
-  return spread(quotes, MAX_KNOWN_LINES).map((q) => clip(q, MAX_QUOTE_CHARS));
+  return spread(
+    quotes.flatMap((q) => speechPieces(q, MAX_QUOTE_CHARS)),
+    MAX_KNOWN_LINES,
+  );
 }
 
 /** Lines worth imitating: those of three words or more when there are enough of them. */

@@ -524,5 +524,5 @@ describe.skipIf(skipWithout(PRIDE_PATH))("a reader part-way through Pride and Pr
   });
 });
 
-/** Measured 16/22, 11/22 and 15/24 (docs/decisions.md, Offline replies); below these, replies got worse. Book NLP changes may move a line or two. */
-const MIN_PASSING = { mendingRoom: 14, alice: 10, issue: 14 };
+/** Measured 16/22, 14/22 and 20/24 (docs/decisions.md, Offline replies); 20/24 is the goal set for the issue's questions, the others allow a line moved by the book NLP. */
+const MIN_PASSING = { mendingRoom: 15, alice: 13, issue: 20 };

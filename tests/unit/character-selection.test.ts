@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { selectCharacters } from "../../ingest/characters/character-selection.ts";
+import { speechPieces } from "../../ingest/characters/character-lines.ts";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { surnamesOf, toCharacterList, withoutTitle } from "../../ingest/nlp/character-list.ts";
 import { runBookNlp } from "../../ingest/nlp/engine.ts";
@@ -210,5 +211,29 @@ describe("the lines a character is given", () => {
       "“Every sailor has stood in a lamp room,” said the stranger.",
     ].join("\n\n");
     expect(select(story).find((c) => /stranger/i.test(c.name))?.quotes).toEqual(["Where am I?", "Every sailor has stood in a lamp room,"]);
+  });
+
+  const scene = [
+    "Mr. Vance came to the gate. Mr. Vance was tired. Nora Hale was at the window, and Nora saw him.",
+    "At length Mr. Vance, drawing near Nora, spoke, and in a low voice said to her:",
+    "“The river is rising, and the bridge will not hold till morning.”",
+    "“Then we must cross tonight,” said Nora.",
+    "Nora nodded. Mr. Vance went first, and Nora went after him.",
+  ].join("\n\n");
+  const linesOf = (name: string) => select(scene).find((c) => c.name.includes(name))?.lines ?? [];
+
+  test("takes a name leading the sentence that introduces the line, from the paragraph before, as its tag: those named between after a preposition aside", () => {
+    expect(linesOf("Vance")).toContain("The river is rising, and the bridge will not hold till morning.");
+  });
+});
+
+describe("a long speech as lines", () => {
+  test.each([
+    ["a short line stays whole", "Yes, almost every day.", 300, ["Yes, almost every day."]],
+    ["sentences are packed up to the bound", "One. Two. Three.", 10, ["One. Two.", "Three."]],
+    ["a full stop after a title ends no sentence", "I saw Mr. Hale. He was out.", 16, ["I saw Mr. Hale.", "He was out."]],
+    ["a sentence longer than the bound is clipped at a word", "The river rose and rose and rose.", 20, ["The river rose and…"]],
+  ])("%s", (_, text, max, expected) => {
+    expect(speechPieces(text, max)).toEqual(expected);
   });
 });

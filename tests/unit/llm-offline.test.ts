@@ -6,7 +6,7 @@ import type { ChatMessage, LanguageModel, LlmPurpose, TokenUsage } from "../../c
 import { createOfflineLanguageModel, splitDeltas } from "../../common/llm/offline.ts";
 import { OFFLINE_NO_MATERIAL_REPLY, OFFLINE_QUOTES_HEADING, personaQuotes, sayLine, startsMidSentence } from "../../common/llm/offline-conversation.ts";
 import { REPLY_PASSAGE_WORDS } from "../../common/llm/offline-excerpt.ts";
-import { OFFLINE_EMBEDDING_DIMENSION, sentences, similarity, withoutMarkup } from "../../common/llm/offline-text.ts";
+import { OFFLINE_EMBEDDING_DIMENSION, rankByNamesThenSimilarity, sentences, similarity, withoutMarkup } from "../../common/llm/offline-text.ts";
 import { buildChatMessages, buildChatSystemPrompt } from "../../common/prompt/chat.ts";
 import { buildRewriteMessages, parseRewrite } from "../../common/prompt/rewrite.ts";
 import { buildSummaryMessages } from "../../common/prompt/summary.ts";
@@ -608,5 +608,21 @@ describe("retrieval over offline embeddings", () => {
     } finally {
       await Promise.all([vectorIndex.close?.(), textIndex.close?.()]);
     }
+  });
+});
+
+describe("which of a character's lines answers a message", () => {
+  const lines = [
+    "I ran all the way home, and I was not sorry to be away from the assembly.",
+    "Mr. Harrow has been most unfortunate. His debts are known in every shop in town.",
+    "Harrow? I never met him before the ball at the barracks.",
+    "The weather held, and we walked to the mill.",
+  ];
+  test.each([
+    ["a line naming whom the message names comes before one sharing more common words", "Why did Kitty run away with Harrow?", [2, 1, 0]],
+    ["lines naming no one are ranked by similarity", "Did you walk to the mill?", [3]],
+    ["a message naming no one is ranked by similarity alone", "Were you sorry to run away?", [0]],
+  ])("%s", (_, message, expected) => {
+    expect(rankByNamesThenSimilarity(message, lines).map((r) => r.index)).toEqual(expected);
   });
 });
