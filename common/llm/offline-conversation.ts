@@ -29,8 +29,6 @@ import { contentTerms, contentWords, firstWords, rankByNamesThenSimilarity, rank
 export const OFFLINE_QUOTES_HEADING = "Things I have said:";
 /** Words of the recent conversation added to the narrative query. */
 export const REWRITE_CONTEXT_WORDS = 6;
-/** Lines of the character quoted in one reply: the best match, and the runner-up when it shares words too. */
-const MAX_REPLY_QUOTES = 2;
 /** Words a line needs to be said before a shorter one that shares as much with the message. */
 const MIN_REPLY_WORDS = 4;
 
@@ -165,31 +163,28 @@ export function startsMidSentence(line: string): boolean {
  * A line the character can say as it stands: it starts where a sentence starts and ends at a
  * sentence end (or the comma before the dialogue tag that ended it), not clipped ("…") or broken off ("—").
  */
-const whole = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/.test(line);
+export const sayable = (line: string) => !startsMidSentence(line) && /[.!?,]["”’)]*$/.test(line);
 
 /**
- * The lines to say, from the whole ones not said in the replies still in view (`earlier`): the line
- * naming the most of the people the message names, then sharing the most with it (rankByNamesThenSimilarity), and a line next to it in the list (the same scene, as the lists
- * are in book order) when that shares words too (up to MAX_REPLY_QUOTES): two lines far apart in the
- * book, said as one reply, read as nonsense. When none shares a word with the
- * message, the one closest to `context` (the passage retrieval found for the message and its
- * rewritten queries, which carry the conversation's recent words); failing that too, one picked by a
- * hash of the message, so unrelated messages do not all get the same line. A fragment is never
- * said: a piece of a line reads as something the character did not say.
+ * The line to say, from the whole ones not said in the replies still in view (`earlier`): the one
+ * naming the most of the people the message names, then sharing the most with it
+ * (rankByNamesThenSimilarity). One line: the list holds a character's lines from all over the book,
+ * and two of them said as one reply join scenes that have nothing to do with each other ("You are
+ * dancing with the only handsome girl in the room. Do not you feel a great inclination, Miss Bennet,
+ * to seize such an opportunity of dancing a reel?"). When none shares a word with the message, the one
+ * closest to `context` (the passage retrieval found for the message and its rewritten queries, which
+ * carry the conversation's recent words); failing that too, one picked by a hash of the message, so
+ * unrelated messages do not all get the same line. A fragment is never said: a piece of a line reads
+ * as something the character did not say.
  */
 function chooseQuotes(message: string, context: string, quotes: readonly string[], earlier: readonly string[]): string[] {
-  const fresh = quotes.filter((q) => whole(q) && !earlier.some((reply) => reply.includes(sayLine(q))));
+  const fresh = quotes.filter((q) => sayable(q) && !earlier.some((reply) => reply.includes(sayLine(q))));
   if (fresh.length === 0) return [];
   const sharing = rankByNamesThenSimilarity(message, fresh);
   // A line of a word or two ("Mr. Darcy!") shares the message's one name and says nothing: a fuller one first.
   const full = sharing.filter((r) => wordCount(fresh[r.index]!) >= MIN_REPLY_WORDS);
   const ranked = full.length > 0 ? full : sharing;
-  if (ranked.length > 0) {
-    const at = (i: number) => quotes.indexOf(fresh[i]!);
-    const best = ranked[0]!.index;
-    const beside = ranked.slice(1).find((r) => Math.abs(at(r.index) - at(best)) === 1);
-    return [fresh[best]!, ...(beside ? [fresh[beside.index]!] : [])].slice(0, MAX_REPLY_QUOTES);
-  }
+  if (ranked.length > 0) return [fresh[ranked[0]!.index]!];
   const near = context ? rankBySimilarity(context, fresh) : [];
   if (near.length > 0) return [fresh[near[0]!.index]!];
   return [fresh[fnv1a(message) % fresh.length]!];
@@ -200,7 +195,7 @@ function chooseQuotes(message: string, context: string, quotes: readonly string[
  * said Ottilie.) becomes the full stop the tag stood for, so two lines said in a row do not run together.
  */
 export function sayLine(line: string): string {
-  return line.replace(/,$/, ".");
+  return line.replace(/,(["”’»)]*)$/u, ".$1");
 }
 
 /**

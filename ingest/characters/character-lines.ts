@@ -42,6 +42,16 @@ export function clip(text: string, max: number): string {
 }
 
 const QUOTE_EDGES = /^[\s"“”‘’'«»]+|[\s"“”‘’'«»]+$/gu;
+
+/**
+ * A quotation inside the line closed again when stripping the line's own marks took its closing one
+ * (‘But, it goes on “THEY ALL RETURNED FROM HIM TO YOU,”’ said Alice): double marks only, as a single
+ * closing mark cannot be told from an apostrophe.
+ */
+function balanced(line: string): string {
+  const count = (mark: string) => line.split(mark).length - 1;
+  return line + "”".repeat(Math.max(0, count("“") - count("”"))) + "»".repeat(Math.max(0, count("«") - count("»")));
+}
 /** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
 const TAG_REACH = 4;
 /**
@@ -97,7 +107,7 @@ export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: s
   for (const e of parsed.entities) if (e.prop === "PROP") namedIn.add(`${e.coref}:${paragraphOf(e.start)}`);
   const textOf = (q: QuoteRow) => {
     const [from, to] = [tokens.start[q.quoteStart] ?? -1, tokens.end[q.quoteEnd] ?? -1];
-    return from < 0 || to <= from ? "" : source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, "");
+    return from < 0 || to <= from ? "" : balanced(source.slice(from, to).replace(/\s+/g, " ").replace(QUOTE_EDGES, ""));
   };
   const wordsOf = (from: number, to: number) => Array.from({ length: Math.max(0, to - from) }, (_, k) => tokens.word[from + k]?.toLowerCase() ?? "");
   const people = parsed.entities.filter((e) => e.cat === "PER").map((e) => e.start).sort((a, b) => a - b);

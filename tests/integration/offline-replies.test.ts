@@ -16,6 +16,10 @@ import { decodeBookBytes } from "../../common/text-decoding.ts";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { toCharacterList, withoutTitle } from "../../ingest/nlp/character-list.ts";
 import { analyze, render } from "../../ingest/nlp/engine.ts";
+import { selectCharacters } from "../../ingest/characters/character-selection.ts";
+import { spread } from "../../ingest/characters/character-lines.ts";
+import { sayable, sayLine } from "../../common/llm/offline-conversation.ts";
+import { withoutMarkup } from "../../common/llm/offline-text.ts";
 import { SAMPLE_BOOK, seedSampleBook } from "../../ingest/sample-book.ts";
 import { readSse } from "../support/chat.ts";
 import type { LanguageModel } from "../../common/llm/index.ts";
@@ -228,8 +232,7 @@ export interface BookFacts {
 }
 
 /** The book's quotations with the names of the speaker the native NLP engine attributes each to. */
-function bookFacts(text: string): BookFacts {
-  const analysis = analyze(text);
+export function bookFacts(text: string, analysis = analyze(text)): BookFacts {
   const parsed = parseBookNlp(render(analysis));
   const names = new Map(
     toCharacterList(parsed, { minMentions: 1, minQuotes: 0, maxCharacters: 100_000 }).map((c) => [c.id, [c.name, ...c.aliases]]),
@@ -255,11 +258,14 @@ const TAG_AFTER = new RegExp(`^[\\s,!?.—]*${SPEECH_VERB}\\s+(?:${TITLE})?(he|s
 const TAG_ANYWHERE = new RegExp(`${SPEECH_VERB}\\s+(?:${TITLE})?(he|she|(?:her|his|the)\\s+\\w+|[A-Z]\\w+)|\\b(?:${TITLE})?([A-Z]\\w+|he|she)\\s+${SPEECH_VERB}\\b`);
 const TAG_BEFORE = new RegExp(`${SPEECH_VERB}\\s+(?:${TITLE})?(he|she|(?:her|his|the)\\s+\\w+|[A-Z]\\w+)[,:.]?\\s*$|(?:${TITLE})?([A-Z]\\w+|he|she)\\s+${SPEECH_VERB}[,:.]?\\s*$`);
 
+const withoutArticle = (name: string) => name.toLowerCase().replace(/^(?:the|a|an)\s+/, "");
+
 /** Whether a tag's speaker ("Mrs. Bennet", "she", "her mother") can be the asked character. */
 function tagFits(who: string | undefined, speaker: Speaker): boolean {
   if (who === undefined) return true;
   if (/^(?:he|she)$/i.test(who)) return who.toLowerCase() === speaker.pronoun;
-  if (/\s/.test(who)) return false; // "her mother", "the other": somebody described, not the speaker by name
+  // "her mother", "the other": somebody described, not the speaker by name, unless the book calls them so ("said the King").
+  if (/\s/.test(who)) return speaker.names.some((n) => withoutArticle(n) === withoutArticle(who));
   return nameWords(speaker.names).has(who.toLowerCase());
 }
 
@@ -273,7 +279,8 @@ function ownSentence(sentence: string, facts: BookFacts, speaker: Speaker): bool
   return occurrences(sentence, facts.text).some(({ at }) => {
     const q = facts.quotations.find((x) => x.open <= at && at < x.close);
     if (!q || !q.speaker.some((n) => words(withoutTitle(n)).some((w) => wanted.has(w)))) return false;
-    const after = facts.text.slice(q.close + 1, q.close + 80).split(/\n\s*\n/)[0]!;
+    // `close` is the offset just past the closing mark: from one further, a paragraph break would lose its first newline.
+    const after = facts.text.slice(q.close, q.close + 80).split(/\n\s*\n/)[0]!;
     const before = facts.text.slice(Math.max(0, q.open - 400), q.open).split(/\n\s*\n/).at(-1)!;
     const tagAfter = TAG_AFTER.exec(after);
     // Between two quotations of a paragraph, the tag of the first ("cried her father as she appeared.") is the second's too.
@@ -487,6 +494,37 @@ describe("offline replies, judged by the stated rule", () => {
   });
 });
 
+/** Lines judged per character, spread across the book: the judge reads the whole book for each sentence. */
+const LINES_JUDGED = 60;
+
+describe("the lines the leading characters of the books can say", () => {
+  const books = [
+    ["Alice's Adventures in Wonderland", ALICE_PATH],
+    ["Pride and Prejudice", PRIDE_PATH],
+    ["The Adventures of Sherlock Holmes", SHERLOCK_PATH],
+    ["War and Peace", join(BOOKS_DIR, "pg2600_war_and_peace.txt")],
+  ] as const;
+  test.each(books)("%s: 60 lines of each of the three leading characters, across the book, are from it, whole and their own", async (_, path) => {
+    if (skipWithout(path)) return;
+    const work = extractWork(await bookText(path)).text;
+    const analysis = analyze(work);
+    const parsed = parseBookNlp(render(analysis));
+    const leads = selectCharacters(parsed, {}, { text: work }).slice(0, 3);
+    const facts = bookFacts(work, analysis);
+    const unsound = leads.flatMap((c) => {
+      // As a reply says them: whole ones only, without the book's emphasis marks, a comma before a tag a full stop.
+      const lines = spread((c.lines ?? []).filter(sayable), LINES_JUDGED).map((l) => sayLine(withoutMarkup(l)));
+      const questions = lines.map(() => ({ ask: "", keys: [] }));
+      const speaker: Speaker = { names: [c.name, ...c.aliases], pronoun: c.gender === "female" ? "she" : "he" };
+      return judge(questions, lines, facts, speaker)
+        .filter((j) => !(j.fromBook && j.whole && j.own && j.unbroken && j.plain))
+        .map((j) => `${c.name}: ${j.line} | ${j.why.join(" | ")}`);
+    });
+    expect(leads.length).toBe(3);
+    expect(unsound).toEqual([]);
+  });
+});
+
 // After the judged sessions: the sample book is seeded only into a database without books.
 describe.skipIf(skipWithout(PRIDE_PATH))("a reader part-way through Pride and Prejudice", () => {
   test.each([0.3, 0.6, 0.9])("at %p Elizabeth's persona carries her lines from just before the page and none after it, and she answers with a line from before it", async (position) => {
@@ -524,5 +562,5 @@ describe.skipIf(skipWithout(PRIDE_PATH))("a reader part-way through Pride and Pr
   });
 });
 
-/** Measured 16/22, 14/22 and 20/24 (docs/decisions.md, Offline replies); 20/24 is the goal set for the issue's questions, the others allow a line moved by the book NLP. */
-const MIN_PASSING = { mendingRoom: 15, alice: 13, issue: 20 };
+/** Measured 17/22, 14/22 and 20/24 (docs/decisions.md, Offline replies); 20/24 is the goal set for the issue's questions, the others allow a line moved by the book NLP. */
+const MIN_PASSING = { mendingRoom: 16, alice: 13, issue: 20 };
