@@ -39,6 +39,7 @@ const BEAT_TOKENS = 12;
 // The longest narration between two turns that still leaves them one exchange, whose last two
 // speakers a he/she tag after that narration may be.
 const EXCHANGE_GAP_TOKENS = 100;
+const POSSESSIVES = new Set(["'s", "\u2019s"]);
 const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
 
 /**
@@ -127,10 +128,16 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
    * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind). girl: the
    * tag calls her a girl ("said the girl"), which no one the book calls "Mrs." is.
    */
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false } = {}): number => {
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false, leads = [] as number[] } = {}): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     const fits = (c: number) => genderOf(c) === g && !(girl && married(c));
-    // The first person of that gender the paragraph names, other than after a preposition, is the
+    // The latest sentence of the paragraph to open on a person of that gender is about whom the
+    // he/she goes on ("Fanny … Miss Crawford thought she had never seen … "My dear," said she").
+    for (let k = leads.length - 1; k >= 0; k--) {
+      const c = leads[k]!;
+      if (fits(c) && !quoted.has(c)) return c;
+    }
+    // Else the first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
     for (let k = 0; k < paraSubjects.length; k++) {
       const c = paraSubjects[k]!;
@@ -154,11 +161,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     }
     return fallback;
   };
-  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1): number => {
+  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1, leads: number[] = []): number => {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!) });
+      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!), leads });
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
@@ -187,7 +194,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
 
   // The people named in the narration from lo to hi; `acting` (one flag per name) keeps those in
   // the scene, `subjects` those not named after a preposition.
-  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[]) => {
+  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[], leads?: number[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
@@ -197,6 +204,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       const subject = !PREPOSITIONS.has(lower[i - 1] ?? "");
       acting?.push(inScene(i));
       if (subjects && subject) subjects.push(c);
+      if (leads && k >= 0 && tok.inSentence[i] === 0 && !POSSESSIVES.has(lower[names[k]!.end + 1] ?? "")) leads.push(c);
     }
   };
 
@@ -269,6 +277,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     const paraActing: boolean[] = [];
     // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
     const paraSubjects: number[] = [];
+    // Those of them that open a sentence ("Miss Crawford thought …"): the latest of a he/she's gender is whom it goes on about.
+    const paraLeads: number[] = [];
     let cursor = paraStart;
     let lead: Tag | undefined;
     quoted = new Set();
@@ -287,15 +297,15 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
-      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing);
+      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing, paraLeads);
       const from = idx === 0 && q.start === paraStart ? leadIn(u.para) : -1;
       const tag = from >= 0 ? tagOf(qk, from, nextStart) : tagOf(qk, cursor, nextStart);
-      if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects);
+      if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects, undefined, paraLeads);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
         // "said the girl": turn order may overrule whom she was read as, but not to give the turn to a "Mrs.".
         if (tag.kind === "pronoun" && UNMARRIED_NOUNS.has(lower[tag.at]!)) u.ruledOut ??= married;
-        const c = resolveTag(tag, avoid, paraSubjects, replier);
+        const c = resolveTag(tag, avoid, paraSubjects, replier, paraLeads);
         if (c >= 0) {
           speaker[qk] = c;
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one

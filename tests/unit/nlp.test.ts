@@ -680,6 +680,15 @@ describe("speaker attribution", () => {
   });
 
   test.each([
+    ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
+    ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
+    ["the first woman named when no sentence opens on one", 'At the fire sat Clara and Mrs. Pell. "It is late," said she.', "Clara"],
+  ])("a he/she tag goes on about the paragraph's latest sentence subject: %s", (_label, passage, speaker) => {
+    const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
+  test.each([
     ["not the paragraph's subject", 'Mrs. Pell looked at Clara and smiled. "It is late," said the girl.', "Clara"],
     ["not the last woman named", '"Come in," said Mrs. Pell.\n\n"Thank you," said Tobias.\n\n"It is late," said the girl.', "Clara"],
     ["while 'said the woman' may be", 'Mrs. Pell looked at Clara and smiled. "It is late," said the woman.', "Mrs. Pell"],
