@@ -201,14 +201,24 @@ export function createTagReader(input: TagReaderInput): TagReader {
   /** Dialogue tag in the narration right after a quote ("…," said Jane / "…," she replied). */
   const tagAfter = (lo: number, hi: number): Tag | undefined => {
     let i = lo;
-    while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
+    let broken = false;
+    while (i <= hi && SKIPPABLE.has(text[i]!)) {
+      if (text[i] === ";" || text[i] === ".") broken = true;
+      i++;
+    }
+    if (lower[i] === "and" || lower[i] === "but") broken = true;
     if (lower[i] === "was") {
       const owned = possessiveReply(i + 1, hi);
       if (owned) return owned;
     }
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (isSpeechVerb(v)) return subject(v, i, Math.min(hi, v + 5));
+      if (!isSpeechVerb(v)) continue;
+      const tag = subject(v, i, Math.min(hi, v + 5));
+      // "…"; Das thought, "…" / "…," and Mrs. Moore said, "…": after a break, a subject before its
+      // verb opens the next quote's tag, not this one's.
+      if (broken && tag && (tag.kind === "char" ? tag.end < v : tag.at < v)) return undefined;
+      return tag;
     }
     return undefined;
   };

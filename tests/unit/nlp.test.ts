@@ -680,6 +680,14 @@ describe("speaker attribution", () => {
   });
 
   test.each([
+    ["after ', and'", 'Clara said crossly, "It is locked," and Tobias said, "Then we climb."'],
+    ["after a semicolon", 'Clara thought, "It is locked"; Tobias thought, "Then we climb."'],
+  ])("a subject before its verb after a break opens the next quote's tag: %s", (_label, line) => {
+    const r = read(intro + line);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test.each([
     ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
     ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
     ["the first woman named when no sentence opens on one", 'At the fire sat Clara and Mrs. Pell. "It is late," said she.', "Clara"],
