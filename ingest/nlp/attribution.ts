@@ -161,7 +161,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     }
     return fallback;
   };
-  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1, leads: number[] = []): number => {
+  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1, leads: number[] = [], listener = -1): number => {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
@@ -170,7 +170,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
     if (tag.kind === "described") return -1;
-    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, { speaking: false });
+    // "Lizzy," cried her mother: hers is first whom the turn calls by name, then who spoke before.
+    const holder = listener >= 0 && genderOf(listener) === tag.possessor ? listener : avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, { speaking: false });
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
@@ -305,7 +306,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (tag) {
         // "said the girl": turn order may overrule whom she was read as, but not to give the turn to a "Mrs.".
         if (tag.kind === "pronoun" && UNMARRIED_NOUNS.has(lower[tag.at]!)) u.ruledOut ??= married;
-        const c = resolveTag(tag, avoid, paraSubjects, replier, paraLeads);
+        const c = resolveTag(tag, avoid, paraSubjects, replier, paraLeads, addressee[qk]!);
         if (c >= 0) {
           speaker[qk] = c;
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one

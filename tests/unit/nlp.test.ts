@@ -687,6 +687,14 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
   });
 
+  test("'cried her mother' after a turn that calls a girl by name is that girl's mother", () => {
+    const r = read(
+      intro +
+        'Mrs. Whitcombe and Mrs. Marsh sat by the fire with Lucy Marsh.\n\n"It is cold," said Lucy Marsh.\n\n"Clara, shut the door," cried her mother.',
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Mrs. Whitcombe")[0]);
+  });
+
   test.each([
     ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
     ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
