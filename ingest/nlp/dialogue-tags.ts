@@ -179,6 +179,20 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return firstSubject(clauseLo, v) ?? (clauseLo > sentLo ? firstSubject(sentLo, v) : undefined);
   };
 
+  // "He subsided, nudged in the ribs, but added": a sentence that opens on he/she and names no one
+  // else before its speech verb, which follows "and", "but" or a comma.
+  const pronounClause = (v: number, lo: number): Tag | undefined => {
+    const prev = lower[v - 1];
+    if (prev !== "and" && prev !== "but" && prev !== ",") return undefined;
+    const start = tok.sentenceStarts[tok.sentence[v]!]!;
+    if (start < lo || v - start > CLAUSE_REACH) return undefined;
+    const g = pronounGender(lower[start]!);
+    if (g === undefined || g === "i") return undefined;
+    for (let i = start + 1; i < v; i++) {
+      if (nameAt[i]! >= 0 || pronounGender(lower[i]!) !== undefined || lower[i] === "they" || lower[i] === "we") return undefined;
+    }
+    return { kind: "pronoun", gender: g, at: start };
+  };
   // "…," was Edmund's answer / was her only reply: whose reply, read from the possessive before it.
   const possessiveReply = (j: number, hi: number): Tag | undefined => {
     let owner: Tag | undefined;
@@ -240,7 +254,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
     const owned = possessiveBefore(lo, hi);
     if (owned) return owned;
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
+      if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo) ?? pronounClause(v, lo);
     }
     return undefined;
   };

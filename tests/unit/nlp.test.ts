@@ -696,6 +696,14 @@ describe("speaker attribution", () => {
   });
 
   test.each([
+    ["after a comma and 'and'", 'Clara looked away. He coughed, and said, "It is late."', "Tobias Fenwick"],
+    ["not when someone else is named before the verb", 'Clara looked away. He coughed, and Clara said, "It is late."', "Clara Whitcombe"],
+  ])("a sentence opening on he/she is the subject of its speech verb after 'and': %s", (_label, line, speaker) => {
+    const r = read(intro + line);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
+  test.each([
     ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
     ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
     ["the first woman named when no sentence opens on one", 'At the fire sat Clara and Mrs. Pell. "It is late," said she.', "Clara"],
