@@ -128,6 +128,9 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
    * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind). girl: the
    * tag calls her a girl ("said the girl"), which no one the book calls "Mrs." is.
    */
+  // Whether the last he/she read found no one of its gender in mind but the one who spoke the
+  // paragraph before: then he goes on, and turn order does not overrule it.
+  let aloneInMind = false;
   const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false, leads = [] as number[] } = {}): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     const fits = (c: number) => genderOf(c) === g && !(girl && married(c));
@@ -159,6 +162,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (c !== avoid && c !== replier && !quoted.has(c)) return c;
       if (fallback < 0) fallback = c;
     }
+    aloneInMind = fallback >= 0 && fallback === avoid && fallback !== replier && !quoted.has(fallback);
     return fallback;
   };
   const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1, leads: number[] = [], listener = -1): number => {
@@ -306,12 +310,14 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (tag) {
         // "said the girl": turn order may overrule whom she was read as, but not to give the turn to a "Mrs.".
         if (tag.kind === "pronoun" && UNMARRIED_NOUNS.has(lower[tag.at]!)) u.ruledOut ??= married;
+        aloneInMind = false;
         const c = resolveTag(tag, avoid, paraSubjects, replier, paraLeads, addressee[qk]!);
         if (c >= 0) {
           speaker[qk] = c;
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
-          // read from the person the paragraph is about, or a tag that names, is not.
-          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
+          // read from the person the paragraph is about, or from the only one of its gender in
+          // mind, or a tag that names, is not.
+          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c) && !aloneInMind) u.guessed ??= { gender: tag.gender, speaker: c };
           // "said the other" reads who spoke two turns before: a guess too, but a sure gender.
           else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;

@@ -703,6 +703,11 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
+  test("a he/she tag whose only fitting person in mind spoke the paragraph before is that person, whatever the turn order", () => {
+    const r = read(intro + ['"Walter, is that you?" called Clara.', '"No," said Tobias.', '"It is only me," he said.'].join("\n\n"));
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]);
+  });
+
   test.each([
     ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
     ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
