@@ -39,6 +39,7 @@ const BEAT_TOKENS = 12;
 // The longest narration between two turns that still leaves them one exchange, whose last two
 // speakers a he/she tag after that narration may be.
 const EXCHANGE_GAP_TOKENS = 100;
+const POSSESSIVES = new Set(["'s", "\u2019s"]);
 const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
 
 /**
@@ -127,10 +128,19 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
    * the he/she is the speaker (not the "his" of "his wife", who may be anyone in mind). girl: the
    * tag calls her a girl ("said the girl"), which no one the book calls "Mrs." is.
    */
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false } = {}): number => {
+  // Whether the last he/she read found no one of its gender in mind but the one who spoke the
+  // paragraph before: then he goes on, and turn order does not overrule it.
+  let aloneInMind = false;
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false, leads = [] as number[] } = {}): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     const fits = (c: number) => genderOf(c) === g && !(girl && married(c));
-    // The first person of that gender the paragraph names, other than after a preposition, is the
+    // The latest sentence of the paragraph to open on a person of that gender is about whom the
+    // he/she goes on ("Fanny … Miss Crawford thought she had never seen … "My dear," said she").
+    for (let k = leads.length - 1; k >= 0; k--) {
+      const c = leads[k]!;
+      if (fits(c) && !quoted.has(c)) return c;
+    }
+    // Else the first person of that gender the paragraph names, other than after a preposition, is the
     // one it is about ("Darcy … his eyes … towards Bingley … he turned and said").
     for (let k = 0; k < paraSubjects.length; k++) {
       const c = paraSubjects[k]!;
@@ -152,18 +162,20 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (c !== avoid && c !== replier && !quoted.has(c)) return c;
       if (fallback < 0) fallback = c;
     }
+    aloneInMind = fallback >= 0 && fallback === avoid && fallback !== replier && !quoted.has(fallback);
     return fallback;
   };
-  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1): number => {
+  const resolveTag = (tag: Tag, avoid: number, paraSubjects: number[], replier = -1, leads: number[] = [], listener = -1): number => {
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!) });
+      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!), leads });
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
     if (tag.kind === "described") return -1;
-    const holder = avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, { speaking: false });
+    // "Lizzy," cried her mother: hers is first whom the turn calls by name, then who spoke before.
+    const holder = listener >= 0 && genderOf(listener) === tag.possessor ? listener : avoid >= 0 && genderOf(avoid) === tag.possessor ? avoid : resolvePronoun(tag.possessor, -1, paraSubjects, { speaking: false });
     if (holder >= 0) {
       const surnames = chars[holder]!.lasts;
       const kin = chars.find((c) => c.id !== holder && c.person && c.titles.has(tag.title) && [...c.lasts].some((l) => surnames.has(l)));
@@ -187,7 +199,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
 
   // The people named in the narration from lo to hi; `acting` (one flag per name) keeps those in
   // the scene, `subjects` those not named after a preposition.
-  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[]) => {
+  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[], leads?: number[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
@@ -197,6 +209,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       const subject = !PREPOSITIONS.has(lower[i - 1] ?? "");
       acting?.push(inScene(i));
       if (subjects && subject) subjects.push(c);
+      if (leads && k >= 0 && tok.inSentence[i] === 0 && !POSSESSIVES.has(lower[names[k]!.end + 1] ?? "")) leads.push(c);
     }
   };
 
@@ -269,6 +282,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     const paraActing: boolean[] = [];
     // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
     const paraSubjects: number[] = [];
+    // Those of them that open a sentence ("Miss Crawford thought …"): the latest of a he/she's gender is whom it goes on about.
+    const paraLeads: number[] = [];
     let cursor = paraStart;
     let lead: Tag | undefined;
     quoted = new Set();
@@ -287,20 +302,22 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
-      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing);
+      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing, paraLeads);
       const from = idx === 0 && q.start === paraStart ? leadIn(u.para) : -1;
       const tag = from >= 0 ? tagOf(qk, from, nextStart) : tagOf(qk, cursor, nextStart);
-      if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects);
+      if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects, undefined, paraLeads);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
       if (tag) {
         // "said the girl": turn order may overrule whom she was read as, but not to give the turn to a "Mrs.".
         if (tag.kind === "pronoun" && UNMARRIED_NOUNS.has(lower[tag.at]!)) u.ruledOut ??= married;
-        const c = resolveTag(tag, avoid, paraSubjects, replier);
+        aloneInMind = false;
+        const c = resolveTag(tag, avoid, paraSubjects, replier, paraLeads, addressee[qk]!);
         if (c >= 0) {
           speaker[qk] = c;
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
-          // read from the person the paragraph is about, or a tag that names, is not.
-          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c)) u.guessed ??= { gender: tag.gender, speaker: c };
+          // read from the person the paragraph is about, or from the only one of its gender in
+          // mind, or a tag that names, is not.
+          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c) && !aloneInMind) u.guessed ??= { gender: tag.gender, speaker: c };
           // "said the other" reads who spoke two turns before: a guess too, but a sure gender.
           else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;

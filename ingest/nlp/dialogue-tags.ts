@@ -179,6 +179,20 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return firstSubject(clauseLo, v) ?? (clauseLo > sentLo ? firstSubject(sentLo, v) : undefined);
   };
 
+  // "He subsided, nudged in the ribs, but added": a sentence that opens on he/she and names no one
+  // else before its speech verb, which follows "and", "but" or a comma.
+  const pronounClause = (v: number, lo: number): Tag | undefined => {
+    const prev = lower[v - 1];
+    if (prev !== "and" && prev !== "but" && prev !== ",") return undefined;
+    const start = tok.sentenceStarts[tok.sentence[v]!]!;
+    if (start < lo || v - start > CLAUSE_REACH) return undefined;
+    const g = pronounGender(lower[start]!);
+    if (g === undefined || g === "i") return undefined;
+    for (let i = start + 1; i < v; i++) {
+      if (nameAt[i]! >= 0 || pronounGender(lower[i]!) !== undefined || lower[i] === "they" || lower[i] === "we") return undefined;
+    }
+    return { kind: "pronoun", gender: g, at: start };
+  };
   // "…," was Edmund's answer / was her only reply: whose reply, read from the possessive before it.
   const possessiveReply = (j: number, hi: number): Tag | undefined => {
     let owner: Tag | undefined;
@@ -201,14 +215,24 @@ export function createTagReader(input: TagReaderInput): TagReader {
   /** Dialogue tag in the narration right after a quote ("…," said Jane / "…," she replied). */
   const tagAfter = (lo: number, hi: number): Tag | undefined => {
     let i = lo;
-    while (i <= hi && SKIPPABLE.has(text[i]!)) i++;
+    let broken = false;
+    while (i <= hi && SKIPPABLE.has(text[i]!)) {
+      if (text[i] === ";" || text[i] === ".") broken = true;
+      i++;
+    }
+    if (lower[i] === "and" || lower[i] === "but") broken = true;
     if (lower[i] === "was") {
       const owned = possessiveReply(i + 1, hi);
       if (owned) return owned;
     }
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
-      if (isSpeechVerb(v)) return subject(v, i, Math.min(hi, v + 5));
+      if (!isSpeechVerb(v)) continue;
+      const tag = subject(v, i, Math.min(hi, v + 5));
+      // "…"; Das thought, "…" / "…," and Mrs. Moore said, "…": after a break, a subject before its
+      // verb opens the next quote's tag, not this one's.
+      if (broken && tag && (tag.kind === "char" ? tag.end < v : tag.at < v)) return undefined;
+      return tag;
     }
     return undefined;
   };
@@ -230,7 +254,7 @@ export function createTagReader(input: TagReaderInput): TagReader {
     const owned = possessiveBefore(lo, hi);
     if (owned) return owned;
     for (let v = hi; v >= Math.max(lo, hi - MAX_TAG_DISTANCE); v--) {
-      if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo);
+      if (isSpeechVerb(v)) return subject(v, Math.max(lo, v - 6), hi) ?? clauseSubject(v, lo) ?? pronounClause(v, lo);
     }
     return undefined;
   };

@@ -680,6 +680,44 @@ describe("speaker attribution", () => {
   });
 
   test.each([
+    ["after ', and'", 'Clara said crossly, "It is locked," and Tobias said, "Then we climb."'],
+    ["after a semicolon", 'Clara thought, "It is locked"; Tobias thought, "Then we climb."'],
+  ])("a subject before its verb after a break opens the next quote's tag: %s", (_label, line) => {
+    const r = read(intro + line);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("'cried her mother' after a turn that calls a girl by name is that girl's mother", () => {
+    const r = read(
+      intro +
+        'Mrs. Whitcombe and Mrs. Marsh sat by the fire with Lucy Marsh.\n\n"It is cold," said Lucy Marsh.\n\n"Clara, shut the door," cried her mother.',
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Mrs. Whitcombe")[0]);
+  });
+
+  test.each([
+    ["after a comma and 'and'", 'Clara looked away. He coughed, and said, "It is late."', "Tobias Fenwick"],
+    ["not when someone else is named before the verb", 'Clara looked away. He coughed, and Clara said, "It is late."', "Clara Whitcombe"],
+  ])("a sentence opening on he/she is the subject of its speech verb after 'and': %s", (_label, line, speaker) => {
+    const r = read(intro + line);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
+  test("a he/she tag whose only fitting person in mind spoke the paragraph before is that person, whatever the turn order", () => {
+    const r = read(intro + ['"Walter, is that you?" called Clara.', '"No," said Tobias.', '"It is only me," he said.'].join("\n\n"));
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]);
+  });
+
+  test.each([
+    ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
+    ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
+    ["the first woman named when no sentence opens on one", 'At the fire sat Clara and Mrs. Pell. "It is late," said she.', "Clara"],
+  ])("a he/she tag goes on about the paragraph's latest sentence subject: %s", (_label, passage, speaker) => {
+    const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
+    expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
+  test.each([
     ["not the paragraph's subject", 'Mrs. Pell looked at Clara and smiled. "It is late," said the girl.', "Clara"],
     ["not the last woman named", '"Come in," said Mrs. Pell.\n\n"Thank you," said Tobias.\n\n"It is late," said the girl.', "Clara"],
     ["while 'said the woman' may be", 'Mrs. Pell looked at Clara and smiled. "It is late," said the woman.', "Mrs. Pell"],
