@@ -254,6 +254,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   let nextPara = 0;
   let prevUnitSpeaker = -1;
   let prevUnitPara = -2;
+  // Where the last quote of the turn before ended.
+  let lastQuoteEnd = -1;
   let turnBefore = -1;
   // Whether the last turn asked the listener's name.
   let askedName = false;
@@ -364,6 +366,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     if (u.speaker >= 0) remember(u.speaker);
     tail.forEach((c, k) => remember(c, tailActing[k]));
     u.recentAt = present.length;
+    // Narration after the last turn's quote and before this one's ("He tittered brutally." / "His beauty's gone…").
+    if (prevUnitPara === u.para - 1) u.narration = quotes[u.qs[0]!]!.start - paraStart + Math.max(0, paraStart - 1 - lastQuoteEnd);
     turnBefore = prevUnitSpeaker;
     const spoke = u.speaker >= 0 ? u.speaker : prior ? prior[u.qs[0]!]! : -1;
     if (spoke >= 0) {
@@ -375,6 +379,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     prevUnitAddressee = u.addressee;
     prevUnitSpeaker = u.speaker;
     prevUnitPara = u.para;
+    lastQuoteEnd = quotes[u.qs[u.qs.length - 1]!]!.end;
   }
 
   // Conversations: runs of quoted paragraphs with little narration between them.

@@ -21,6 +21,8 @@ export interface Unit {
   listenerGender: Gender | undefined;
   /** A he/she tag resolved by recency alone: its gender is sure, the person is not. */
   guessed?: { gender: Gender; speaker: number };
+  /** Tokens of narration between the quotes of the turn before and this turn's first quote, in the two paragraphs. */
+  narration?: number;
   /** A tag settled who speaks (a name, or the person the paragraph is about). */
   certain?: boolean;
   /** Those a tag says this turn is not by ("said the detective" is not the narrator, "said the girl" no "Mrs."). */
@@ -38,6 +40,10 @@ const SCORE_NAMED_LISTENER = 2;
 const SCORE_LISTENER_GENDER = -6;
 const SCORE_RULED_OUT = -20;
 const MAX_CANDIDATES = 6;
+// After this much narration between two turns the same person speaking again is no longer
+// unlikely: the narration tells what they did, and they go on ("He tittered brutally." / "His
+// beauty's gone…").
+const TOLD_BETWEEN_TOKENS = 20;
 const IMPOSSIBLE = -1e9;
 
 /**
@@ -128,7 +134,7 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
         if (u.continuation) {
           if (c !== b) t += SCORE_RULED_OUT;
         } else {
-          if (c === b) t += SCORE_SAME_TWICE;
+          if (c === b) t += (u.narration ?? 0) >= TOLD_BETWEEN_TOKENS ? 0 : SCORE_SAME_TWICE;
           else if (c === a) t += SCORE_ALTERNATE;
           else {
             // Ties go to the lower index, as a search over every earlier speaker would have it.

@@ -734,6 +734,17 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe"));
   });
 
+  test.each([
+    ["after a long narration of what he did, the same man may go on", " He sat down heavily by the fire, pulled off his wet boots one after the other, and held his cold hands out to the flames for a long while.", "Tobias Fenwick"],
+    ["straight after his turn, the other answers", " He sat down.", "Clara Whitcombe"],
+  ])("who takes an untagged turn: %s", (_label, narration, speaker) => {
+    const text =
+      intro +
+      ['"Where have you been?" asked Clara.', '"At the mill," said Tobias.' + narration, '"The wheel is broken, and the miller has gone to the town."', '"Then we shall have no flour," said Clara.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[3]).toBe(r.ids(speaker)[0]);
+  });
+
   test("a name used to address someone makes the other person the speaker", () => {
     const text = intro + ['"Tobias, will you fetch the lamp?"', '"At once," said Tobias.'].join("\n\n");
     const r = read(text);
