@@ -194,7 +194,7 @@ export function speechPieces(text: string, max: number): string[] {
   if (text.length <= max) return [text];
   const ends = [...text.matchAll(/[.!?…]["”’)]*(?=\s)/g)]
     .map((m) => m.index! + m[0].length)
-    .filter((end) => !endsInAbbreviation(text.slice(0, end).replace(/["”’)]+$/u, "")));
+    .filter((end) => !endsInAbbreviation(text.slice(0, end).replace(/["”’)]+$/u, "")) && !insideQuotation(text.slice(0, end)));
   const sentences = [0, ...ends].map((from, k) => text.slice(from, ends[k] ?? text.length).trim()).filter(Boolean);
   const pieces: string[] = [];
   for (const sentence of sentences) {
@@ -203,6 +203,17 @@ export function speechPieces(text: string, max: number): string[] {
     else pieces.push(sentence);
   }
   return pieces.map((piece) => clip(piece, max));
+}
+
+/**
+ * Whether `head` leaves a quotation inside the line open (‘I opened my antechambers and they crowded
+ * in.’ is one piece with what leads to it): an opening mark at a word's start, a closing one not
+ * followed by a letter (so "don’t" is no closing mark).
+ */
+function insideQuotation(head: string): boolean {
+  const opened = (head.match(/(?:^|[\s(—–-])[“‘]/gu) ?? []).length;
+  const closed = (head.match(/[”’](?!\p{L})/gu) ?? []).length;
+  return opened > closed;
 }
 
 /** Every line, as a chat turn may quote it: long speeches in pieces, at most MAX_KNOWN_LINES, spread across the book. */

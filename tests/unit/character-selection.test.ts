@@ -237,3 +237,8 @@ describe("a long speech as lines", () => {
     expect(speechPieces(text, max)).toEqual(expected);
   });
 });
+
+test("a long speech is never cut inside a quotation it holds", () => {
+  const speech = "He said to me: ‘I showed them the path. They did not follow it.’ I do not know how far he was right.";
+  expect(speechPieces(speech, 70)).toEqual(["He said to me: ‘I showed them the path. They did not follow it.’", "I do not know how far he was right."]);
+});
