@@ -123,8 +123,9 @@ export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: s
   // The speaker's mention right by the quotation, with a verb of speech between or next to it ("as she appeared" is no tag).
   // A narration paragraph ending on a colon, comma or dash introduces the quotation opening the next one.
   const introduces = (q: QuoteRow) => {
+    if (q.mentionStart < 0 || paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart) - 1 || q.quoteStart - q.mentionEnd > LEADING_TAG_REACH) return false;
     const last = wordsOf(q.mentionEnd + 1, q.quoteStart).filter((w) => !/^["“”‘’']+$/u.test(w)).at(-1) ?? "";
-    return paragraphOf(q.mentionStart) === paragraphOf(q.quoteStart) - 1 && /^[:,—–-]+$/u.test(last);
+    return /^[:,—–-]+$/u.test(last);
   };
   const tagged = (q: QuoteRow) => {
     const after = q.mentionStart > q.quoteEnd;

@@ -197,7 +197,17 @@ function occurrences(text: string, book: string): { at: number; end: number }[] 
   const pattern = Array.from(bare, (ch) =>
     ch === " " ? `_?${gap}_?` : /["“”]/.test(ch) ? "[\"“”]" : /['‘’]/.test(ch) ? "['‘’]" : `${ch.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}_?`,
   ).join("");
-  return Array.from(book.matchAll(new RegExp(pattern, "g")), (m) => ({ at: m.index, end: m.index + m[0].length }));
+  // The pattern is tried only around each occurrence of the text's longest word: scanning a long book
+  // (War and Peace) with it from every position backtracks through the gaps for minutes.
+  const anchor = (bare.match(/\p{L}+/gu) ?? []).reduce((a, b) => (b.length > a.length ? b : a), "");
+  if (!anchor) return Array.from(book.matchAll(new RegExp(pattern, "g")), (m) => ({ at: m.index, end: m.index + m[0].length }));
+  const span = 4 * bare.length + 600;
+  const found = new Map<number, number>();
+  for (let hit = book.indexOf(anchor); hit >= 0; hit = book.indexOf(anchor, hit + 1)) {
+    const from = Math.max(0, hit - span);
+    for (const m of book.slice(from, hit + span).matchAll(new RegExp(pattern, "g"))) found.set(from + m.index, from + m.index + m[0].length);
+  }
+  return [...found].sort((a, b) => a[0] - b[0]).map(([at, end]) => ({ at, end }));
 }
 
 /** Rule 2: every sentence of `text` is in the book, word for word (a comma the reply turned into a full stop aside). */
@@ -233,7 +243,9 @@ export interface BookFacts {
 
 /** The book's quotations with the names of the speaker the native NLP engine attributes each to. */
 export function bookFacts(text: string, analysis = analyze(text)): BookFacts {
-  const parsed = parseBookNlp(render(analysis));
+  // The engine's token arrays stand in for its .tokens file, which is slow to render and parse back.
+  const { entities, quotes, book } = render(analysis);
+  const parsed = parseBookNlp({ entities, quotes, book });
   const names = new Map(
     toCharacterList(parsed, { minMentions: 1, minQuotes: 0, maxCharacters: 100_000 }).map((c) => [c.id, [c.name, ...c.aliases]]),
   );
@@ -510,8 +522,10 @@ describe("the lines the leading characters of the books can say", () => {
     if (skipWithout(path)) return;
     const work = extractWork(await bookText(path)).text;
     const analysis = analyze(work);
-    const parsed = parseBookNlp(render(analysis));
-    const leads = selectCharacters(parsed, {}, { text: work }).slice(0, 3);
+    const { entities, quotes, book } = render(analysis);
+    const { tok } = analysis;
+    const tokens = { paragraph: tok.paragraph, word: tok.text, start: tok.start, end: tok.end, offsets: "utf16" as const };
+    const leads = selectCharacters(parseBookNlp({ entities, quotes, book }), {}, { text: work, tokens }).slice(0, 3);
     const facts = bookFacts(work, analysis);
     const unsound = leads.flatMap((c) => {
       // As a reply says them: whole ones only, without the book's emphasis marks, a comma before a tag a full stop.
