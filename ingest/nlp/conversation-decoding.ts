@@ -68,6 +68,17 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
   };
   for (const u of conv) add(u.speaker);
   for (const u of conv) if (isPerson(u.addressee)) add(u.addressee);
+  // When the turns fixed by their tags are by two people or more, the exchange is theirs: the
+  // others lately named may be present, but they are silent, and an open turn goes to someone a tag
+  // names (a he/she's guess among them) or a turn addresses. Unless the turn's own cues rule all of
+  // those out (a "sir" for a man when they are women), or its tag describes someone unnamed ("snarled
+  // the old convict").
+  const fixed = new Set<number>();
+  conv.forEach((u, k) => {
+    if (!open[k]) fixed.add(u.speaker);
+  });
+  const exchangeNamed = fixed.size >= 2;
+  const named = cand.length;
   for (let i = conv[0]!.recentAt - 1, seen = 0; i >= 0 && seen < SALIENCE_WINDOW && cand.length < MAX_CANDIDATES; i--, seen++) {
     if (isPerson(recent[i]!)) add(recent[i]!);
   }
@@ -82,6 +93,8 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
     const n1 = conv[k + 1];
     const p1 = conv[k - 1];
     const heard = p1 && !u.continuation && p1.addressee < 0 ? p1.listenerGender : undefined;
+    // Whether someone the tags name or a turn addresses fits this turn.
+    let namedFits = false;
     for (let j = 0; j < m; j++) {
       const c = cand[j]!;
       if (!open[k]) {
@@ -97,7 +110,9 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
       if (n1 && !n1.continuation && n1.addressee === c) s += SCORE_REPLY_NAMES;
       if (heard && genderOf(c) !== undefined && genderOf(c) !== heard) s += SCORE_LISTENER_GENDER;
       e[j] = s;
+      if (j < named && s > SCORE_RULED_OUT / 2 && !(heard && genderOf(c) !== undefined && genderOf(c) !== heard)) namedFits = true;
     }
+    if (open[k] && exchangeNamed && namedFits && !u.ruledOut) for (let j = named; j < m; j++) e[j] = IMPOSSIBLE;
   });
   // State (a, b): the speakers of the turn before and of this turn; a = m before the first turn.
   const states = (m + 1) * m;

@@ -900,6 +900,20 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe", "Mrs. Pell", "Clara Whitcombe"));
   });
 
+  test("an exchange whose tags name two people is theirs: an untagged turn between them does not go to a bystander named before it", () => {
+    const text =
+      intro +
+      [
+        "They went into the hall, where Walter Ashdown was sorting the post.",
+        '"Is there a letter for me?" asked Clara.',
+        '"There is one, from your aunt," said Tobias.',
+        '"Oh, give it to me!"',
+        '"Thank you," said Clara.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick", "Clara Whitcombe", "Clara Whitcombe"));
+  });
+
   test("a run-on quote whose next paragraph is tagged for someone else still leaves the exchange its speakers", () => {
     const text =
       intro + ['"Is the gate locked?" asked Clara.', '"It is," said Tobias. "And I have lost the key.', '"Then we must climb," said Clara.', '"Over the wall?"'].join("\n\n");
