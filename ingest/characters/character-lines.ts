@@ -60,6 +60,8 @@ const TAG_REACH = 4;
  * novels such tags give the right speaker as often as the close ones (58 of 61 at 20 tokens).
  */
 const LEADING_TAG_REACH = 20;
+/** Words between two pieces of one line: the dialogue tag that splits it (“…,” said she to Charlotte, with a smile, “…”). */
+const MAX_TAG_WORDS = 25;
 /** Verbs of a dialogue tag. */
 const SPEECH_VERBS = new Set(
   "said says say cried replied answered asked added continued returned observed remarked exclaimed whispered resumed rejoined inquired enquired began muttered shouted called interrupted repeated retorted murmured".split(" "),
@@ -160,6 +162,9 @@ export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: s
       if (!rest || !/[,;:—–-]$|[.!?]$/u.test(text)) break;
       // The comma before the tag stands for a full stop when the tag ended the sentence (“…,” said Ottilie. “…”).
       const tag = source.slice(tokens.end[quotes[i]!.quoteEnd] ?? 0, tokens.start[next!.quoteStart] ?? 0);
+      // More than a dialogue tag between them: narration, and the next quotation a word it quotes
+      // (replied: “Yes, I agree,” and … he was spoken of now as the “Seeker,” …), not the line going on.
+      if (tag.split(/\s+/).filter(Boolean).length > MAX_TAG_WORDS) break;
       const ended = /[.!?][\s“"‘«]*$/u.test(tag) && !/^\p{Ll}/u.test(rest);
       text = ended ? `${text.replace(/,$/, ".")} ${rest}` : `${text} ${rest}`;
       sure ||= confident(next!);

@@ -227,6 +227,16 @@ describe("the lines a character is given", () => {
   });
 });
 
+test("a word the narration quotes after a line in the same paragraph is not the line going on", () => {
+  const text = [
+    "Mr. Vance came to the gate. Mr. Vance was tired. Nora Hale was at the window, and Nora saw him.",
+    "To every question Mr. Vance replied: “Yes, yes, I agree,” and with a tired smile he went in, while the others led him along the passages and through the hall and up the stairs to the room where the lodge sat, and as they went he was spoken of now as the “Seeker,” now as the “Pilgrim.”",
+    "“Then we must cross tonight,” said Nora. Nora took her shawl.",
+  ].join("\n\n");
+  const lines = select(text).find((c) => c.name.includes("Vance"))?.lines ?? [];
+  expect(lines.join(" ")).not.toMatch(/Seeker|Pilgrim/);
+});
+
 describe("a long speech as lines", () => {
   test.each([
     ["a short line stays whole", "Yes, almost every day.", 300, ["Yes, almost every day."]],
