@@ -330,7 +330,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
           // read from the person the paragraph is about, or from the only one of its gender in
           // mind, or a tag that names, is not.
-          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c) && !aloneInMind) u.guessed ??= { gender: tag.gender, speaker: c };
+          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c) && !aloneInMind) {
+            u.guessed ??= { gender: tag.gender, speaker: c };
+            // "…," she added: read as who spoke the turn before, which turn order should not hold against it.
+            if (idx === 0 && tag.goesOn && c === prevUnitSpeaker) u.goesOn = true;
+          }
           // "said the other" reads who spoke two turns before: a guess too, but a sure gender.
           else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;
