@@ -129,9 +129,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
    * tag calls her a girl ("said the girl"), which no one the book calls "Mrs." is.
    */
   // Whether the last he/she read found no one of its gender in mind but the one who spoke the
-  // paragraph before: then he goes on, and turn order does not overrule it.
+  // paragraph before, or no one of it in the exchange but him: then he goes on, and turn order
+  // does not overrule it.
   let aloneInMind = false;
-  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false, leads = [] as number[] } = {}): number => {
+  // heShe: the tag is "he" or "she" itself, not a noun of that gender ("said her aunt").
+  const resolvePronoun = (g: Gender | "i", avoid: number, paraSubjects: number[], { replier = -1, speaking = true, girl = false, leads = [] as number[], heShe = false } = {}): number => {
     if (g === "i") return narrator ? NARRATOR_ID : -1;
     const fits = (c: number) => genderOf(c) === g && !(girl && married(c));
     // The latest sentence of the paragraph to open on a person of that gender is about whom the
@@ -159,7 +161,16 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
       if (!fits(c) || !isPerson(c)) continue;
-      if (c !== avoid && c !== replier && !quoted.has(c)) return c;
+      if (c !== avoid && c !== replier && !quoted.has(c)) {
+        // Someone outside the exchange, while the one person of that gender taking part in it spoke
+        // the paragraph before ("…," said Clara. ¶ "…," said Tobias. ¶ "…," she said, with Mrs. Pell
+        // named a page back): he goes on, rather than anyone recency brings back.
+        if (heShe && avoid >= 0 && fits(avoid) && avoid !== replier && !quoted.has(avoid) && participants.includes(avoid) && participants.every((p) => p === avoid || genderOf(p) !== g)) {
+          aloneInMind = true;
+          return avoid;
+        }
+        return c;
+      }
       if (fallback < 0) fallback = c;
     }
     aloneInMind = fallback >= 0 && fallback === avoid && fallback !== replier && !quoted.has(fallback);
@@ -169,7 +180,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     if (tag.kind === "char") return tag.char;
     if (tag.kind === "pronoun") {
       if (tag.goesOn && lastSpeaker >= 0 && genderOf(lastSpeaker) === tag.gender && !quoted.has(lastSpeaker)) return lastSpeaker;
-      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!), leads });
+      return resolvePronoun(tag.gender, avoid, paraSubjects, { replier, girl: UNMARRIED_NOUNS.has(lower[tag.at]!), leads, heShe: pronounGender(lower[tag.at]!) === tag.gender });
     }
     // "…," cried his wife: his, most likely, who spoke the turn she answers.
     if (tag.kind === "other") return avoid >= 0 && turnBefore >= 0 && turnBefore !== avoid && !quoted.has(turnBefore) ? turnBefore : -1;
@@ -319,7 +330,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
           // A he/she tag read from whoever was named last is a guess turn order may overrule; one
           // read from the person the paragraph is about, or from the only one of its gender in
           // mind, or a tag that names, is not.
-          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c) && !aloneInMind) u.guessed ??= { gender: tag.gender, speaker: c };
+          if (tag.kind === "pronoun" && tag.gender !== "i" && !paraSubjects.includes(c) && !aloneInMind) {
+            u.guessed ??= { gender: tag.gender, speaker: c };
+            // "…," she added: read as who spoke the turn before, which turn order should not hold against it.
+            if (idx === 0 && tag.goesOn && c === prevUnitSpeaker) u.goesOn = true;
+          }
           // "said the other" reads who spoke two turns before: a guess too, but a sure gender.
           else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;

@@ -23,6 +23,8 @@ export interface Unit {
   guessed?: { gender: Gender; speaker: number };
   /** Tokens of narration between the quotes of the turn before and this turn's first quote, in the two paragraphs. */
   narration?: number;
+  /** A he/she tag that carries on a speech ("she added", "he continued"), read as whoever spoke the turn before. */
+  goesOn?: boolean;
   /** A tag settled who speaks (a name, or the person the paragraph is about). */
   certain?: boolean;
   /** Those a tag says this turn is not by ("said the detective" is not the narrator, "said the girl" no "Mrs."). */
@@ -149,7 +151,7 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
         if (u.continuation) {
           if (c !== b) t += SCORE_RULED_OUT;
         } else {
-          if (c === b) t += (u.narration ?? 0) >= TOLD_BETWEEN_TOKENS ? 0 : SCORE_SAME_TWICE;
+          if (c === b) t += (u.narration ?? 0) >= TOLD_BETWEEN_TOKENS || u.goesOn ? 0 : SCORE_SAME_TWICE;
           else if (c === a) t += SCORE_ALTERNATE;
           else {
             // Ties go to the lower index, as a search over every earlier speaker would have it.

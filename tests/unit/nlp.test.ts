@@ -708,6 +708,23 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]);
   });
 
+  test("'she added' right after her own turn keeps it, though turn order would hand it to the other woman", () => {
+    const r = read(
+      intro +
+        "Mrs. Pell kept the inn, and she was kind to them.\n\n" +
+        ['"Come in, both of you," said Mrs. Pell.', '"Thank you," said Tobias.', '"What a fire!" said Clara.', '"I have never been so cold," she added.'].join("\n\n"),
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Clara Whitcombe")[0]);
+  });
+
+  test("a he/she tag after the turn of the one person of its gender in the exchange is that person, not one named before it", () => {
+    const r = read(
+      intro +
+        ["Walter Brandt had gone down to the mill an hour before, and he had not come back.", '"Where is your brother?" asked Clara.', '"At the mill," said Tobias.', '"He will be back by noon, I should think," he said.'].join("\n\n"),
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]);
+  });
+
   test.each([
     ["the latest sentence to open on a woman", 'Clara sat by the fire, and Mrs. Pell sewed. Mrs. Pell looked up from her work. "It is late," said she.', "Mrs. Pell"],
     ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
