@@ -95,6 +95,10 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
     const n1 = conv[k + 1];
     const p1 = conv[k - 1];
     const heard = p1 && !u.continuation && p1.addressee < 0 ? p1.listenerGender : undefined;
+    // "Yes, sir," in the reply, which names no one: the one it answers, who spoke this turn, is a
+    // man (on the ten studied novels the gender fits the turn's speaker in 80 of 84 such turns).
+    const answered = n1 && !n1.continuation && n1.addressee < 0 ? n1.listenerGender : undefined;
+    const unfit = (c: number) => (heard !== undefined && genderOf(c) !== undefined && genderOf(c) !== heard) || (answered !== undefined && genderOf(c) !== undefined && genderOf(c) !== answered);
     // Whether someone the tags name or a turn addresses fits this turn.
     let namedFits = false;
     for (let j = 0; j < m; j++) {
@@ -111,8 +115,9 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
       if (u.named.has(c)) s += SCORE_NAMED_IN_TURN;
       if (n1 && !n1.continuation && n1.addressee === c) s += SCORE_REPLY_NAMES;
       if (heard && genderOf(c) !== undefined && genderOf(c) !== heard) s += SCORE_LISTENER_GENDER;
+      if (answered && genderOf(c) !== undefined && genderOf(c) !== answered) s += SCORE_LISTENER_GENDER;
       e[j] = s;
-      if (j < named && s > SCORE_RULED_OUT / 2 && !(heard && genderOf(c) !== undefined && genderOf(c) !== heard)) namedFits = true;
+      if (j < named && s > SCORE_RULED_OUT / 2 && !unfit(c)) namedFits = true;
     }
     if (open[k] && exchangeNamed && namedFits && !u.ruledOut) for (let j = named; j < m; j++) e[j] = IMPOSSIBLE;
   });

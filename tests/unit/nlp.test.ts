@@ -867,6 +867,14 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Mrs. Ashdown", "Clara Whitcombe", "Tobias Fenwick"));
   });
 
+  test("a turn answered with 'sir' is a man's, though the narration before it last named a woman", () => {
+    const text =
+      intro +
+      ["Tobias opened the gate, and Mrs. Ashdown came down the path to meet them with Mrs. Pell.", '"The house is ready for you."', '"Thank you, sir. We shall go in."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
