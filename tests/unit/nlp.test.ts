@@ -743,6 +743,18 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
+  test("a noun tag read from recency skips a man the book never tags as speaking, named in passing", () => {
+    const r = read(
+      intro +
+        [
+          '"It is a fine evening," said Tobias.',
+          "They walked on towards the church. Clara talked of the book by Mr. Henry Dobson that she had been reading, and of little else.",
+          '"I have not read it," said the young man.',
+        ].join("\n\n"),
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]);
+  });
+
   test("untagged turns alternate between the two speakers", () => {
     const text =
       intro +
