@@ -48,11 +48,16 @@ const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
  * each exchange when it reads the he/she tags that follow.
  */
 export function attributeSpeakers(input: AttributionInput): Attribution {
-  return attributeOnce(input, attributeOnce(input, undefined).speaker);
+  const first = attributeOnce(input, undefined);
+  return attributeOnce(input, first.speaker, first.voiced);
 }
 
 /** prior: per quote, the speaker an earlier reading found, for the turns no tag settles. */
-function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): Attribution {
+/** voicedBefore: the people an earlier reading found a tag naming as speaker anywhere in the book. */
+function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, voicedBefore?: Set<number>): Attribution & { voiced: Set<number> } {
+  // Whoever the book tags by name as speaking, in the reading before; the narrator always speaks.
+  const voiced = new Set<number>();
+  const mute = (c: number) => voicedBefore !== undefined && !voicedBefore.has(c) && c !== NARRATOR_ID;
   const { tok, quotes, inQuote, names, chars, narrator } = input;
   const { lower, text } = tok;
   const n = quotes.length;
@@ -122,6 +127,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
   const participants: number[] = [];
   // People the narration since the last turn names: who may have come in.
   const arrived: number[] = [];
+  // …and those of them not named after a preposition: who came in, not who was talked of.
+  const arrivedActing: number[] = [];
   /**
    * replier: whoever the next paragraph's tag names as answering this one. The paragraph's own
    * subject outranks it, but recency does not: the reply is not by the one who spoke. speaking:
@@ -161,6 +168,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
       if (!fits(c) || !isPerson(c)) continue;
+      // Someone the book never once tags by name as speaking, unless the narration since the last
+      // turn brings them in ("Walter came up the path"), is a name in passing ("the book by Mr.
+      // Dobson"), not whom "cried the young man" means; with no one else in mind the turn is left
+      // to turn order.
+      if (mute(c) && !arrivedActing.includes(c)) continue;
       if (c !== avoid && c !== replier && !quoted.has(c)) {
         // Someone outside the exchange, while the one person of that gender taking part in it spoke
         // the paragraph before ("…," said Clara. ¶ "…," said Tobias. ¶ "…," she said, with Mrs. Pell
@@ -241,6 +253,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (k >= 0) {
         remember(names[k]!.char, inScene(i));
         arrived.push(names[k]!.char);
+        if (inScene(i)) arrivedActing.push(names[k]!.char);
       } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {
         const g = pronounGender(lower[i]!);
@@ -339,6 +352,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
           else if (tag.kind === "other" && genderOf(c)) u.guessed ??= { gender: genderOf(c)!, speaker: c };
           else u.certain = true;
           if (tag.kind === "char") {
+            voiced.add(c);
             mentionStart[qk] = tag.start;
             mentionEnd[qk] = tag.end;
           } else {
@@ -391,6 +405,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (participants.length > 2) participants.shift();
     }
     arrived.length = 0;
+    arrivedActing.length = 0;
     prevUnitAddressee = u.addressee;
     prevUnitSpeaker = u.speaker;
     prevUnitPara = u.para;
@@ -419,5 +434,5 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined): 
       if (addressee[qk]! < 0) addressee[qk] = u.addressee;
     }
   }
-  return { speaker, mentionStart, mentionEnd, addressee };
+  return { speaker, mentionStart, mentionEnd, addressee, voiced };
 }

@@ -42,6 +42,14 @@ describe("name clustering", () => {
     "Then Mrs. Ashdown asked for Clara, and Mr. Ashdown said that he had seen Miss Whitcombe in the orchard.",
   ].join("\n\n");
 
+  test("a name the book now and then writes with 'the' ('the Bartle') is the character it names without it", () => {
+    const t =
+      'Bartle lived in a hollow oak. Bartle was very small, and Bartle was afraid of the wind. "Oh dear," said Bartle. Then Bartle went out.\n\n"Is it windy?" said the Bartle, and Bartle looked up at the sky.';
+    const { characters, speakers, ids } = read(t);
+    expect(characters.filter((c) => [c.name, ...c.aliases].some((n) => /bartle/i.test(n)))).toHaveLength(1);
+    expect(speakers).toEqual(ids("Bartle", "Bartle"));
+  });
+
   test("a first name, a full name and a titled full name are one character", () => {
     const { characters } = read(text);
     const clara = character(characters, "Clara Whitcombe");
@@ -741,6 +749,18 @@ describe("speaker attribution", () => {
   ])("'said the girl' is no one called Mrs.: %s", (_label, passage, speaker) => {
     const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
+  });
+
+  test("a noun tag read from recency skips a man the book never tags as speaking, named in passing", () => {
+    const r = read(
+      intro +
+        [
+          '"It is a fine evening," said Tobias.',
+          "They walked on towards the church. Clara talked of the book by Mr. Henry Dobson that she had been reading, and of little else.",
+          '"I have not read it," said the young man.',
+        ].join("\n\n"),
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]);
   });
 
   test("untagged turns alternate between the two speakers", () => {
