@@ -192,16 +192,17 @@ function chooseQuotes(message: string, context: string, quotes: readonly string[
 
 /**
  * A line as the character says it: the comma that led into its dialogue tag ("Friday is too soon,"
- * said Ottilie.) becomes the full stop the tag stood for, so two lines said in a row do not run together.
+ * said Ottilie.) becomes the full stop the tag stood for, inside a quotation the line ends on too
+ * (“…TO YOU,”’ said Alice), so the reply's sentence ends where the book's did.
  */
 export function sayLine(line: string): string {
   return line.replace(/,(["”’»)]*)$/u, ".$1");
 }
 
 /**
- * The character answers with its own lines closest to the reader's message, then cites the
- * passage closest to it (retrieval's order when none shares a word) from where it adds something
- * the lines did not say; the excerpt stands in a paragraph of its own after its heading, in plain
+ * The character answers with its own line that best answers the reader's message (chooseQuotes),
+ * then cites the passage closest to it (retrieval's order when none shares a word) from where it adds
+ * something the line did not say; the excerpt stands in a paragraph of its own after its heading, in plain
  * text (no "> " marker a reader would see literally), so the book's own quotation marks are not
  * nested inside the reply's. When every passage only repeats the lines, the lines stand alone.
  */
