@@ -1,7 +1,8 @@
 import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
-import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, SPEECH_VERBS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
+import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
+import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -34,13 +35,10 @@ export interface AttributionInput {
 // Any narration paragraph at all: on the PDNC dev novels, turn-taking carried across one does more
 // harm (the narration brings in, moves or addresses someone) than good.
 const CONVERSATION_GAP_TOKENS = 0;
-// The longest paragraph of narration read as an action beat between two turns.
-const BEAT_TOKENS = 12;
 // The longest narration between two turns that still leaves them one exchange, whose last two
 // speakers a he/she tag after that narration may be.
 const EXCHANGE_GAP_TOKENS = 100;
 const POSSESSIVES = new Set(["'s", "\u2019s"]);
-const LEAD_IN_DASHES = new Set(["\u2014", "--", "-"]);
 
 /**
  * Speakers, read twice: the first reading knows who spoke an untagged turn only once its whole
@@ -52,14 +50,16 @@ export function attributeSpeakers(input: AttributionInput): Attribution {
   return attributeOnce(input, first.speaker, first.voiced);
 }
 
-/** prior: per quote, the speaker an earlier reading found, for the turns no tag settles. */
-/** voicedBefore: the people an earlier reading found a tag naming as speaker anywhere in the book. */
+/**
+ * One reading. prior: per quote, the speaker an earlier reading found, for the turns no tag settles;
+ * voicedBefore: the people an earlier reading found a tag naming as speaker anywhere in the book.
+ */
 function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, voicedBefore?: Set<number>): Attribution & { voiced: Set<number> } {
   // Whoever the book tags by name as speaking, in the reading before; the narrator always speaks.
   const voiced = new Set<number>();
   const mute = (c: number) => voicedBefore !== undefined && !voicedBefore.has(c) && c !== NARRATOR_ID;
   const { tok, quotes, inQuote, names, chars, narrator } = input;
-  const { lower, text } = tok;
+  const { lower } = tok;
   const n = quotes.length;
   const speaker = new Int32Array(n).fill(-1);
   const mentionStart = new Int32Array(n).fill(-1);
@@ -75,34 +75,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   const genderOf = (c: number): Gender | undefined => (c >= 0 && c < chars.length ? chars[c]!.gender : undefined);
 
   const { tagOf, leadSubject } = createTagReader({ tok, quotes, names, nameAt, isPerson });
-
-  /**
-   * A one-line paragraph of action between two turns ("He shook his head laughing."): who acts in
-   * it, when it opens on a name or on he/she for one of the last two speakers; -1 otherwise.
-   */
-  const beatSubject = (para: number, speakers: number[]): number => {
-    const lo = tok.paragraphStarts[para]!;
-    const hi = tok.paragraphStarts[para + 1]! - 1;
-    if (hi - lo + 1 > BEAT_TOKENS) return -1;
-    for (let i = lo; i <= hi; i++) if (inQuote[i]) return -1;
-    const k = nameAt[lo]!;
-    if (k >= 0) return names[k]!.char;
-    const g = pronounGender(lower[lo]!);
-    if (g === undefined || g === "i") return -1;
-    return speakers.find((c) => c >= 0 && genderOf(c) === g) ?? -1;
-  };
-
-  // "turning to Jane", "said he to Elizabeth": the narration names who is spoken to.
-  const turnedTo = (lo: number, hi: number): number => {
-    for (let i = lo + 2; i <= hi; i++) {
-      if (inQuote[i] || lower[i - 1] !== "to") continue;
-      const k = nameAt[i]!;
-      // "said he to Elizabeth": the verb may stand before the speaker.
-      const verb = pronounGender(lower[i - 2]!) !== undefined ? (lower[i - 3] ?? "") : lower[i - 2]!;
-      if (k >= 0 && (verb === "turned" || verb === "turning" || SPEECH_VERBS.has(verb))) return names[k]!.char;
-    }
-    return -1;
-  };
+  const narration = { tok, inQuote, nameAt, names };
 
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
   const recent: number[] = [];
@@ -262,19 +235,6 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
   };
 
-  // "… she seized the opportunity of saying," / ¶ "Is your sister at Pemberley still?": a paragraph
-  // of narration that ends on a comma, a colon or a dash ("Mr. Hale presumed to say--") introduces
-  // the quote that opens the next one. The start of its last sentence, or -1.
-  const leadIn = (para: number): number => {
-    if (para === 0) return -1;
-    const lo = tok.paragraphStarts[para - 1]!;
-    const end = tok.paragraphStarts[para]! - 1;
-    let hi = end;
-    while (hi > lo && LEAD_IN_DASHES.has(text[hi]!)) hi--;
-    if (hi <= lo || inQuote[hi] || (text[hi] !== "," && text[hi] !== ":" && hi === end)) return -1;
-    return Math.max(lo, tok.sentenceStarts[tok.sentence[hi]!]!);
-  };
-
   let nextPara = 0;
   let prevUnitSpeaker = -1;
   let prevUnitPara = -2;
@@ -302,7 +262,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     // A new paragraph of dialogue is a new speaker; after a narration paragraph anyone may go on.
     const avoid = u.para - prevUnitPara === 1 ? prevUnitSpeaker : -1;
     repliedTo = u.para - prevUnitPara === 1 ? prevUnitAddressee : -1;
-    const beat = u.para - prevUnitPara === 2 ? beatSubject(u.para - 1, [prevUnitSpeaker, turnBefore]) : -1;
+    const beat = u.para - prevUnitPara === 2 ? beatSubject(narration, u.para - 1, [prevUnitSpeaker, turnBefore], genderOf) : -1;
     if (prevUnitPara < 0 || paraStart - tok.paragraphStarts[prevUnitPara + 1]! > EXCHANGE_GAP_TOKENS) participants.length = 0;
     const paraMentions: number[] = [];
     const paraActing: boolean[] = [];
@@ -329,7 +289,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
       mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing, paraLeads);
-      const from = idx === 0 && q.start === paraStart ? leadIn(u.para) : -1;
+      const from = idx === 0 && q.start === paraStart ? leadIn(narration, u.para) : -1;
       const tag = from >= 0 ? tagOf(qk, from, nextStart) : tagOf(qk, cursor, nextStart);
       if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects, undefined, paraLeads);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
@@ -383,7 +343,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
     for (const qk of u.qs) if (addressee[qk]! >= 0) u.addressee = addressee[qk]!;
-    if (u.addressee < 0) u.addressee = turnedTo(paraStart, paraEnd);
+    if (u.addressee < 0) u.addressee = turnedTo(narration, paraStart, paraEnd);
     // A turn right after someone's action answers them ("He shook his head laughing." / "Have I
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;

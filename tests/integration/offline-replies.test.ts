@@ -242,7 +242,7 @@ export interface BookFacts {
 }
 
 /** The book's quotations with the names of the speaker the native NLP engine attributes each to. */
-export function bookFacts(text: string, analysis = analyze(text)): BookFacts {
+function bookFacts(text: string, analysis = analyze(text)): BookFacts {
   // The engine's token arrays stand in for its .tokens file, which is slow to render and parse back.
   const { entities, quotes, book } = render(analysis);
   const parsed = parseBookNlp({ entities, quotes, book });

@@ -183,6 +183,9 @@ describe("a collection of stories", () => {
   });
 });
 
+/** The sample of lines (`quotes`) or every line (`lines`) selection gives the character whose name holds `name`. */
+const linesIn = (text: string, name: string, field: "quotes" | "lines") => select(text).find((c) => c.name.includes(name))?.[field] ?? [];
+
 describe("the lines a character is given", () => {
   const text = [
     "Mrs. Quill came into the shop. Mrs. Quill was cross, and Mrs. Quill was wet. Tilda Brann looked up from the clock.",
@@ -192,7 +195,7 @@ describe("the lines a character is given", () => {
     "Tilda turned the key. “My love, you must not fret so,” replied her aunt from the door.",
     "Tilda smiled at Mrs. Quill and at her aunt. Tilda was patient. Tilda Brann wound the clock.",
   ].join("\n\n");
-  const lines = (name: string) => select(text).find((c) => c.name.includes(name))?.quotes ?? [];
+  const lines = (name: string) => linesIn(text, name, "quotes");
 
   test("joins the pieces of a line split by its dialogue tag, without the tag", () => {
     expect(lines("Tilda")).toContain("What does Mrs. Quill mean, by bringing a wet clock to a dry shop?");
@@ -220,10 +223,9 @@ describe("the lines a character is given", () => {
     "“Then we must cross tonight,” said Nora.",
     "Nora nodded. Mr. Vance went first, and Nora went after him.",
   ].join("\n\n");
-  const linesOf = (name: string) => select(scene).find((c) => c.name.includes(name))?.lines ?? [];
 
   test("takes a name leading the sentence that introduces the line, from the paragraph before, as its tag: those named between after a preposition aside", () => {
-    expect(linesOf("Vance")).toContain("The river is rising, and the bridge will not hold till morning.");
+    expect(linesIn(scene, "Vance", "lines")).toContain("The river is rising, and the bridge will not hold till morning.");
   });
 });
 
@@ -233,8 +235,7 @@ test("a word the narration quotes after a line in the same paragraph is not the 
     "To every question Mr. Vance replied: “Yes, yes, I agree,” and with a tired smile he went in, while the others led him along the passages and through the hall and up the stairs to the room where the lodge sat, and as they went he was spoken of now as the “Seeker,” now as the “Pilgrim.”",
     "“Then we must cross tonight,” said Nora. Nora took her shawl.",
   ].join("\n\n");
-  const lines = select(text).find((c) => c.name.includes("Vance"))?.lines ?? [];
-  expect(lines.join(" ")).not.toMatch(/Seeker|Pilgrim/);
+  expect(linesIn(text, "Vance", "lines").join(" ")).not.toMatch(/Seeker|Pilgrim/);
 });
 
 describe("a long speech as lines", () => {

@@ -621,6 +621,8 @@ describe("quote conventions", () => {
 describe("speaker attribution", () => {
   // The intro's own quote comes first; each case checks the quotes after it.
   const intro = "Clara Whitcombe met Tobias Fenwick at the gate. Tobias was late, and he apologised. Clara laughed, and she took his arm.\n\n\"Shall we go?\" said Tobias.\n\nClara nodded.\n\n";
+  // The exchange above, then a paragraph on the innkeeper and the passage under test.
+  const atTheInn = (passage: string) => read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
 
   test.each([
     ["said X after the quote", '"The gate is locked," said Tobias.', "Tobias Fenwick"],
@@ -738,7 +740,7 @@ describe("speaker attribution", () => {
     ["not a woman named inside the sentence", 'Clara sat by the fire. She looked up at Mrs. Pell. "It is late," said she.', "Clara"],
     ["the first woman named when no sentence opens on one", 'At the fire sat Clara and Mrs. Pell. "It is late," said she.', "Clara"],
   ])("a he/she tag goes on about the paragraph's latest sentence subject: %s", (_label, passage, speaker) => {
-    const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
+    const r = atTheInn(passage);
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
@@ -747,7 +749,7 @@ describe("speaker attribution", () => {
     ["not the last woman named", '"Come in," said Mrs. Pell.\n\n"Thank you," said Tobias.\n\n"It is late," said the girl.', "Clara"],
     ["while 'said the woman' may be", 'Mrs. Pell looked at Clara and smiled. "It is late," said the woman.', "Mrs. Pell"],
   ])("'said the girl' is no one called Mrs.: %s", (_label, passage, speaker) => {
-    const r = read(intro + "Mrs. Pell kept the inn, and she was kind to them.\n\n" + passage);
+    const r = atTheInn(passage);
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
