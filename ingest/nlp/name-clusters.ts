@@ -96,14 +96,6 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
     const placeLike = f.title === undefined && !f.definite && f.words.length === 1 && f.mentions.filter((m) => m.placeContext).length >= PLACE_SHARE * f.mentions.length;
     let cands = placeLike ? [] : [...near].filter((c) => compatible(c, f) && !fatherOf(c, f, forms));
     if (bareOwnName(f) && cands.every((c) => latecomer(c, f, wordUses))) cands = [];
-    // "the Piglet" is Piglet, whom the book names oftener without the article: the one character
-    // its bare name went to.
-    if (f.definite && cands.length === 0) {
-      const bare = forms.get(f.words.join(" "));
-      const owners = new Set(bare && bare.title === undefined && !bare.definite && bare.mentions.length >= f.mentions.length ? bare.mentions.map((m) => m.char) : []);
-      const owner = owners.size === 1 ? chars[[...owners][0]!] : undefined;
-      if (owner && (!f.gender || !owner.gender || f.gender === owner.gender)) cands = [owner];
-    }
     // "The Major" is the book's one major, met by name before ("Major Callendar").
     const rank = f.definite && f.words.length === 1 ? titleOf(f.parts[0]!) : undefined;
     // Only within a few pages of the major's name: "I wish to the Lord" stories away from any lord

@@ -42,14 +42,6 @@ describe("name clustering", () => {
     "Then Mrs. Ashdown asked for Clara, and Mr. Ashdown said that he had seen Miss Whitcombe in the orchard.",
   ].join("\n\n");
 
-  test("a name the book now and then writes with 'the' ('the Bartle') is the character it names without it", () => {
-    const t =
-      'Bartle lived in a hollow oak. Bartle was very small, and Bartle was afraid of the wind. "Oh dear," said Bartle. Then Bartle went out.\n\n"Is it windy?" said the Bartle, and Bartle looked up at the sky.';
-    const { characters, speakers, ids } = read(t);
-    expect(characters.filter((c) => [c.name, ...c.aliases].some((n) => /bartle/i.test(n)))).toHaveLength(1);
-    expect(speakers).toEqual(ids("Bartle", "Bartle"));
-  });
-
   test("a first name, a full name and a titled full name are one character", () => {
     const { characters } = read(text);
     const clara = character(characters, "Clara Whitcombe");
