@@ -52,6 +52,7 @@ function balanced(line: string): string {
   const count = (mark: string) => line.split(mark).length - 1;
   return line + "”".repeat(Math.max(0, count("“") - count("”"))) + "»".repeat(Math.max(0, count("«") - count("»")));
 }
+
 /** Tokens between a quotation and its dialogue tag's name: ”, said Mr. Darcy (the name starts 3 tokens on). */
 const TAG_REACH = 4;
 /**
@@ -122,13 +123,13 @@ export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: s
     }
     return true;
   };
-  // The speaker's mention right by the quotation, with a verb of speech between or next to it ("as she appeared" is no tag).
   // A narration paragraph ending on a colon, comma or dash introduces the quotation opening the next one.
   const introduces = (q: QuoteRow) => {
     if (q.mentionStart < 0 || paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart) - 1 || q.quoteStart - q.mentionEnd > LEADING_TAG_REACH) return false;
     const last = wordsOf(q.mentionEnd + 1, q.quoteStart).filter((w) => !/^["“”‘’']+$/u.test(w)).at(-1) ?? "";
     return /^[:,—–-]+$/u.test(last);
   };
+  // The speaker's mention right by the quotation, with a verb of speech between or next to it ("as she appeared" is no tag).
   const tagged = (q: QuoteRow) => {
     const after = q.mentionStart > q.quoteEnd;
     if (paragraphOf(q.mentionStart) !== paragraphOf(q.quoteStart) && (after || !introduces(q))) return false;
