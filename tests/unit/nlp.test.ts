@@ -626,6 +626,7 @@ describe("speaker attribution", () => {
     ["a description that gives only a gender", '"The gate is locked," said the young man.', "Tobias Fenwick"],
     ["a description before the verb", '"The gate is locked," the young lady replied.', "Clara Whitcombe"],
     ["a less common speech verb", 'Clara looked at the gate. "It is open," contradicted Tobias.', "Tobias Fenwick"],
+    ["any verb in -ed between the quote and a name", 'Clara looked at the gate. "It is open," wheezed Tobias.', "Tobias Fenwick"],
     ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
     ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
