@@ -6,7 +6,7 @@ import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { asksName, listenerGender, quotedNames } from "./turn-cues.ts";
+import { asksName, listenerGender, turnNames } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -89,7 +89,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     recent.push(c);
     if (acting) present.push(c);
   };
-  // People named inside the quotes of the turn being read: a speaker seldom names themselves.
+  // People named inside the quote being read and those beside it: a speaker seldom names themselves.
   let quoted: Set<number> = new Set();
   // Whom the turn right before addressed by name: "he said" in the reply is most likely them.
   let repliedTo = -1;
@@ -272,16 +272,10 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     const paraLeads: number[] = [];
     let cursor = paraStart;
     let lead: Tag | undefined;
-    quoted = new Set();
     lastSpeaker = prevUnitSpeaker;
-    let introduced = -1;
-    for (const qk of u.qs) {
-      const found = quotedNames(tok, names, quotes[qk]!, askedName && u.para - prevUnitPara === 1 && qk === u.qs[0]);
-      for (const m of found.vocatives) if (isPerson(m)) addressee[qk] = m;
-      for (const m of found.all) if (isPerson(m)) quoted.add(m);
-      if (introduced < 0 && isPerson(found.self)) introduced = found.self;
-    }
-    u.named = quoted;
+    const said = turnNames(tok, names, quotes, u.qs, askedName && u.para - prevUnitPara === 1, isPerson);
+    said.addressed.forEach((m, k) => (addressee[u.qs[k]!] = m));
+    u.named = new Set(said.named.flat());
     u.listenerGender = listenerGender(tok, quotes, u.qs);
     askedName = asksName(tok, quotes, u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
@@ -290,6 +284,9 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
       mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing, paraLeads);
       const from = idx === 0 && q.start === paraStart ? leadIn(narration, u.para) : -1;
+      // Whom a tag's quote and the quotes beside it name: further on in a long paragraph a quote may
+      // be someone else's, or a letter read out, that names the speaker.
+      quoted = new Set(said.named.slice(Math.max(0, idx - 1), idx + 2).flat());
       const tag = from >= 0 ? tagOf(qk, from, nextStart) : tagOf(qk, cursor, nextStart);
       if (from >= 0 && tag) mentionsIn(from, q.start - 1, [], paraSubjects, undefined, paraLeads);
       if (!tag && idx === 0 && q.start > cursor) lead = leadSubject(cursor, q.start - 1);
@@ -336,7 +333,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       unitSpeaker = speaker[qk]!;
       break;
     }
-    if (unitSpeaker < 0 && introduced >= 0) unitSpeaker = introduced;
+    if (unitSpeaker < 0 && said.self >= 0) unitSpeaker = said.self;
+    quoted = u.named;
     if (unitSpeaker < 0 && lead) {
       unitSpeaker = resolveTag(lead, avoid, [], replier);
     }

@@ -44,7 +44,7 @@ function introducesSelf(tok: Tokenized, m: NameMention): boolean {
  * before asked the speaker's name, so a name that opens the quote ("Mrs. Moore.") is the answer,
  * not someone called.
  */
-export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: number[]; self: number } {
+function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: number[]; self: number } {
   let lo = 0;
   let hi = names.length;
   while (lo < hi) {
@@ -66,4 +66,22 @@ export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answ
     if (isVocative(tok, m)) vocatives.push(m.char);
   }
   return { all, vocatives, self };
+}
+
+/**
+ * The people each quote of a turn names, whom each calls by name (its last vocative, or -1), and
+ * the first who introduces themselves (-1 if none). Only the first quote may answer a question
+ * about the speaker's name.
+ */
+export function turnNames(tok: Tokenized, names: NameMention[], quotes: Quote[], qs: number[], answersName: boolean, isPerson: (c: number) => boolean) {
+  const named: number[][] = [];
+  const addressed: number[] = [];
+  let self = -1;
+  for (const qk of qs) {
+    const found = quotedNames(tok, names, quotes[qk]!, answersName && qk === qs[0]);
+    named.push(found.all.filter(isPerson));
+    addressed.push(found.vocatives.filter(isPerson).at(-1) ?? -1);
+    if (self < 0 && isPerson(found.self)) self = found.self;
+  }
+  return { named, addressed, self };
 }

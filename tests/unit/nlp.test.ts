@@ -737,6 +737,13 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
+  test("a he/she tag may be someone the paragraph's quotes name two quotes further on, as in a letter read out", () => {
+    const r = atTheInn(
+      'Clara opened the letter by the fire. "It has come at last," said she, and she broke the seal with her thumb and spread the two thin pages out upon her knee. "Walter is well." She turned the page. "And he sends his love to Clara and to Tobias."',
+    );
+    expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Clara Whitcombe", "Clara Whitcombe"));
+  });
+
   test.each([
     ["not the paragraph's subject", 'Mrs. Pell looked at Clara and smiled. "It is late," said the girl.', "Clara"],
     ["not the last woman named", '"Come in," said Mrs. Pell.\n\n"Thank you," said Tobias.\n\n"It is late," said the girl.', "Clara"],
