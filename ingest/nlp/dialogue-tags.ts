@@ -136,7 +136,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
     for (let k = j; k <= Math.min(hi, j + 3); k++) {
       if (nameAt[k]! >= 0) return k > j ? charTag(nameAt[k]!) : undefined;
       const w = lower[k]!;
-      if ((text[k] !== w && !NOT_NAMES.has(w)) || !/^\p{L}+$/u.test(w) || GENDERED_NOUNS.has(w)) return undefined;
+      // "she declared that Daisy was …": the name after "that" is the subject of what is reported.
+      if (w === "that" || (text[k] !== w && !NOT_NAMES.has(w)) || !/^\p{L}+$/u.test(w) || GENDERED_NOUNS.has(w)) return undefined;
       if (PREPOSITIONS.has(w) && !(w === "of" && lower[k - 1] === "voice")) return undefined;
     }
     return undefined;
@@ -228,6 +229,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
     const limit = Math.min(hi, i + 5);
     for (let v = i; v <= limit; v++) {
       if (!isSpeechVerb(v)) continue;
+      // "Is it true?" Elizabeth replied that it was.: speech reported, not a tag of the quote before.
+      if (lower[v + 1] === "that") return undefined;
       const tag = subject(v, i, Math.min(hi, v + 5));
       // "…"; Das thought, "…" / "…," and Mrs. Moore said, "…": after a break, a subject before its
       // verb opens the next quote's tag, not this one's.
