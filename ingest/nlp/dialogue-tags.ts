@@ -97,15 +97,18 @@ export function createTagReader(input: TagReaderInput): TagReader {
     let j = v + 1;
     if (PHRASAL_SPEECH_VERBS.get(lower[v]!)?.has(lower[j] ?? "")) j++;
     if (j <= hi && isAdverb(lower[j]!)) j++;
+    // "What is his sorrow?" she asked the Gryphon: a he/she right before the verb is who speaks,
+    // and the name or description after it whom they speak to.
+    const heShe = pronounBefore(v, lo);
     if (j <= hi) {
       const k = nameAt[j]!;
-      if (k >= 0) return charTag(k);
+      if (k >= 0) return heShe ?? charTag(k);
       const g = pronounGender(lower[j]!);
       if (g) return { kind: "pronoun", gender: g, at: j };
       const named = describedName(j, hi);
-      if (named) return named;
+      if (named) return heShe ?? named;
       const d = describedGender(j, hi);
-      if (d) return d;
+      if (d) return heShe ?? d;
     }
     for (let i = v - 1, skipped = 0; i >= lo && skipped <= 2; i--) {
       const lc = lower[i]!;
@@ -127,6 +130,14 @@ export function createTagReader(input: TagReaderInput): TagReader {
     return undefined;
   };
   const charTag = (k: number): Tag => ({ kind: "char", char: names[k]!.char, start: names[k]!.start, end: names[k]!.end });
+  const pronounBefore = (v: number, lo: number): Tag | undefined => {
+    for (let i = v - 1; i >= Math.max(lo, v - 3); i--) {
+      const g = pronounGender(lower[i]!);
+      if (g) return { kind: "pronoun", gender: g, at: i };
+      if (!isAdverb(lower[i]!)) return undefined;
+    }
+    return undefined;
+  };
 
   // "said dour Major Callendar", "responded the ingenious Giovanelli", "cried the voice of Kemp": a
   // name after a few lower-case words that describe it (no word that is itself a gendered

@@ -629,6 +629,7 @@ describe("speaker attribution", () => {
     ["any verb in -ed between the quote and a name", 'Clara looked at the gate. "It is open," wheezed Tobias.', "Tobias Fenwick"],
     ["not a name after 'declared that', the subject of what is reported", 'Clara looked at the gate, and she declared that Tobias had been right all along. "It is open."', "Clara Whitcombe"],
     ["not 'X replied that' after the quote, reported speech", 'Clara came up to the gate. "Is it locked?" Tobias replied that it was not, and she laughed.', "Clara Whitcombe"],
+    ["he/she before the verb, not the one asked after it", 'Tobias looked at the gate. "Is it locked?" she asked Tobias.', "Clara Whitcombe"],
     ["'was X's answer' after the quote", 'Clara looked at the gate. "It is open," was Tobias\'s answer.', "Tobias Fenwick"],
     ["'was his only reply' after the quote", 'Clara looked at the gate. "It is open," was his only reply.', "Tobias Fenwick"],
     ["a speech verb in -ing", 'Clara looked at the gate, Tobias replying, "It is open."', "Tobias Fenwick"],
