@@ -84,10 +84,13 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   // people a turn-taking reading chooses from.
   const present: number[] = [];
   const inScene = (i: number) => !PREPOSITIONS.has(lower[i - 1] ?? "") || COMPANY_PREPOSITIONS.has(lower[i - 1]!);
-  const remember = (c: number, acting = true) => {
+  // Per entry of `recent`, whether it was a name written as an owner ("Jane's last letter"); `at` is its token.
+  const owned: boolean[] = [];
+  const remember = (c: number, at = -1) => {
     if (c < 0) return;
     recent.push(c);
-    if (acting) present.push(c);
+    owned.push(at >= 0 && nameAt[at]! >= 0 && POSSESSIVES.has(lower[names[nameAt[at]!]!.end + 1] ?? ""));
+    if (at < 0 || inScene(at)) present.push(c);
   };
   // People named inside the quote being read and those beside it: a speaker seldom names themselves.
   let quoted: Set<number> = new Set();
@@ -193,9 +196,9 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
   });
 
-  // The people named in the narration from lo to hi; `acting` (one flag per name) keeps those in
-  // the scene, `subjects` those not named after a preposition.
-  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], acting?: boolean[], leads?: number[]) => {
+  // The people named in the narration from lo to hi; `at` the token of each, `subjects` those not
+  // named after a preposition.
+  const mentionsIn = (lo: number, hi: number, out: number[], subjects?: number[], at?: number[], leads?: number[]) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
@@ -203,19 +206,20 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       if (c < 0) continue;
       out.push(c);
       const subject = !PREPOSITIONS.has(lower[i - 1] ?? "");
-      acting?.push(inScene(i));
+      at?.push(i);
       if (subjects && subject) subjects.push(c);
       if (leads && k >= 0 && tok.inSentence[i] === 0 && !POSSESSIVES.has(lower[names[k]!.end + 1] ?? "")) leads.push(c);
     }
   };
 
-  // The last person of gender g in the salience window: whom a he/she in narration goes on about.
-  const lastOfGender = (g: Gender): number => {
+  // The last person of gender g in the salience window not named as an owner, else the last at all:
+  // whom a he/she in narration goes on about ("re-perusing Jane's last letter … she said").
+  const lastOfGender = (g: Gender, owner = false): number => {
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
-      if (genderOf(c) === g && isPerson(c)) return c;
+      if (genderOf(c) === g && isPerson(c) && (owner || !owned[k])) return c;
     }
-    return -1;
+    return owner ? -1 : lastOfGender(g, true);
   };
   // Narration between turns: the people it names, and whoever its subject he/she goes on about, so
   // a chapter that names its lead once and then says "he" keeps them salient.
@@ -224,7 +228,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       if (inQuote[i]) continue;
       const k = nameAt[i]!;
       if (k >= 0) {
-        remember(names[k]!.char, inScene(i));
+        remember(names[k]!.char, i);
         arrived.push(names[k]!.char);
         if (inScene(i)) arrivedActing.push(names[k]!.char);
       } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
@@ -265,7 +269,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     const beat = u.para - prevUnitPara === 2 ? beatSubject(narration, u.para - 1, [prevUnitSpeaker, turnBefore], genderOf) : -1;
     if (prevUnitPara < 0 || paraStart - tok.paragraphStarts[prevUnitPara + 1]! > EXCHANGE_GAP_TOKENS) participants.length = 0;
     const paraMentions: number[] = [];
-    const paraActing: boolean[] = [];
+    const paraAt: number[] = [];
     // Those of them not after a preposition ("towards Bingley", "with Jane"): who the paragraph is about.
     const paraSubjects: number[] = [];
     // Those of them that open a sentence ("Miss Crawford thought …"): the latest of a he/she's gender is whom it goes on about.
@@ -282,7 +286,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       const qk = u.qs[idx]!;
       const q = quotes[qk]!;
       const nextStart = idx + 1 < u.qs.length ? quotes[u.qs[idx + 1]!]!.start - 1 : paraEnd;
-      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraActing, paraLeads);
+      mentionsIn(cursor, q.start - 1, paraMentions, paraSubjects, paraAt, paraLeads);
       const from = idx === 0 && q.start === paraStart ? leadIn(narration, u.para) : -1;
       // Whom a tag's quote and the quotes beside it name: further on in a long paragraph a quote may
       // be someone else's, or a letter read out, that names the speaker.
@@ -347,11 +351,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;
     if (u.speaker >= 0 && u.speaker === u.addressee) u.speaker = -1;
     const tail: number[] = [];
-    const tailActing: boolean[] = [];
-    mentionsIn(cursor, paraEnd, tail, undefined, tailActing);
-    paraMentions.forEach((c, k) => remember(c, paraActing[k]));
+    const tailAt: number[] = [];
+    mentionsIn(cursor, paraEnd, tail, undefined, tailAt);
+    paraMentions.forEach((c, k) => remember(c, paraAt[k]));
     if (u.speaker >= 0) remember(u.speaker);
-    tail.forEach((c, k) => remember(c, tailActing[k]));
+    tail.forEach((c, k) => remember(c, tailAt[k]));
     u.recentAt = present.length;
     // Narration after the last turn's quote and before this one's ("He tittered brutally." / "His beauty's gone…").
     if (prevUnitPara === u.para - 1) u.narration = quotes[u.qs[0]!]!.start - paraStart + Math.max(0, paraStart - 1 - lastQuoteEnd);

@@ -740,6 +740,11 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids(speaker)[0]);
   });
 
+  test("a she in narration after another woman's name written as an owner goes on about the woman before, and so does the next she-tag", () => {
+    const r = atTheInn("Clara sat by the window.\n\nShe was reading Mrs. Pell's letter, and she smiled at it.\n\n\"It is a kind letter,\" she said.");
+    expect(r.speakers.at(-1)).toBe(r.ids("Clara Whitcombe")[0]);
+  });
+
   test("a he/she tag may be someone the paragraph's quotes name two quotes further on, as in a letter read out", () => {
     const r = atTheInn(
       'Clara opened the letter by the fire. "It has come at last," said she, and she broke the seal with her thumb and spread the two thin pages out upon her knee. "Walter is well." She turned the page. "And he sends his love to Clara and to Tobias."',
