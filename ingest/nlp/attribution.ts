@@ -350,12 +350,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;
     if (u.speaker >= 0 && u.speaker === u.addressee) u.speaker = -1;
-    const tail: number[] = [];
-    const tailAt: number[] = [];
-    mentionsIn(cursor, paraEnd, tail, undefined, tailAt);
     paraMentions.forEach((c, k) => remember(c, paraAt[k]));
     if (u.speaker >= 0) remember(u.speaker);
-    tail.forEach((c, k) => remember(c, tailAt[k]));
+    // The narration after the last quote is read like a narration paragraph: "…," said Jane. She
+    // turned to the window. keeps Jane the woman in mind.
+    rememberNarration(cursor, paraEnd);
     u.recentAt = present.length;
     // Narration after the last turn's quote and before this one's ("He tittered brutally." / "His beauty's gone…").
     if (prevUnitPara === u.para - 1) u.narration = quotes[u.qs[0]!]!.start - paraStart + Math.max(0, paraStart - 1 - lastQuoteEnd);

@@ -745,6 +745,11 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids("Clara Whitcombe")[0]);
   });
 
+  test("the narration after a turn's quote keeps in mind whom its she goes on about, as a narration paragraph does", () => {
+    const r = atTheInn("\"The fire is low,\" said Tobias. Clara read Mrs. Pell's note by the lamp, and she smiled.\n\n\"It is a kind note,\" she said.");
+    expect(r.speakers.at(-1)).toBe(r.ids("Clara Whitcombe")[0]);
+  });
+
   test("a he/she tag may be someone the paragraph's quotes name two quotes further on, as in a letter read out", () => {
     const r = atTheInn(
       'Clara opened the letter by the fire. "It has come at last," said she, and she broke the seal with her thumb and spread the two thin pages out upon her knee. "Walter is well." She turned the page. "And he sends his love to Clara and to Tobias."',
