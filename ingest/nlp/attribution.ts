@@ -350,10 +350,11 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;
     if (u.speaker >= 0 && u.speaker === u.addressee) u.speaker = -1;
-    paraMentions.forEach((c, k) => remember(c, paraAt[k]));
+    // The narration before the first quote and after the last is read like a narration paragraph,
+    // its he/she keeping in mind whom it goes on about; between the quotes only names count.
+    rememberNarration(paraStart, quotes[u.qs[0]!]!.start - 1);
+    paraMentions.forEach((c, k) => { if (paraAt[k]! > quotes[u.qs[0]!]!.start) remember(c, paraAt[k]); });
     if (u.speaker >= 0) remember(u.speaker);
-    // The narration after the last quote is read like a narration paragraph: "…," said Jane. She
-    // turned to the window. keeps Jane the woman in mind.
     rememberNarration(cursor, paraEnd);
     u.recentAt = present.length;
     // Narration after the last turn's quote and before this one's ("He tittered brutally." / "His beauty's gone…").

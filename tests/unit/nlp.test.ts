@@ -750,6 +750,19 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids("Clara Whitcombe")[0]);
   });
 
+  test("the narration opening a turn's paragraph keeps in mind whom its she goes on about, as a narration paragraph does", () => {
+    const r = atTheInn(
+      [
+        '"Come in," said Mrs. Pell.',
+        '"Thank you," said Clara.',
+        "They went in and sat down by the fire, and nobody spoke for a long while as the wind rattled the shutters of the old inn.",
+        'Clara took up Mrs. Pell\'s shawl, and she wrapped it round her. "It is cold," said Tobias.',
+        '"It is," she said.',
+      ].join("\n\n"),
+    );
+    expect(r.speakers.at(-1)).toBe(r.ids("Clara Whitcombe")[0]);
+  });
+
   test("a he/she tag may be someone the paragraph's quotes name two quotes further on, as in a letter read out", () => {
     const r = atTheInn(
       'Clara opened the letter by the fire. "It has come at last," said she, and she broke the seal with her thumb and spread the two thin pages out upon her knee. "Walter is well." She turned the page. "And he sends his love to Clara and to Tobias."',
