@@ -1,6 +1,6 @@
 import { emptyCharacter, mergeCharacter, type Character } from "./character.ts";
 import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, NICKNAMES } from "./lexicon.ts";
-import { bareOwnName, compatible, eldestDaughter, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
+import { bareOwnName, compatible, eldestDaughter, familyLead, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
 import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -155,9 +155,15 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
           for (const other of cands) if (other !== target) mergeInto(target, other, names, byWord);
         } else if (male.length === 1 && !cands.some((c) => c.firsts.has(w))) target = male[0];
         else {
-          // A bare name shared by several characters ("Charles"): settled mention by mention below.
-          deferred.set(f, cands);
-          continue;
+          // The bare surname of a family (two given names or more) is the member the book follows, who
+          // goes by it for chapters on end: recency would hand "Rostóv" at the front to whichever
+          // Rostóv was named last at home.
+          target = givens.size >= 2 ? familyLead(cands, w, forms) : undefined;
+          // Any other bare name shared by several characters ("Charles"): settled mention by mention below.
+          if (!target) {
+            deferred.set(f, cands);
+            continue;
+          }
         }
       } else {
         // "Miss Lydia" joins the one "Miss Lydia …" there is; a titled surname that fits several

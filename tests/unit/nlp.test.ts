@@ -242,6 +242,20 @@ describe("name clustering", () => {
     expect(character(characters, "Miss Morland").id).toBe(character(characters, "Catherine Morland").id);
   });
 
+  test("a family's bare surname is the member the book names far more than the others, not whichever was named last", () => {
+    const t = [
+      "Count Edmund Harlow gave a dinner at his house in town. Count Harlow was fond of dinners.",
+      "His son Tom Harlow was going to the war. Tom was eighteen. Tom loved his horse, and Tom loved his sister. Tom kissed his mother. Tom rode away.",
+      "His little brother Ben Harlow cried at the gate. Ben was ten.",
+      "Count Harlow wrote to him every week.",
+      "At the front Harlow slept in a hut with the other officers. Harlow was cold. The colonel called for Harlow, and Harlow saddled his horse.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    expect(charOf("Harlow")).toEqual(charOf("Tom Harlow"));
+    expect(charOf("Count Harlow")).not.toEqual(charOf("Tom Harlow"));
+  });
+
   test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
     const t = [
       "Maria Vane and Julia Vane were the daughters of the house. Maria was tall, and Maria was proud. Julia was merry, and Julia sang.",
