@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { toCharacterList, type CharacterSummary } from "../../ingest/nlp/character-list.ts";
 import { analyze, runBookNlp, writeBookNlp } from "../../ingest/nlp/engine.ts";
+import { isVocative } from "../../ingest/nlp/character-scores.ts";
 import { detectConvention, findQuotes } from "../../ingest/nlp/quotes.ts";
 import { tokenize } from "../../ingest/nlp/tokenizer.ts";
 import { ENTITIES_HEADER, QUOTES_HEADER, renderTokenPieces, SUPERSENSE_HEADER, Tags, TOKENS_HEADER } from "../../ingest/nlp/writer.ts";
@@ -254,6 +255,15 @@ describe("name clustering", () => {
     const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
     expect(charOf("Harlow")).toEqual(charOf("Tom Harlow"));
     expect(charOf("Count Harlow")).not.toEqual(charOf("Tom Harlow"));
+  });
+
+  test("'Miss de <Surname>' is a woman of her own, not the Lady of that surname", () => {
+    const t = [
+      "Lady Margaret de Vere lived at the castle. Lady Margaret was proud, and Lady Margaret was rich.",
+      "Miss de Vere was her only child. Miss de Vere was pale, and Miss de Vere never spoke.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss de Vere").id).not.toBe(character(characters, "Lady Margaret de Vere").id);
   });
 
   test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
@@ -1088,6 +1098,24 @@ describe("speaker attribution", () => {
     const r = read(text);
     expect(character(r.characters, "The lamplighter").name).toBe("The lamplighter");
     expect(r.speakers).toEqual(r.ids("The lamplighter", "Tobias Fenwick", "The lamplighter", "Tobias Fenwick", "The lamplighter"));
+  });
+});
+
+describe("vocatives", () => {
+  const vocative = (text: string, name: string) => {
+    const tok = tokenize(text);
+    const words = name.split(" ");
+    const start = tok.text.findIndex((_, i) => words.every((w, k) => tok.text[i + k] === w));
+    return isVocative(tok, { start, end: start + words.length - 1, inQuote: true });
+  };
+  test.each([
+    ['"Oh, Jane, how could you?"', "Jane", true],
+    ['"You are late, Mr. Small."', "Mr. Small", true],
+    ['"My dear Clara, sit down."', "Clara", true],
+    ['"Her daughter, Miss Vale, will come."', "Miss Vale", false],
+    ['"His brother, Tom, is at sea."', "Tom", false],
+  ])("%s addresses %s: %p", (text, name, expected) => {
+    expect(vocative(text, name)).toBe(expected);
   });
 });
 
