@@ -266,6 +266,28 @@ describe("name clustering", () => {
     expect(character(characters, "Miss de Vere").id).not.toBe(character(characters, "Lady Margaret de Vere").id);
   });
 
+  test("a given name two people share, used pages after the first one was named, is the one named next", () => {
+    const filler = Array.from({ length: 400 }, () => "The rain fell on the roofs of the town.").join(" ");
+    const t = [
+      "Mary Dunn came to see us in the spring. Mary wept, and Mary laughed. Miss Mary Dunn left at noon.",
+      filler,
+      "A new case began. Mary had gone out early. Mary came back at dusk, and Mary was pale. That was Miss Mary Ross, the banker's niece. Mary sat down.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const ross = names.find((m) => tok.text.slice(m.start, m.end + 1).join(" ") === "Miss Mary Ross")!.char;
+    const lastStory = names.filter((m) => m.start > tok.text.indexOf("case") && tok.text[m.start] === "Mary" && m.start === m.end);
+    expect(lastStory.map((m) => m.char)).toEqual(lastStory.map(() => ross));
+  });
+
+  test("a given name the book writes in full only with a title is shown in full without it", () => {
+    const t = [
+      "Miss Ann Cole kept the shop. Ann sold bread, and Ann sold milk. Ann counted the money.",
+      '"Good day," said Ann. Ann smiled at the baker, and Ann went home.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Ann").name).toBe("Ann Cole");
+  });
+
   test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
     const t = [
       "Maria Vane and Julia Vane were the daughters of the house. Maria was tall, and Maria was proud. Julia was merry, and Julia sang.",
