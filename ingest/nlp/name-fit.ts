@@ -58,6 +58,9 @@ export function compatible(c: Character, f: Form): boolean {
   // "Madame Olenska").
   const surnameOnly = words.length === 1 && c.lasts.has(words[0]!) && !c.firsts.has(words[0]!);
   const mister = f.title === "master" && c.titles.has("mr") && surnameOnly;
+  // A bare surname is not a wife known by her married title ("Toller" beside "Mrs. Toller"): the
+  // narration calls men by bare surnames, women hardly ever.
+  if (f.title === undefined && !f.definite && surnameOnly && c.titles.size > 0 && [...c.titles].every((t) => t === "mrs")) return false;
   const ranked = f.title !== undefined && RANKS.has(f.title) && [...c.titles].every((t) => RANKS.has(t));
   if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister && !ranked) return false;
   if (f.definite) return c.heads.has(words[words.length - 1]!);

@@ -288,6 +288,17 @@ describe("name clustering", () => {
     expect(character(characters, "Ann").name).toBe("Ann Cole");
   });
 
+  test("a bare surname is not the wife the book calls 'Mrs. <Surname>'", () => {
+    const t = [
+      "Mrs. Pike kept the house. Mrs. Pike was a silent woman, and Mrs. Pike baked.",
+      "Pike was the groom. Pike drank, and Pike slept in the loft. Pike cursed the horses.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    expect(charOf("Pike")).toHaveLength(1);
+    expect(charOf("Pike")).not.toEqual(charOf("Mrs. Pike"));
+  });
+
   test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
     const t = [
       "Maria Vane and Julia Vane were the daughters of the house. Maria was tall, and Maria was proud. Julia was merry, and Julia sang.",
