@@ -95,8 +95,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
-  // The last two people to speak in the exchange going on (turns with little narration between),
-  // the latest last.
+  // The last two people to speak in the exchange going on (little narration between turns), latest last.
   const participants: number[] = [];
   // People the narration since the last turn names: who may have come in.
   const arrived: number[] = [];
@@ -209,11 +208,14 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
   };
 
-  // The last person of gender g in the salience window: whom a he/she in narration goes on about.
-  const lastOfGender = (g: Gender): number => {
+  // Whom a he/she in narration at token i is: soon after an exchange its one person of that gender, unless the
+  // narration named another; else the latest of that gender lately named whom a tag names speaking.
+  const lastOfGender = (g: Gender, i: number): number => {
+    const fit = participants.filter((c) => genderOf(c) === g && isPerson(c));
+    if (fit.length === 1 && i - tok.paragraphStarts[prevUnitPara + 1]! <= EXCHANGE_GAP_TOKENS && !arrived.some((c) => genderOf(c) === g && c !== fit[0])) return fit[0]!;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
-      if (genderOf(c) === g && isPerson(c)) return c;
+      if (genderOf(c) === g && isPerson(c) && (!mute(c) || arrivedActing.includes(c))) return c;
     }
     return -1;
   };
@@ -230,7 +232,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {
         const g = pronounGender(lower[i]!);
-        if (g === "m" || g === "f") remember(lastOfGender(g));
+        if (g === "m" || g === "f") remember(lastOfGender(g, i));
       }
     }
   };

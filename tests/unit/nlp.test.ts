@@ -1063,6 +1063,26 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
   });
 
+  test("a 'he' in narration soon after an exchange is its one man, not a man named in passing since", () => {
+    const text =
+      intro +
+      [
+        '"Good evening," said Walter Ashdown, and he went on up the road.',
+        '"Is that your brother?" asked Clara.',
+        '"It is," said Tobias, and he watched Walter go.',
+        "He was quiet for a long while, and he looked out at the dark fields beyond the gate.",
+        '"We should go home."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[4]).toBe(r.ids("Tobias Fenwick")[0]!);
+  });
+
+  test("a 'he' in narration is not a man the book only names, who never speaks", () => {
+    const text = intro + ["Tobias had a letter from Mr. Dobson. He read it twice by the fire, and then he folded it away in his coat.", '"It is from my uncle."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[1]).toBe(r.ids("Tobias Fenwick")[0]!);
+  });
+
   test("a description used in many tags becomes a character", () => {
     const text = [
       '"Who goes there?" said the lamplighter.',
