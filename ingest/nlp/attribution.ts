@@ -6,7 +6,7 @@ import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { asksName, listenerGender, quotedNames } from "./turn-cues.ts";
+import { asksName, quotedNames, turnGenders } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -284,7 +284,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       if (introduced < 0 && isPerson(found.self)) introduced = found.self;
     }
     u.named = quoted;
-    u.listenerGender = listenerGender(tok, quotes, u.qs);
+    ({ listener: u.listenerGender, speaker: u.speakerGender } = turnGenders(tok, quotes, u.qs));
     askedName = asksName(tok, quotes, u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
       const qk = u.qs[idx]!;

@@ -889,6 +889,12 @@ describe("speaker attribution", () => {
     expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
   });
 
+  test("a turn that says 'my husband' is a woman's, though turn order points at a man", () => {
+    const text = intro + ["Mrs. Pell was at the inn door with Walter Ashdown when Tobias came up.", '"Good evening," said Tobias.', '"My husband has gone to the market."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
