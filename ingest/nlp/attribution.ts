@@ -2,7 +2,7 @@ import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
-import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
+import { beatSubject, facedIn, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -184,7 +184,6 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     return resolvePronoun(tag.gender, avoid, paraSubjects, { replier });
   };
 
-  // Group quotes into paragraph units.
   const units: Unit[] = [];
   quotes.forEach((q, k) => {
     const last = units[units.length - 1];
@@ -353,6 +352,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     const tail: number[] = [];
     const tailActing: boolean[] = [];
     mentionsIn(cursor, paraEnd, tail, undefined, tailActing);
+    if (u.speaker < 0) for (const c of facedIn(narration, paraStart, paraEnd)) u.named.add(c);
     paraMentions.forEach((c, k) => remember(c, paraActing[k]));
     if (u.speaker >= 0) remember(u.speaker);
     tail.forEach((c, k) => remember(c, tailActing[k]));

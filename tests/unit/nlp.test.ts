@@ -889,6 +889,14 @@ describe("speaker attribution", () => {
     expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
   });
 
+  test("an untagged turn is not by whom its own narration has someone glance at", () => {
+    const text =
+      intro +
+      ['"Good evening," said Walter Ashdown.', "By the fire sat Tobias and Walter, warming their hands.", '"Is it raining?" said Clara.', '"Only a little," with a glance at Walter.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(2)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
   test("a turn that says 'my husband' is a woman's, though turn order points at a man", () => {
     const text = intro + ["Mrs. Pell was at the inn door with Walter Ashdown when Tobias came up.", '"Good evening," said Tobias.', '"My husband has gone to the market."'].join("\n\n");
     const r = read(text);
