@@ -2,11 +2,11 @@ import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
-import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
+import { beatSubject, facedIn, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { asksName, listenerGender, quotedNames } from "./turn-cues.ts";
+import { asksName, quotedNames, turnGenders } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -95,8 +95,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   let repliedTo = -1;
   // Who spoke the quote before this one, in this paragraph or an earlier one.
   let lastSpeaker = -1;
-  // The last two people to speak in the exchange going on (turns with little narration between),
-  // the latest last.
+  // The last two people to speak in the exchange going on (little narration between turns), latest last.
   const participants: number[] = [];
   // People the narration since the last turn names: who may have come in.
   const arrived: number[] = [];
@@ -185,7 +184,6 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     return resolvePronoun(tag.gender, avoid, paraSubjects, { replier });
   };
 
-  // Group quotes into paragraph units.
   const units: Unit[] = [];
   quotes.forEach((q, k) => {
     const last = units[units.length - 1];
@@ -209,11 +207,14 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
   };
 
-  // The last person of gender g in the salience window: whom a he/she in narration goes on about.
-  const lastOfGender = (g: Gender): number => {
+  // Whom a he/she in narration at token i is: soon after an exchange its one person of that gender, unless the
+  // narration named another; else the latest of that gender lately named whom a tag names speaking.
+  const lastOfGender = (g: Gender, i: number): number => {
+    const fit = participants.filter((c) => genderOf(c) === g && isPerson(c));
+    if (fit.length === 1 && i - tok.paragraphStarts[prevUnitPara + 1]! <= EXCHANGE_GAP_TOKENS && !arrived.some((c) => genderOf(c) === g && c !== fit[0])) return fit[0]!;
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
-      if (genderOf(c) === g && isPerson(c)) return c;
+      if (genderOf(c) === g && isPerson(c) && (!mute(c) || arrivedActing.includes(c))) return c;
     }
     return -1;
   };
@@ -230,7 +231,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
       else {
         const g = pronounGender(lower[i]!);
-        if (g === "m" || g === "f") remember(lastOfGender(g));
+        if (g === "m" || g === "f") remember(lastOfGender(g, i));
       }
     }
   };
@@ -282,7 +283,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
       if (introduced < 0 && isPerson(found.self)) introduced = found.self;
     }
     u.named = quoted;
-    u.listenerGender = listenerGender(tok, quotes, u.qs);
+    ({ listener: u.listenerGender, speaker: u.speakerGender } = turnGenders(tok, quotes, u.qs));
     askedName = asksName(tok, quotes, u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
       const qk = u.qs[idx]!;
@@ -351,6 +352,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     const tail: number[] = [];
     const tailActing: boolean[] = [];
     mentionsIn(cursor, paraEnd, tail, undefined, tailActing);
+    if (u.speaker < 0) for (const c of facedIn(narration, paraStart, paraEnd)) u.named.add(c);
     paraMentions.forEach((c, k) => remember(c, paraActing[k]));
     if (u.speaker >= 0) remember(u.speaker);
     tail.forEach((c, k) => remember(c, tailActing[k]));

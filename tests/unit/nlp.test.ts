@@ -946,6 +946,20 @@ describe("speaker attribution", () => {
     expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
   });
 
+  test("an untagged turn is not by whom its own narration has someone glance at", () => {
+    const text =
+      intro +
+      ['"Good evening," said Walter Ashdown.', "By the fire sat Tobias and Walter, warming their hands.", '"Is it raining?" said Clara.', '"Only a little," with a glance at Walter.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(2)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a turn that says 'my husband' is a woman's, though turn order points at a man", () => {
+    const text = intro + ["Mrs. Pell was at the inn door with Walter Ashdown when Tobias came up.", '"Good evening," said Tobias.', '"My husband has gone to the market."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
@@ -1118,6 +1132,26 @@ describe("speaker attribution", () => {
     const text = intro + ["Tobias walked down to the river. Clara had stayed behind at the house. He sat on the bank, and he watched the water.", '"The river is high tonight."'].join("\n\n");
     const r = read(text);
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick"));
+  });
+
+  test("a 'he' in narration soon after an exchange is its one man, not a man named in passing since", () => {
+    const text =
+      intro +
+      [
+        '"Good evening," said Walter Ashdown, and he went on up the road.',
+        '"Is that your brother?" asked Clara.',
+        '"It is," said Tobias, and he watched Walter go.',
+        "He was quiet for a long while, and he looked out at the dark fields beyond the gate.",
+        '"We should go home."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[4]).toBe(r.ids("Tobias Fenwick")[0]!);
+  });
+
+  test("a 'he' in narration is not a man the book only names, who never speaks", () => {
+    const text = intro + ["Tobias had a letter from Mr. Dobson. He read it twice by the fire, and then he folded it away in his coat.", '"It is from my uncle."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[1]).toBe(r.ids("Tobias Fenwick")[0]!);
   });
 
   test("a description used in many tags becomes a character", () => {
