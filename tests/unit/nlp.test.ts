@@ -1186,6 +1186,31 @@ describe("vocatives", () => {
   });
 });
 
+describe("quotations inside quotations", () => {
+  const t = [
+    'Miss Ada Lamb came to see Mr. Quill. "Good morning," said Mr. Quill. "Good morning," said Miss Lamb. "Sit down," said Mr. Quill. Mr. Quill listened, and Miss Lamb told her story.',
+    "\u201cI went to the house. Mr. Thorne met me at the gate, Mr. Quill. \u2018You are late,\u2019 said he. \u2018The train was slow,\u2019 I answered. \u2018Come in,\u2019 said Mrs. Thorne from the door.\u201d",
+    "\u201cAnd then?\u201d said Mr. Quill.",
+  ].join("\n\n");
+  const { quotes, ids, parsed } = read(t);
+
+  test("a tagged quotation inside someone's speech is the person its tag names, the teller's own 'I' hers", () => {
+    const [thorne, mrsThorne] = ids("Mr. Thorne", "Mrs. Thorne");
+    const inner = (words: string) => quotes.find((q) => q.text.startsWith("\u2018") && q.text.includes(words))?.speaker;
+    expect(inner("You are late")).toBe(thorne);
+    expect(inner("Come in")).toBe(mrsThorne);
+    // "I answered" is the teller herself: her own line already holds it.
+    expect(inner("The train was slow")).toBeUndefined();
+  });
+
+  test("the teller's speech keeps its speaker and the listener she calls by name is never 'he'", () => {
+    const [lamb, quill] = ids("Miss Lamb", "Mr. Quill");
+    expect(quotes.find((q) => q.text.includes("I went to the house"))?.speaker).toBe(lamb);
+    expect(quotes.filter((q) => q.text.startsWith("\u2018")).map((q) => q.speaker)).not.toContain(quill);
+    expect(parsed.quotes.length).toBe(7);
+  });
+});
+
 describe("first-person narrator", () => {
   const text = [
     "I had not seen my brother for a year when I came home at last. I found him in the study, and I sat down.",
