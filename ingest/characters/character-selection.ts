@@ -248,7 +248,7 @@ function isDescription(name: string): boolean {
  * The characters a collection of stories keeps whatever the cap: those who speak in several
  * stories (RECURRING_MIN_QUOTES in each of two or more: the detective and his friend), and in each
  * story its STORY_LEADS most important characters who speak there and in no other story (the
- * client, the villain), by mentions and lines within that story. Ranked over the whole book, a
+ * client, the villain), by the times that story names them and their lines there. Ranked over the whole book, a
  * story's own people compete with the whole book's and the cap drops them.
  */
 function storyLeads(eligible: readonly Merged[], parsed: ParsedBookNlp, tokens: TokenColumns, stories: readonly number[]): Set<Merged> {
@@ -265,7 +265,8 @@ function storyLeads(eligible: readonly Merged[], parsed: ParsedBookNlp, tokens: 
   for (const e of parsed.entities) {
     const i = owner.get(e.coref);
     const k = storyOf(e.start);
-    if (i !== undefined && k >= 0 && e.cat === "PER") mentions[i]![k]!++;
+    // Names only: a pronoun coreference gave the story's first woman (a passer-by) every later "she".
+    if (i !== undefined && k >= 0 && e.cat === "PER" && e.prop === "PROP") mentions[i]![k]!++;
   }
   for (const q of parsed.quotes) {
     const i = q.charId === null ? undefined : owner.get(q.charId);

@@ -2,6 +2,7 @@ import type { Attribution } from "./attribution.ts";
 import type { Character } from "./character.ts";
 import type { EntityMention } from "./coref.ts";
 import type { NameMention, PlaceMention } from "./names.ts";
+import type { NestedQuote } from "./nested-quotes.ts";
 import type { QuoteScan } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
 
@@ -16,5 +17,7 @@ export interface Analysis {
   chars: Character[];
   narrator: boolean;
   attribution: Attribution;
+  /** Tagged quotations inside quotations, written to `.quotes` beside the others. */
+  nested: NestedQuote[];
   mentions: EntityMention[];
 }

@@ -2,11 +2,11 @@ import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
-import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
+import { beatSubject, facedIn, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { asksName, listenerGender, turnNames } from "./turn-cues.ts";
+import { asksName, turnGenders, turnNames } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -280,7 +280,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     const said = turnNames(tok, names, quotes, u.qs, askedName && u.para - prevUnitPara === 1, isPerson);
     said.addressed.forEach((m, k) => (addressee[u.qs[k]!] = m));
     u.named = new Set(said.named.flat());
-    u.listenerGender = listenerGender(tok, quotes, u.qs);
+    ({ listener: u.listenerGender, speaker: u.speakerGender } = turnGenders(tok, quotes, u.qs));
     askedName = asksName(tok, quotes, u.qs);
     for (let idx = 0; idx < u.qs.length; idx++) {
       const qk = u.qs[idx]!;
@@ -350,6 +350,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;
     if (u.speaker >= 0 && u.speaker === u.addressee) u.speaker = -1;
+    if (u.speaker < 0) for (const c of facedIn(narration, paraStart, paraEnd)) u.named.add(c);
     // The narration before the first quote and after the last is read like a narration paragraph,
     // its he/she keeping in mind whom it goes on about; between the quotes only names count.
     rememberNarration(paraStart, quotes[u.qs[0]!]!.start - 1);

@@ -114,7 +114,11 @@ function bestName(proper: MentionCount[], common: MentionCount[], id: number): s
     const words = top[0].split(" ");
     if (words.length > 1 || TITLED.test(top[0])) return top[0];
     const fuller = ranked.find(([n, c]) => c >= MIN_FULLER_NAME_COUNT && !TITLE_PREFIX.test(n) && n.split(" ").length > 1 && n.split(" ").includes(words[0]!));
-    return (fuller ?? top)[0];
+    if (fuller) return fuller[0];
+    // Only ever written with a title ("Miss Mary Holder"): that name without it. A bare given name
+    // may be another character's too (the "Mary" of another story).
+    const titled = ranked.filter(([n]) => TITLE_PREFIX.test(n)).map(([n]) => withoutTitle(n)).find((n) => n.split(" ").length > 1 && n.split(" ")[0] === words[0]);
+    return titled ?? top[0];
   }
   const nominal = [...common].sort((a, b) => b.c - a.c)[0];
   if (nominal && nominal.c >= 2) return cleanName(nominal.n);

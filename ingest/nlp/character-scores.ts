@@ -12,6 +12,8 @@ const FEMALE = 3;
 // A name set in italics in one of every this many mentions, or more often, names a work or a ship.
 const ITALIC_SHARE = 4;
 const VOCATIVE_BEFORE = new Set([",", '"', "\u201c", "\u2018", "'", "dear", "dearest", "oh", "o", "my", "!", "ah", "good", "poor"]);
+// Words before "<noun>, <Name>," that make the name an apposition: third-person possessives.
+const APPOSED_AFTER = new Set(["his", "her", "their", "its"]);
 const VOCATIVE_AFTER = new Set([",", "!", "?", ".", ";", "\u2014", "--", '"', "\u201d", "\u2019", "'"]);
 
 /** "Oh, Jane," / "my dear Mr. Bennet!": the name addresses someone inside a quote. */
@@ -19,6 +21,10 @@ export function isVocative(tok: Tokenized, m: { start: number; end: number; inQu
   if (!m.inQuote) return false;
   const before = tok.lower[m.start - 1] ?? "";
   const after = tok.text[m.end + 1] ?? "";
+  // "Her daughter, Miss de Bourgh, will …": a name set off after "her <noun>" is that noun's
+  // apposition, about someone, not to them. (After "the <noun>" it is as often an address: "the
+  // Lord bless you, Mr. Brownlow" reads the same to a rule this size.)
+  if (before === "," && APPOSED_AFTER.has(tok.lower[m.start - 3] ?? "") && /^[a-z]+$/.test(tok.lower[m.start - 2] ?? "")) return false;
   return VOCATIVE_BEFORE.has(before) && VOCATIVE_AFTER.has(after);
 }
 

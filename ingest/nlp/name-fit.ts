@@ -24,6 +24,9 @@ const GIVEN_NAME_OVER_TITLE = 5;
 // How many times more often than any other unmarried woman of her surname the book must name the
 // one "Miss <Surname>" is taken for.
 const HEROINE_LEAD = 5;
+// How many times more often than any other member of the family the book must name the one its
+// bare surname is taken for.
+const FAMILY_LEAD = 2;
 
 export function formGender(title: string | undefined, parts: string[]): Gender | undefined {
   if (title !== undefined) {
@@ -55,6 +58,9 @@ export function compatible(c: Character, f: Form): boolean {
   // "Madame Olenska").
   const surnameOnly = words.length === 1 && c.lasts.has(words[0]!) && !c.firsts.has(words[0]!);
   const mister = f.title === "master" && c.titles.has("mr") && surnameOnly;
+  // A bare surname is not a wife known by her married title ("Toller" beside "Mrs. Toller"): the
+  // narration calls men by bare surnames, women hardly ever.
+  if (f.title === undefined && !f.definite && surnameOnly && c.titles.size > 0 && [...c.titles].every((t) => t === "mrs")) return false;
   const ranked = f.title !== undefined && RANKS.has(f.title) && [...c.titles].every((t) => RANKS.has(t));
   if (f.title !== undefined && c.titles.size > 0 && !c.titles.has(f.title) && !mister && !ranked) return false;
   if (f.definite) return c.heads.has(words[words.length - 1]!);
@@ -102,6 +108,23 @@ export function latecomer(c: Character, f: Form, wordUses: ReadonlyMap<string, n
 export function heroine(cands: Character[], surname: string, forms: Map<string, Form>): Character | undefined {
   const [top, next] = daughters(cands, surname, forms);
   return top !== undefined && (next === undefined || weight(top, forms) >= HEROINE_LEAD * weight(next, forms)) ? top : undefined;
+}
+
+/**
+ * The member of a family the bare surname means: when it is every candidate's surname, the one the
+ * book names FAMILY_LEAD times as often as any other by their own given name, bare or titled ("Prince
+ * Andrew"): the son whose war the book follows, not his father or younger brother. With two of
+ * like weight, undefined.
+ */
+export function familyLead(cands: Character[], surname: string, forms: Map<string, Form>): Character | undefined {
+  if (!cands.every((c) => c.lasts.has(surname) && !c.firsts.has(surname))) return undefined;
+  const byGiven = new Map<string, number>();
+  for (const f of forms.values()) {
+    if (f.words.length === 1 && !f.definite && (f.title === undefined || FIRST_NAME_TITLES.has(f.title))) byGiven.set(f.words[0]!, (byGiven.get(f.words[0]!) ?? 0) + f.mentions.length);
+  }
+  const lead = (c: Character) => c.mentionCount + [...c.firsts].reduce((n, g) => n + (byGiven.get(g) ?? 0), 0);
+  const [top, next] = [...cands].sort((a, b) => lead(b) - lead(a));
+  return top !== undefined && (next === undefined || lead(top) >= FAMILY_LEAD * lead(next)) ? top : undefined;
 }
 
 /** How much the book names a character: its mentions so far and every bare use of its given names. */

@@ -138,7 +138,10 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
     // "Mrs. Hill", "Mr. Small": after a title that never stands alone, a capitalised word is a
     // surname, however often the book writes it in lower case.
     const titled = sameParagraph && title !== undefined && SHORT_TITLES.has(title) && is(j, SHAPE_CAPITALISED) && !is(j, SHAPE_INITIAL) && !notName(lowers[j]!);
-    if (!sameParagraph || !(isNameWord(j) || titled || (initial && title === undefined && vouched(j)))) {
+    // "Miss de Bourgh": a particle between the title and the surname is part of the surname.
+    const particle =
+      sameParagraph && title !== undefined && NAME_PARTICLES.has(text[j]!) && j + 1 < count && paragraph[j + 1] === para && is(j + 1, SHAPE_CAPITALISED) && !notName(lowers[j + 1]!);
+    if (!sameParagraph || !(isNameWord(j) || titled || particle || (initial && title === undefined && vouched(j)))) {
       // A title standing alone after "the" names someone too ("the King", "the Admiral").
       if (
         title !== undefined &&
@@ -152,7 +155,7 @@ export function findNames(tok: Tokenized, inQuote: Uint8Array, stats: CapitalSta
       continue;
     }
     if (title === undefined && initial && (capMid.get(lowers[j]!) ?? 0) < 2 && !vouched(j)) continue;
-    let end = j;
+    let end = particle ? j + 1 : j;
     for (;;) {
       const n = end + 1;
       if (n >= count || paragraph[n] !== para || tok.start[n]! - tok.end[end]! > 1) break;

@@ -1,6 +1,7 @@
 /**
  * What the narration around a turn says about who speaks and to whom: an action beat between two
- * turns, the person "turned to" or spoken "to", a paragraph that leads into the next one's quote.
+ * turns, the person "turned to" or spoken "to", the people looked at, a paragraph that leads into
+ * the next one's quote.
  * Read by attribution.ts; pure reads of the tokens, no salience state.
  */
 import { SPEECH_VERBS, type Gender } from "./lexicon.ts";
@@ -49,6 +50,20 @@ export function turnedTo(n: NarrationText, lo: number, hi: number): number {
     if (k >= 0 && (verb === "turned" || verb === "turning" || SPEECH_VERBS.has(verb))) return names[k]!.char;
   }
   return -1;
+}
+
+// Words after which a name is whom someone looks or speaks at, not who acts.
+const FACING = new Set(["at", "to", "towards", "toward"]);
+
+/**
+ * "with a glance at Fanny", "nodding to Jane": the people the narration from lo to hi names as looked
+ * or spoken at, whom an untagged turn in that paragraph is seldom by.
+ */
+export function facedIn(n: NarrationText, lo: number, hi: number): number[] {
+  const { tok, inQuote, nameAt, names } = n;
+  const out: number[] = [];
+  for (let i = lo + 1; i <= hi; i++) if (nameAt[i]! >= 0 && !inQuote[i] && FACING.has(tok.lower[i - 1]!)) out.push(names[nameAt[i]!]!.char);
+  return out;
 }
 
 /**

@@ -7,17 +7,26 @@ import type { Tokenized } from "./tokenizer.ts";
 const SELF_INTRODUCTION = new Set(["am", "'m", "\u2019m"]);
 const ADDRESS_GENDER = new Map<string, Gender>([["sir", "m"], ["madam", "f"], ["ma'am", "f"], ["ma\u2019am", "f"], ["mum", "f"]]);
 
-// "Yes, sir." / "Indeed, madam!": the listener is a man, or a woman, even unnamed.
-export function listenerGender(tok: Tokenized, quotes: Quote[], qs: number[]): Gender | undefined {
+// "My husband" is said by a wife, "my wife" by a husband.
+const SPOUSE_GENDER = new Map<string, Gender>([["husband", "f"], ["wife", "m"]]);
+
+/**
+ * The genders a turn's own words give, whoever the people are: its listener's ("Yes, sir." /
+ * "Indeed, madam!") and its speaker's ("My husband is away").
+ */
+export function turnGenders(tok: Tokenized, quotes: Quote[], qs: number[]): { listener: Gender | undefined; speaker: Gender | undefined } {
   const lower = tok.lower;
+  let listener: Gender | undefined;
+  let speaker: Gender | undefined;
   for (const qk of qs) {
     const q = quotes[qk]!;
     for (let i = q.start + 1; i < q.end; i++) {
       const g = ADDRESS_GENDER.get(lower[i]!);
-      if (g && isVocative(tok, { start: i, end: i, inQuote: true })) return g;
+      if (g && listener === undefined && isVocative(tok, { start: i, end: i, inQuote: true })) listener = g;
+      if (lower[i - 1] === "my" && speaker === undefined) speaker = SPOUSE_GENDER.get(lower[i]!);
     }
   }
-  return undefined;
+  return { listener, speaker };
 }
 
 /** "May I know your name?", "Tell me your names": the turn asks who the listener is. */

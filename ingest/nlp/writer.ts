@@ -249,14 +249,16 @@ export function renderEntities(mentions: EntityMention[]): string {
 
 export function renderQuotes(a: Analysis): string {
   const words = a.tok.text;
+  const rows = a.scan.quotes.map((q, k) => ({ start: q.start, end: q.end, speaker: a.attribution.speaker[k]!, mentionStart: a.attribution.mentionStart[k]!, mentionEnd: a.attribution.mentionEnd[k]! }));
+  // A quotation inside another follows it, as its start is later.
+  rows.push(...a.nested);
+  rows.sort((x, y) => x.start - y.start || y.end - x.end);
   const lines = [QUOTES_HEADER];
-  a.scan.quotes.forEach((q, k) => {
-    const text = words.slice(q.start, q.end + 1).join(" ");
-    const ms = a.attribution.mentionStart[k]!;
-    const me = a.attribution.mentionEnd[k]!;
-    const phrase = ms >= 0 ? words.slice(ms, me + 1).join(" ") : "";
-    lines.push(`${q.start}\t${q.end}\t${ms}\t${me}\t${phrase}\t${a.attribution.speaker[k]!}\t${text}`);
-  });
+  for (const r of rows) {
+    const text = words.slice(r.start, r.end + 1).join(" ");
+    const phrase = r.mentionStart >= 0 ? words.slice(r.mentionStart, r.mentionEnd + 1).join(" ") : "";
+    lines.push(`${r.start}\t${r.end}\t${r.mentionStart}\t${r.mentionEnd}\t${phrase}\t${r.speaker}\t${text}`);
+  }
   return lines.join("\n") + "\n";
 }
 

@@ -176,6 +176,19 @@ describe("a collection of stories", () => {
     expect(names).not.toContain("the salesman");
   });
 
+  test("a story's leads are ranked by the times it names them, not by the pronouns resolved to them", () => {
+    const dora = 'Dora came to the door. "Is he in?" said Dora. She took off her hat. She sat by the fire. She looked at the clock. She warmed her hands. She sighed. She stood up. She looked out. She sat down again. She waited. She slept.';
+    const withDora = [
+      "THE CASES OF TOBIAS",
+      ...story("I. THE MILL", [["Clara", 9], ["Ashdown", 8], ["Marsh", 7]]),
+      ...story("II. THE LANTERN", [["Fenwick", 4], ["Pardoe", 2]]).flatMap((p, k) => (k === 2 ? [dora, p] : [p])),
+      ...story("III. THE DOOR", [["Harrow", 4]]),
+    ].join("\n\n");
+    const names = select(withDora, 7).map((c) => c.name);
+    expect(names).toContain("Pardoe");
+    expect(names).not.toContain("Dora");
+  });
+
   test("the same text without story headings is ranked by importance alone", () => {
     const novel = text.replace(/^[IV]+\. .*$/gm, "");
     const names = select(novel, 6).map((c) => c.name);

@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { parseBookNlp } from "../../ingest/nlp/booknlp-files.ts";
 import { toCharacterList, type CharacterSummary } from "../../ingest/nlp/character-list.ts";
 import { analyze, runBookNlp, writeBookNlp } from "../../ingest/nlp/engine.ts";
+import { isVocative } from "../../ingest/nlp/character-scores.ts";
 import { detectConvention, findQuotes } from "../../ingest/nlp/quotes.ts";
 import { tokenize } from "../../ingest/nlp/tokenizer.ts";
 import { ENTITIES_HEADER, QUOTES_HEADER, renderTokenPieces, SUPERSENSE_HEADER, Tags, TOKENS_HEADER } from "../../ingest/nlp/writer.ts";
@@ -240,6 +241,62 @@ describe("name clustering", () => {
     ].join("\n\n");
     const { characters } = read(t);
     expect(character(characters, "Miss Morland").id).toBe(character(characters, "Catherine Morland").id);
+  });
+
+  test("a family's bare surname is the member the book names far more than the others, not whichever was named last", () => {
+    const t = [
+      "Count Edmund Harlow gave a dinner at his house in town. Count Harlow was fond of dinners.",
+      "His son Tom Harlow was going to the war. Tom was eighteen. Tom loved his horse, and Tom loved his sister. Tom kissed his mother. Tom rode away.",
+      "His little brother Ben Harlow cried at the gate. Ben was ten.",
+      "Count Harlow wrote to him every week.",
+      "At the front Harlow slept in a hut with the other officers. Harlow was cold. The colonel called for Harlow, and Harlow saddled his horse.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    expect(charOf("Harlow")).toEqual(charOf("Tom Harlow"));
+    expect(charOf("Count Harlow")).not.toEqual(charOf("Tom Harlow"));
+  });
+
+  test("'Miss de <Surname>' is a woman of her own, not the Lady of that surname", () => {
+    const t = [
+      "Lady Margaret de Vere lived at the castle. Lady Margaret was proud, and Lady Margaret was rich.",
+      "Miss de Vere was her only child. Miss de Vere was pale, and Miss de Vere never spoke.",
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Miss de Vere").id).not.toBe(character(characters, "Lady Margaret de Vere").id);
+  });
+
+  test("a given name two people share, used pages after the first one was named, is the one named next", () => {
+    const filler = Array.from({ length: 400 }, () => "The rain fell on the roofs of the town.").join(" ");
+    const t = [
+      "Mary Dunn came to see us in the spring. Mary wept, and Mary laughed. Miss Mary Dunn left at noon.",
+      filler,
+      "A new case began. Mary had gone out early. Mary came back at dusk, and Mary was pale. That was Miss Mary Ross, the banker's niece. Mary sat down.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const ross = names.find((m) => tok.text.slice(m.start, m.end + 1).join(" ") === "Miss Mary Ross")!.char;
+    const lastStory = names.filter((m) => m.start > tok.text.indexOf("case") && tok.text[m.start] === "Mary" && m.start === m.end);
+    expect(lastStory.map((m) => m.char)).toEqual(lastStory.map(() => ross));
+  });
+
+  test("a given name the book writes in full only with a title is shown in full without it", () => {
+    const t = [
+      "Miss Ann Cole kept the shop. Ann sold bread, and Ann sold milk. Ann counted the money.",
+      '"Good day," said Ann. Ann smiled at the baker, and Ann went home.',
+    ].join("\n\n");
+    const { characters } = read(t);
+    expect(character(characters, "Ann").name).toBe("Ann Cole");
+  });
+
+  test("a bare surname is not the wife the book calls 'Mrs. <Surname>'", () => {
+    const t = [
+      "Mrs. Pike kept the house. Mrs. Pike was a silent woman, and Mrs. Pike baked.",
+      "Pike was the groom. Pike drank, and Pike slept in the loft. Pike cursed the horses.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    expect(charOf("Pike")).toHaveLength(1);
+    expect(charOf("Pike")).not.toEqual(charOf("Mrs. Pike"));
   });
 
   test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
@@ -923,6 +980,20 @@ describe("speaker attribution", () => {
     expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
   });
 
+  test("an untagged turn is not by whom its own narration has someone glance at", () => {
+    const text =
+      intro +
+      ['"Good evening," said Walter Ashdown.', "By the fire sat Tobias and Walter, warming their hands.", '"Is it raining?" said Clara.', '"Only a little," with a glance at Walter.'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(2)).toEqual(r.ids("Clara Whitcombe", "Tobias Fenwick"));
+  });
+
+  test("a turn that says 'my husband' is a woman's, though turn order points at a man", () => {
+    const text = intro + ["Mrs. Pell was at the inn door with Walter Ashdown when Tobias came up.", '"Good evening," said Tobias.', '"My husband has gone to the market."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
@@ -1108,6 +1179,49 @@ describe("speaker attribution", () => {
     const r = read(text);
     expect(character(r.characters, "The lamplighter").name).toBe("The lamplighter");
     expect(r.speakers).toEqual(r.ids("The lamplighter", "Tobias Fenwick", "The lamplighter", "Tobias Fenwick", "The lamplighter"));
+  });
+});
+
+describe("vocatives", () => {
+  const vocative = (text: string, name: string) => {
+    const tok = tokenize(text);
+    const words = name.split(" ");
+    const start = tok.text.findIndex((_, i) => words.every((w, k) => tok.text[i + k] === w));
+    return isVocative(tok, { start, end: start + words.length - 1, inQuote: true });
+  };
+  test.each([
+    ['"Oh, Jane, how could you?"', "Jane", true],
+    ['"You are late, Mr. Small."', "Mr. Small", true],
+    ['"My dear Clara, sit down."', "Clara", true],
+    ['"Her daughter, Miss Vale, will come."', "Miss Vale", false],
+    ['"His brother, Tom, is at sea."', "Tom", false],
+  ])("%s addresses %s: %p", (text, name, expected) => {
+    expect(vocative(text, name)).toBe(expected);
+  });
+});
+
+describe("quotations inside quotations", () => {
+  const t = [
+    'Miss Ada Lamb came to see Mr. Quill. "Good morning," said Mr. Quill. "Good morning," said Miss Lamb. "Sit down," said Mr. Quill. Mr. Quill listened, and Miss Lamb told her story.',
+    "\u201cI went to the house. Mr. Thorne met me at the gate, Mr. Quill. \u2018You are late,\u2019 said he. \u2018The train was slow,\u2019 I answered. \u2018Come in,\u2019 said Mrs. Thorne from the door.\u201d",
+    "\u201cAnd then?\u201d said Mr. Quill.",
+  ].join("\n\n");
+  const { quotes, ids, parsed } = read(t);
+
+  test("a tagged quotation inside someone's speech is the person its tag names, the teller's own 'I' hers", () => {
+    const [thorne, mrsThorne] = ids("Mr. Thorne", "Mrs. Thorne");
+    const inner = (words: string) => quotes.find((q) => q.text.startsWith("\u2018") && q.text.includes(words))?.speaker;
+    expect(inner("You are late")).toBe(thorne);
+    expect(inner("Come in")).toBe(mrsThorne);
+    // "I answered" is the teller herself: her own line already holds it.
+    expect(inner("The train was slow")).toBeUndefined();
+  });
+
+  test("the teller's speech keeps its speaker and the listener she calls by name is never 'he'", () => {
+    const [lamb, quill] = ids("Miss Lamb", "Mr. Quill");
+    expect(quotes.find((q) => q.text.includes("I went to the house"))?.speaker).toBe(lamb);
+    expect(quotes.filter((q) => q.text.startsWith("\u2018")).map((q) => q.speaker)).not.toContain(quill);
+    expect(parsed.quotes.length).toBe(7);
   });
 });
 
