@@ -27,6 +27,7 @@ const HEROINE_LEAD = 5;
 // How many times more often than any other member of the family the book must name the one its
 // bare surname is taken for.
 const FAMILY_LEAD = 2;
+const MILITARY_RANKS = new Set(["general", "colonel", "major", "captain", "admiral", "lieutenant", "commander"]);
 
 export function formGender(title: string | undefined, parts: string[]): Gender | undefined {
   if (title !== undefined) {
@@ -68,6 +69,9 @@ export function compatible(c: Character, f: Form): boolean {
   if (particleSurname(words)) return c.lasts.has(words[words.length - 1]!);
   if (words.length >= 2) return c.lasts.has(words[words.length - 1]!) && c.firsts.has(words[0]!);
   const w = words[0]!;
+  // "Colonel Openshaw" is not John Openshaw, whom the book never gives a rank: an officer's rank and
+  // surname join a full name only once the book has written the rank with it.
+  if (f.title !== undefined && MILITARY_RANKS.has(f.title) && c.titles.size === 0 && c.firsts.size > 0 && !c.firsts.has(w)) return false;
   if (f.title !== undefined && !FIRST_NAME_TITLES.has(f.title)) return c.lasts.has(w);
   return c.firsts.has(w) || c.lasts.has(w) || (f.title === undefined && c.heads.has(w));
 }

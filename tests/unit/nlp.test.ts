@@ -299,6 +299,17 @@ describe("name clustering", () => {
     expect(charOf("Pike")).not.toEqual(charOf("Mrs. Pike"));
   });
 
+  test("an officer's rank and surname are not the man of that surname the book never gives a rank", () => {
+    const t = [
+      "John Pell came to see us. John Pell was a young man, and Pell was frightened.",
+      "His uncle had been in the army. Colonel Pell had come home rich. Colonel Pell drank, and Colonel Pell died.",
+      "Pell sat down. Pell told us the whole story, and Pell wept.",
+    ].join("\n\n");
+    const { tok, names } = analyze(t);
+    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    expect(charOf("Colonel Pell")).not.toEqual(charOf("John Pell"));
+  });
+
   test("'Miss <Surname>' among sisters is the one the book never styles 'Miss' with her given name: by custom, the eldest", () => {
     const t = [
       "Maria Vane and Julia Vane were the daughters of the house. Maria was tall, and Maria was proud. Julia was merry, and Julia sang.",
