@@ -84,9 +84,12 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   // people a turn-taking reading chooses from.
   const present: number[] = [];
   const inScene = (i: number) => !PREPOSITIONS.has(lower[i - 1] ?? "") || COMPANY_PREPOSITIONS.has(lower[i - 1]!);
+  // …and the speakers the reading before found for untagged turns, whom a narration he/she may mean.
+  const inMind: number[] = [];
   const remember = (c: number, acting = true) => {
     if (c < 0) return;
     recent.push(c);
+    inMind.push(c);
     if (acting) present.push(c);
   };
   // People named inside the quotes of the turn being read: a speaker seldom names themselves.
@@ -209,10 +212,10 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
   };
 
-  // The last person of gender g in the salience window: whom a he/she in narration goes on about.
+  // The last person of gender g in mind: whom a he/she in narration goes on about.
   const lastOfGender = (g: Gender): number => {
-    for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
-      const c = recent[k]!;
+    for (let k = inMind.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
+      const c = inMind[k]!;
       if (genderOf(c) === g && isPerson(c)) return c;
     }
     return -1;
@@ -353,6 +356,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     mentionsIn(cursor, paraEnd, tail, undefined, tailActing);
     paraMentions.forEach((c, k) => remember(c, paraActing[k]));
     if (u.speaker >= 0) remember(u.speaker);
+    else if (prior && prior[u.qs[0]!]! >= 0) inMind.push(prior[u.qs[0]!]!);
     tail.forEach((c, k) => remember(c, tailActing[k]));
     u.recentAt = present.length;
     // Narration after the last turn's quote and before this one's ("He tittered brutally." / "His beauty's gone…").

@@ -889,6 +889,21 @@ describe("speaker attribution", () => {
     expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
   });
 
+  test("a he/she in narration goes on about whoever spoke last, though turn order alone said who: the next untagged turn is his", () => {
+    const text =
+      intro +
+      [
+        'Walter Ashdown came up the path. "Good evening," said Walter, and he went into the house.',
+        "The wind rose.",
+        '"Is the gate locked, Tobias?" asked Clara.',
+        '"It is."',
+        "He laughed, and he sat down on the wall to wait.",
+        '"We must wait for the key."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Clara Whitcombe", "Tobias Fenwick", "Tobias Fenwick"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
