@@ -74,7 +74,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   const isPerson = (c: number) => c === NARRATOR_ID && narrator ? true : c >= 0 && chars[c]!.person;
   const genderOf = (c: number): Gender | undefined => (c >= 0 && c < chars.length ? chars[c]!.gender : undefined);
 
-  const { tagOf, leadSubject } = createTagReader({ tok, quotes, names, nameAt, isPerson });
+  const { tagOf, leadSubject, namedSpeakerOf } = createTagReader({ tok, quotes, names, nameAt, isPerson });
   const narration = { tok, inQuote, nameAt, names };
 
   // Forward pass: salience list of recently mentioned people, tags resolved in reading order.
@@ -247,16 +247,10 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
   // Whether the last turn asked the listener's name.
   let askedName = false;
   let prevUnitAddressee = -1;
-  // The speaker a unit's first quote is tagged with by name ("…," said Jane), or -1.
-  const namedSpeakerOf = (u: Unit): number => {
-    const nextStart = u.qs.length > 1 ? quotes[u.qs[1]!]!.start - 1 : tok.paragraphStarts[u.para + 1]! - 1;
-    const tag = tagOf(u.qs[0]!, tok.paragraphStarts[u.para]!, nextStart);
-    return tag?.kind === "char" ? tag.char : -1;
-  };
   for (let ui = 0; ui < units.length; ui++) {
     const u = units[ui]!;
     const next = units[ui + 1];
-    const replier = next && next.para === u.para + 1 && !next.continuation ? namedSpeakerOf(next) : -1;
+    const replier = next && next.para === u.para + 1 && !next.continuation ? namedSpeakerOf(next.qs) : -1;
     // Narration paragraphs between units feed salience.
     const paraStart = tok.paragraphStarts[u.para]!;
     const paraEnd = tok.paragraphStarts[u.para + 1]! - 1;
@@ -281,6 +275,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     for (const qk of u.qs) {
       const found = quotedNames(tok, names, quotes[qk]!, askedName && u.para - prevUnitPara === 1 && qk === u.qs[0]);
       for (const m of found.vocatives) if (isPerson(m)) addressee[qk] = m;
+      if (qk === u.qs[0] && isPerson(found.opening)) u.greets = found.opening;
       for (const m of found.all) if (isPerson(m)) quoted.add(m);
       if (introduced < 0 && isPerson(found.self)) introduced = found.self;
     }

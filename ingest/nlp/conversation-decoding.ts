@@ -12,6 +12,8 @@ export interface Unit {
   qs: number[];
   speaker: number;
   addressee: number;
+  /** Whom the turn's first sentence calls by name ("Jane, you are late."), or undefined. */
+  greets?: number;
   continuation: boolean;
   /** Length of the salience list when this turn was read: who had been mentioned so far. */
   recentAt: number;
@@ -53,7 +55,7 @@ const IMPOSSIBLE = -1e9;
  * the speakers it can choose from are those its tags name, those addressed and the most salient
  * people before it; the best sequence (second-order Viterbi) rewards a turn that goes back to the
  * speaker two turns before (A B A B), a turn given to whoever the previous turn addressed by name
- * or to whoever the next turn names, the recently mentioned, and a he/she tag's own guess, and
+ * or to whoever the next turn's first sentence calls by name, the recently mentioned, and a he/she tag's own guess, and
  * penalises the same person twice in a row, a speaker named inside their own turn and a man
  * answering "madam". Tags that name someone, and a he/she read from the paragraph's own subject,
  * stay fixed; a he/she tag read from recency fixes only the gender, so one misread pronoun does
@@ -113,7 +115,9 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
       if (c === u.guessed?.speaker) s += SCORE_GUESSED_TAG;
       if (rank[j]! >= 0) s += SCORE_SALIENCE / (1 + rank[j]!);
       if (u.named.has(c)) s += SCORE_NAMED_IN_TURN;
-      if (n1 && !n1.continuation && n1.addressee === c) s += SCORE_REPLY_NAMES;
+      // A reply calls the one it answers by name as it opens ("Jane, you are late."); a name called
+      // further on turns to someone else (59 % against 43 % on the ten studied novels).
+      if (n1 && !n1.continuation && n1.greets === c) s += SCORE_REPLY_NAMES;
       if (heard && genderOf(c) !== undefined && genderOf(c) !== heard) s += SCORE_LISTENER_GENDER;
       if (answered && genderOf(c) !== undefined && genderOf(c) !== answered) s += SCORE_LISTENER_GENDER;
       e[j] = s;

@@ -54,6 +54,8 @@ export interface TagReaderInput {
 export interface TagReader {
   tagOf: (qk: number, from: number, nextStart: number) => Tag | undefined;
   leadSubject: (lo: number, hi: number) => Tag | undefined;
+  /** The speaker a turn's first quote is tagged with by name ("…," said Jane), or -1; qs: the turn's quotes. */
+  namedSpeakerOf: (qs: readonly number[]) => number;
 }
 
 /** Reads the dialogue tags in the narration around quotes ("…," said Jane / Jane said: / "…," she replied). */
@@ -279,5 +281,10 @@ export function createTagReader(input: TagReaderInput): TagReader {
     const q = quotes[qk]!;
     return tagAfter(q.end + 1, Math.min(nextStart, q.end + MAX_TAG_DISTANCE)) ?? (q.start > from ? tagBefore(from, q.start - 1) : undefined);
   };
-  return { tagOf, leadSubject };
+  const namedSpeakerOf = (qs: readonly number[]): number => {
+    const nextStart = qs.length > 1 ? quotes[qs[1]!]!.start - 1 : tok.paragraphStarts[quotes[qs[0]!]!.paragraph + 1]! - 1;
+    const tag = tagOf(qs[0]!, tok.paragraphStarts[quotes[qs[0]!]!.paragraph]!, nextStart);
+    return tag?.kind === "char" ? tag.char : -1;
+  };
+  return { tagOf, leadSubject, namedSpeakerOf };
 }

@@ -39,12 +39,13 @@ function introducesSelf(tok: Tokenized, m: NameMention): boolean {
 }
 
 /**
- * Characters named inside the quote, those of them addressed by name, and the one the speaker
- * introduces as themselves (-1 if none); names are sorted by position. answersName: the turn
+ * Characters named inside the quote, those of them addressed by name, the first of those called in
+ * its first sentence (opening, -1 if none), and the one the speaker introduces as themselves (-1 if
+ * none); names are sorted by position. answersName: the turn
  * before asked the speaker's name, so a name that opens the quote ("Mrs. Moore.") is the answer,
  * not someone called.
  */
-export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: number[]; self: number } {
+export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: number[]; self: number; opening: number } {
   let lo = 0;
   let hi = names.length;
   while (lo < hi) {
@@ -55,6 +56,7 @@ export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answ
   const all: number[] = [];
   const vocatives: number[] = [];
   let self = -1;
+  let opening = -1;
   for (let k = lo; k < names.length && names[k]!.end <= q.end; k++) {
     const m = names[k]!;
     if (m.char < 0) continue;
@@ -63,7 +65,10 @@ export function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answ
       continue;
     }
     all.push(m.char);
-    if (isVocative(tok, m)) vocatives.push(m.char);
+    if (isVocative(tok, m)) {
+      vocatives.push(m.char);
+      if (opening < 0 && tok.sentence[m.start] === tok.sentence[q.start + 1]) opening = m.char;
+    }
   }
-  return { all, vocatives, self };
+  return { all, vocatives, self, opening };
 }

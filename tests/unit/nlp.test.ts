@@ -904,6 +904,15 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Clara Whitcombe", "Tobias Fenwick", "Tobias Fenwick"));
   });
 
+  test.each([
+    ["a reply that opens on a name answers that person", '"Tobias, thank you," said Clara. "Will you fetch the cups?"', "Tobias Fenwick"],
+    ["a name called later in the reply turns to someone else", '"Thank you," said Clara. "Tobias, will you fetch the cups?"', "Mrs. Pell"],
+  ])("who spoke the turn a reply answers: %s", (_label, reply, speaker) => {
+    const text = intro + ["Mrs. Pell came into the parlour, where Clara sat sewing.", '"The kettle is boiling."', reply].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1, 3)).toEqual(r.ids(speaker, "Clara Whitcombe"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
