@@ -1,7 +1,7 @@
 import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
-import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
+import { COMPANY_PREPOSITIONS, FEMALE_PRONOUNS, FIRST_PERSON, MALE_PRONOUNS, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
 import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
@@ -217,11 +217,13 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     for (let k = inMind.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = inMind[k]!;
       if (genderOf(c) === g && isPerson(c)) return c;
+      // Not past someone whose gender is not known: it may be them the pronoun means.
+      if (genderOf(c) === undefined && isPerson(c)) return -1;
     }
     return -1;
   };
-  // Narration between turns: the people it names, and whoever its subject he/she goes on about, so
-  // a chapter that names its lead once and then says "he" keeps them salient.
+  // Narration between turns: the people it names, and whoever its he/she, him, his, her goes on
+  // about, so a chapter that names its lead once and then says "he" keeps them salient.
   const rememberNarration = (lo: number, hi: number) => {
     for (let i = lo; i <= hi; i++) {
       if (inQuote[i]) continue;
@@ -231,10 +233,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
         arrived.push(names[k]!.char);
         if (inScene(i)) arrivedActing.push(names[k]!.char);
       } else if (narrator && FIRST_PERSON.has(lower[i]!)) remember(NARRATOR_ID);
-      else {
-        const g = pronounGender(lower[i]!);
-        if (g === "m" || g === "f") remember(lastOfGender(g));
-      }
+      else if (MALE_PRONOUNS.has(lower[i]!)) remember(lastOfGender("m"));
+      else if (FEMALE_PRONOUNS.has(lower[i]!)) remember(lastOfGender("f"));
     }
   };
 

@@ -913,6 +913,12 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1, 3)).toEqual(r.ids(speaker, "Clara Whitcombe"));
   });
 
+  test("a 'him' in narration keeps the man it means in mind: the next untagged turn is his, not the woman named since", () => {
+    const text = intro + ["Mrs. Pell came to the door, and Clara smiled at him.", '"It is late."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers[1]).toEqual(r.ids("Tobias Fenwick")[0]);
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
