@@ -218,6 +218,8 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     for (let k = recent.length - 1, seen = 0; k >= 0 && seen < SALIENCE_WINDOW; k--, seen++) {
       const c = recent[k]!;
       if (genderOf(c) === g && isPerson(c) && (owner || !owned[k])) return c;
+      // Not past someone whose gender is not known: it may be them the pronoun means.
+      if (genderOf(c) === undefined && isPerson(c)) return -1;
     }
     return owner ? -1 : lastOfGender(g, true);
   };

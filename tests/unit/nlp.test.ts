@@ -1005,6 +1005,14 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Tobias Fenwick", "Mrs. Pell"));
   });
 
+  test("a 'he' in narration does not reach back past someone whose gender the book leaves open: it may mean them", () => {
+    const text =
+      intro +
+      ['"Good day," said Pargeter. Pargeter sat down, and she smiled at Clara.', "Tobias went out to the yard, and Pargeter stood by the fire. He warmed his hands by it.", '"The fire is low."'].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.at(-1)).toBe(r.ids("Pargeter")[0]!);
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
