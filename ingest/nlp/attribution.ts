@@ -6,7 +6,7 @@ import { beatSubject, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { asksName, listenerGender, quotedNames } from "./turn-cues.ts";
+import { asksName, calledBearer, listenerGender, quotedNames } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -277,7 +277,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     let introduced = -1;
     for (const qk of u.qs) {
       const found = quotedNames(tok, names, quotes[qk]!, askedName && u.para - prevUnitPara === 1 && qk === u.qs[0]);
-      for (const m of found.vocatives) if (isPerson(m)) addressee[qk] = m;
+      for (const m of found.vocatives) if (isPerson(m.char)) addressee[qk] = calledBearer(m, chars, present);
       for (const m of found.all) if (isPerson(m)) quoted.add(m);
       if (introduced < 0 && isPerson(found.self)) introduced = found.self;
     }
