@@ -342,8 +342,15 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
-    for (const qk of u.qs) if (addressee[qk]! >= 0) u.addressee = addressee[qk]!;
-    if (u.addressee < 0) u.addressee = turnedTo(narration, paraStart, paraEnd);
+    // Whoever the speaker turns to after calling someone by name is the last spoken to ("Walter,"
+    // said Clara, "…" Then, turning to Tobias, "…?"): the one who answers.
+    let calledAt = paraStart;
+    for (const qk of u.qs) if (addressee[qk]! >= 0) {
+      u.addressee = addressee[qk]!;
+      calledAt = quotes[qk]!.end + 1;
+    }
+    const turned = turnedTo(narration, calledAt, paraEnd);
+    if (turned >= 0) u.addressee = turned;
     // A turn right after someone's action answers them ("He shook his head laughing." / "Have I
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;

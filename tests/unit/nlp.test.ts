@@ -931,6 +931,18 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Walter Ashdown"));
   });
 
+  test("whoever the speaker turns to after calling someone by name is the one who answers", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.",
+        '"Walter," said Clara, "the lamp has gone out." Then, turning to Tobias, "Will you fetch the oil?"',
+        '"At once."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]!);
+  });
+
   test("a title and surname called out name the sister in the scene, not the elder the name stands for", () => {
     const text = [
       "Ellen Ashdown and her sister Kitty Ashdown lived at the mill with their father. Miss Ashdown was the elder. Miss Ashdown kept the accounts, and Miss Kitty Ashdown kept the garden. Everyone in the village knew Miss Ashdown, and Ellen knew everyone. Ellen was clever, and Miss Ashdown was proud of it.",
