@@ -6,7 +6,7 @@ import { beatSubject, facedIn, leadIn, turnedTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
-import { asksName, turnGenders, turnNames } from "./turn-cues.ts";
+import { asksName, calledBearer, turnGenders, turnNames } from "./turn-cues.ts";
 
 /** Character id 0 is the first-person narrator, as in BookNLP. */
 export const NARRATOR_ID = 0;
@@ -279,7 +279,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     let cursor = paraStart;
     let lead: Tag | undefined;
     lastSpeaker = prevUnitSpeaker;
-    const said = turnNames(tok, names, quotes, u.qs, askedName && u.para - prevUnitPara === 1, isPerson);
+    const said = turnNames(tok, names, quotes, u.qs, askedName && u.para - prevUnitPara === 1, isPerson, (m) => calledBearer(m, chars, present));
     said.addressed.forEach((m, k) => (addressee[u.qs[k]!] = m));
     u.named = new Set(said.named.flat());
     ({ listener: u.listenerGender, speaker: u.speakerGender } = turnGenders(tok, quotes, u.qs));
@@ -346,8 +346,15 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
-    for (const qk of u.qs) if (addressee[qk]! >= 0) u.addressee = addressee[qk]!;
-    if (u.addressee < 0) u.addressee = turnedTo(narration, paraStart, paraEnd);
+    // Whoever the speaker turns to after calling someone by name is the last spoken to ("Walter,"
+    // said Clara, "…" Then, turning to Tobias, "…?"): the one who answers.
+    let calledAt = paraStart;
+    for (const qk of u.qs) if (addressee[qk]! >= 0) {
+      u.addressee = addressee[qk]!;
+      calledAt = quotes[qk]!.end + 1;
+    }
+    const turned = turnedTo(narration, calledAt, paraEnd);
+    if (turned >= 0) u.addressee = turned;
     // A turn right after someone's action answers them ("He shook his head laughing." / "Have I
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;

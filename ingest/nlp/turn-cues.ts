@@ -1,4 +1,6 @@
+import type { Character } from "./character.ts";
 import { isVocative } from "./character-scores.ts";
+import { SALIENCE_WINDOW } from "./conversation-decoding.ts";
 import type { Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
@@ -53,7 +55,7 @@ function introducesSelf(tok: Tokenized, m: NameMention): boolean {
  * before asked the speaker's name, so a name that opens the quote ("Mrs. Moore.") is the answer,
  * not someone called.
  */
-function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: number[]; self: number } {
+function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: NameMention[]; self: number } {
   let lo = 0;
   let hi = names.length;
   while (lo < hi) {
@@ -62,7 +64,7 @@ function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName
     else hi = mid;
   }
   const all: number[] = [];
-  const vocatives: number[] = [];
+  const vocatives: NameMention[] = [];
   let self = -1;
   for (let k = lo; k < names.length && names[k]!.end <= q.end; k++) {
     const m = names[k]!;
@@ -72,25 +74,44 @@ function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName
       continue;
     }
     all.push(m.char);
-    if (isVocative(tok, m)) vocatives.push(m.char);
+    if (isVocative(tok, m)) vocatives.push(m);
   }
   return { all, vocatives, self };
 }
 
 /**
- * The people each quote of a turn names, whom each calls by name (its last vocative, or -1), and
- * the first who introduces themselves (-1 if none). Only the first quote may answer a question
- * about the speaker's name.
+ * The people each quote of a turn names, whom each calls by name (its last vocative, or -1; `bearer`
+ * says who a name called out is, see calledBearer), and the first who introduces themselves (-1 if
+ * none). Only the first quote may answer a question about the speaker's name.
  */
-export function turnNames(tok: Tokenized, names: NameMention[], quotes: Quote[], qs: number[], answersName: boolean, isPerson: (c: number) => boolean) {
+export function turnNames(tok: Tokenized, names: NameMention[], quotes: Quote[], qs: number[], answersName: boolean, isPerson: (c: number) => boolean, bearer: (m: NameMention) => number) {
   const named: number[][] = [];
   const addressed: number[] = [];
   let self = -1;
   for (const qk of qs) {
     const found = quotedNames(tok, names, quotes[qk]!, answersName && qk === qs[0]);
     named.push(found.all.filter(isPerson));
-    addressed.push(found.vocatives.filter(isPerson).at(-1) ?? -1);
+    addressed.push(found.vocatives.filter((m) => isPerson(m.char)).map(bearer).at(-1) ?? -1);
     if (self < 0 && isPerson(found.self)) self = found.self;
   }
   return { named, addressed, self };
+}
+
+/**
+ * "Do you play and sing, Miss Ashdown?" said to the younger sister while the elder is away: a title
+ * and a surname called out alone name whichever bearer of both is in the scene, when the one the
+ * name was clustered to (the eldest, whom it names by custom) has not been there lately. A fuller
+ * name ("Miss Clara Ashdown", "Clara") is left as it is. present: the people lately in the scene,
+ * the latest last, of whom the last SALIENCE_WINDOW count.
+ */
+export function calledBearer(m: NameMention, chars: Character[], present: readonly number[]): number {
+  const v = chars[m.char]!;
+  if (m.title === undefined || m.parts.length !== 1 || !v.lasts.has(m.parts[0]!.toLowerCase())) return m.char;
+  const from = Math.max(0, present.length - SALIENCE_WINDOW);
+  for (let k = from; k < present.length; k++) if (present[k] === m.char) return m.char;
+  for (let k = present.length - 1; k >= from; k--) {
+    const c = chars[present[k]!];
+    if (c && c.id !== v.id && c.person && c.gender === v.gender && [...c.lasts].some((l) => v.lasts.has(l)) && [...c.titles].some((t) => v.titles.has(t))) return c.id;
+  }
+  return m.char;
 }

@@ -976,6 +976,31 @@ describe("speaker attribution", () => {
     expect(r.speakers.slice(1)).toEqual(r.ids("Clara Whitcombe", "Walter Ashdown"));
   });
 
+  test("whoever the speaker turns to after calling someone by name is the one who answers", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came in with Mr. Pell, and Mr. Pell sat down by the fire.",
+        '"Walter," said Clara, "the lamp has gone out." Then, turning to Tobias, "Will you fetch the oil?"',
+        '"At once."',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.at(-1)).toBe(r.ids("Tobias Fenwick")[0]!);
+  });
+
+  test("a title and surname called out name the sister in the scene, not the elder the name stands for", () => {
+    const text = [
+      "Ellen Ashdown and her sister Kitty Ashdown lived at the mill with their father. Miss Ashdown was the elder. Miss Ashdown kept the accounts, and Miss Kitty Ashdown kept the garden. Everyone in the village knew Miss Ashdown, and Ellen knew everyone. Ellen was clever, and Miss Ashdown was proud of it.",
+      "One morning Ellen went to town with her father, and they stayed there all day.",
+      "Mrs. Pell called at the mill that afternoon, and Kitty met her at the gate. Kitty showed Mrs. Pell the roses, and Mrs. Pell praised them. Then Kitty took Mrs. Pell to the orchard, where Mrs. Pell admired the pears, and Kitty picked some for her. Mrs. Pell thanked Kitty. Kitty led Mrs. Pell back to the house, and Mrs. Pell sat down by the window while Kitty made the tea. Mrs. Pell looked at the drawings on the wall, and Kitty brought the cups. Kitty poured, and Mrs. Pell took a cup from Kitty. Mrs. Pell smiled at Kitty, and Kitty smiled back.",
+      '"Do you draw, Miss Ashdown?" asked Mrs. Pell.',
+      '"A little."',
+    ].join("\n\n");
+    const r = read(text);
+    expect(character(r.characters, "Miss Ashdown").id).toBe(r.ids("Ellen Ashdown")[0]!);
+    expect(r.speakers).toEqual(r.ids("Mrs. Pell", "Kitty Ashdown"));
+  });
+
   test("a reply to 'sir' is a man's, even when turn order points at a woman", () => {
     const text =
       intro + ["Mrs. Ashdown came to the gate.", '"Shall we go in?" said Mrs. Ashdown.', '"Is the gate locked, sir?" asked Clara.', '"It is."'].join("\n\n");
