@@ -116,6 +116,8 @@ export function createTagReader(input: TagReaderInput): TagReader {
       if (g) return { kind: "pronoun", gender: g, at: i };
       const k = nameEndingAt[i]!;
       if (k >= 0 && isPerson(names[k]!.char)) return charTag(k);
+      // "…," the other answered.
+      if (lc === "other" && lower[i - 1] === "the") return { kind: "other", at: i };
       // "the lady replied", "her mother said", "the old man answered": a description before the verb.
       if (GENDERED_NOUNS.has(lc)) {
         for (let d = i - 1; d >= Math.max(lo, i - 3); d--) {

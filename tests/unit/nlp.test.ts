@@ -1038,6 +1038,20 @@ describe("speaker attribution", () => {
     expect(r.speakers.at(-1)).toBe(r.ids("Pargeter")[0]!);
   });
 
+  test("'the other answered', the tag before its verb, is read as 'said the other'", () => {
+    const text =
+      intro +
+      [
+        "Walter Ashdown came up the lane, and Clara waved to him.",
+        '"Where have you been?" asked Walter.',
+        '"At the mill, Clara," said Tobias.',
+        '"All night?" the other answered.',
+        '"Never mind, Clara," said Tobias.',
+      ].join("\n\n");
+    const r = read(text);
+    expect(r.speakers.slice(1)).toEqual(r.ids("Walter Ashdown", "Tobias Fenwick", "Walter Ashdown", "Tobias Fenwick"));
+  });
+
   test("'she added' goes on with whoever spoke last, though narration named another woman since", () => {
     const text =
       intro +
