@@ -28,11 +28,24 @@ export async function runEntry(entry: string, env: Record<string, string>, timeo
   return { exitCode, stdout, stderr };
 }
 
+// Below the kernel's ephemeral range (32768–60999 by default): a port the system hands to a server
+// the service under test starts itself (`port: 0`, its local stores) can not be the one chosen here
+// after the probe lets it go. One handed out by the system was, once: workerd then found its port taken.
+const FREE_PORT_FIRST = 20_000;
+const FREE_PORT_LAST = 32_000;
+
+/** A port nothing listens on now, and that no `port: 0` server started later will be given. */
 export async function freePort(): Promise<number> {
-  const probe = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const port = probe.port!;
-  await probe.stop(true);
-  return port;
+  for (;;) {
+    const port = FREE_PORT_FIRST + Math.floor(Math.random() * (FREE_PORT_LAST - FREE_PORT_FIRST));
+    try {
+      const probe = Bun.serve({ port, hostname: "127.0.0.1", fetch: () => new Response() });
+      await probe.stop(true);
+      return port;
+    } catch {
+      // Taken: another one.
+    }
+  }
 }
 
 /** How often a starting service is asked for /health: when it became ready is known to within this. */
