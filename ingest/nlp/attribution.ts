@@ -2,7 +2,7 @@ import type { Character } from "./character.ts";
 import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
-import { beatSubject, facedIn, leadIn, turnedTo } from "./narration-cues.ts";
+import { beatSubject, facedIn, leadIn, spokenTo } from "./narration-cues.ts";
 import type { NameMention } from "./names.ts";
 import type { Quote } from "./quotes.ts";
 import type { Tokenized } from "./tokenizer.ts";
@@ -346,15 +346,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     }
     if (unitSpeaker < 0 && u.continuation) unitSpeaker = prevUnitSpeaker;
     u.speaker = unitSpeaker;
-    // Whoever the speaker turns to after calling someone by name is the last spoken to ("Walter,"
-    // said Clara, "…" Then, turning to Tobias, "…?"): the one who answers.
-    let calledAt = paraStart;
-    for (const qk of u.qs) if (addressee[qk]! >= 0) {
-      u.addressee = addressee[qk]!;
-      calledAt = quotes[qk]!.end + 1;
-    }
-    const turned = turnedTo(narration, calledAt, paraEnd);
-    if (turned >= 0) u.addressee = turned;
+    u.addressee = spokenTo(narration, u.qs.map((qk) => ({ end: quotes[qk]!.end, called: addressee[qk]! })), paraStart, paraEnd);
     // A turn right after someone's action answers them ("He shook his head laughing." / "Have I
     // said anything funny?"): it is said to them, so by someone else, and they reply next.
     if (u.addressee < 0 && beat >= 0 && beat !== u.speaker) u.addressee = beat;

@@ -39,7 +39,7 @@ export function beatSubject(n: NarrationText, para: number, speakers: readonly n
 }
 
 /** "turning to Jane", "said he to Elizabeth": whom the narration from lo to hi says is spoken to; -1 when none. */
-export function turnedTo(n: NarrationText, lo: number, hi: number): number {
+function turnedTo(n: NarrationText, lo: number, hi: number): number {
   const { tok, inQuote, nameAt, names } = n;
   const { lower } = tok;
   for (let i = lo + 2; i <= hi; i++) {
@@ -50,6 +50,23 @@ export function turnedTo(n: NarrationText, lo: number, hi: number): number {
     if (k >= 0 && (verb === "turned" || verb === "turning" || SPEECH_VERBS.has(verb))) return names[k]!.char;
   }
   return -1;
+}
+
+/**
+ * Whom a turn speaks to: the last person its quotes call by name (`quotes`: each one's end token and
+ * whom it calls, or -1), unless the narration after that call turns the speaker to someone else
+ * ("Walter," said Clara, "…" Then, turning to Tobias, "…?"): the last spoken to, who answers.
+ */
+export function spokenTo(n: NarrationText, quotes: readonly { end: number; called: number }[], lo: number, hi: number): number {
+  let to = -1;
+  let from = lo;
+  for (const q of quotes) {
+    if (q.called < 0) continue;
+    to = q.called;
+    from = q.end + 1;
+  }
+  const turned = turnedTo(n, from, hi);
+  return turned >= 0 ? turned : to;
 }
 
 // Words after which a name is whom someone looks or speaks at, not who acts.
