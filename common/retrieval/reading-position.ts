@@ -9,6 +9,7 @@
  *
  * Pure: no I/O.
  */
+import { partitionPoint } from "../sorted.ts";
 
 /** The reader's position from the library row; null (the whole book) when it cannot be told. */
 export function positionFromPages(currentPage: number | null | undefined, pageCount: number | null | undefined): number | null {
@@ -33,17 +34,5 @@ function wholeBookAsNull(position: number): number | null {
  * finished the first chunk: no passage may be used). `chunkEnds` is ascending.
  */
 export function lastChunkWithin(chunkEnds: readonly number[], position: number): number {
-  let low = 0;
-  let high = chunkEnds.length - 1;
-  let found = -1;
-  while (low <= high) {
-    const mid = (low + high) >> 1;
-    if (chunkEnds[mid]! <= position) {
-      found = mid;
-      low = mid + 1;
-    } else {
-      high = mid - 1;
-    }
-  }
-  return found;
+  return partitionPoint(chunkEnds.length, (i) => chunkEnds[i]! <= position) - 1;
 }

@@ -3,6 +3,7 @@
  * the book prints them, and a spread of those across the book. Pure: no I/O.
  */
 import { endsInAbbreviation } from "../../common/abbreviations.ts";
+import { countBelow } from "../../common/sorted.ts";
 import { PREPOSITIONS } from "../nlp/lexicon.ts";
 import { nameKey } from "./character-names.ts";
 import type { ParsedBookNlp, QuoteRow } from "../nlp/booknlp-files.ts";
@@ -118,7 +119,7 @@ export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: s
   // named between is named after a preposition ("Mr. Darcy, drawing near Elizabeth, said to her").
   const leads = (q: QuoteRow) => {
     if (wordsOf(q.mentionEnd + 1, q.quoteStart).some((w) => /^[.!?;]$/.test(w))) return false;
-    for (let k = firstAfter(people, q.mentionEnd); k < people.length && people[k]! < q.quoteStart; k++) {
+    for (let k = countBelow(people, q.mentionEnd + 1); k < people.length && people[k]! < q.quoteStart; k++) {
       if (!PREPOSITIONS.has(tokens.word[people[k]! - 1]?.toLowerCase() ?? "")) return false;
     }
     return true;
@@ -178,17 +179,6 @@ export function bookLines(parsed: ParsedBookNlp, tokens: TokenColumns, source: s
     lines.push({ charId: q.charId!, text, quotes: parts, sure });
   }
   return lines;
-}
-
-/** The index of the first of the sorted `values` above `value` (their length when none is). */
-function firstAfter(values: readonly number[], value: number): number {
-  let [low, high] = [0, values.length];
-  while (low < high) {
-    const mid = (low + high) >> 1;
-    if (values[mid]! > value) high = mid;
-    else low = mid + 1;
-  }
-  return low;
 }
 
 /**

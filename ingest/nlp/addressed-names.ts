@@ -1,6 +1,7 @@
 // A man the narration calls by his given name ("Gino") while the other people, in their speech,
 // call him by title and surname ("Signor Carella"): the book may never write the two together, so
 // no shared word links them. The evidence is where each name is used. Pure.
+import { anyWithin } from "../../common/sorted.ts";
 import { NARRATOR_ID } from "./attribution.ts";
 import { mergeCharacter, type Character } from "./character.ts";
 import type { NameMention } from "./names.ts";
@@ -54,7 +55,7 @@ export function mergeAddressedNames(tok: Tokenized, names: NameMention[], chars:
       if (g === t || g.mentionCount === 0 || (g.gender && t.gender && g.gender !== t.gender)) return false;
       const gu = uses.get(g.id)!;
       if ([...gu.narrated].some((p) => tu.narrated.has(p))) return false;
-      const near = tu.starts.filter((s) => withinScene(gu.starts, s)).length;
+      const near = tu.starts.filter((s) => anyWithin(gu.starts, s, SCENE_TOKENS)).length;
       return 2 * near >= tu.starts.length;
     });
     if (fits.length !== 1) continue;
@@ -62,17 +63,4 @@ export function mergeAddressedNames(tok: Tokenized, names: NameMention[], chars:
     const [into, from] = g.mentionCount >= t.mentionCount ? [g, t] : [t, g];
     mergeCharacter(into, from, names);
   }
-}
-
-/** Whether some start in `starts` (ascending) is within SCENE_TOKENS of `at`. */
-function withinScene(starts: readonly number[], at: number): boolean {
-  let lo = 0;
-  let hi = starts.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (starts[mid]! < at) lo = mid + 1;
-    else hi = mid;
-  }
-  const [before, after] = [starts[lo - 1], starts[lo]];
-  return (after !== undefined && after - at <= SCENE_TOKENS) || (before !== undefined && at - before <= SCENE_TOKENS);
 }

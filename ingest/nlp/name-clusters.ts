@@ -1,3 +1,4 @@
+import { anyWithin, countBelow } from "../../common/sorted.ts";
 import { emptyCharacter, mergeCharacter, type Character } from "./character.ts";
 import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, NICKNAMES } from "./lexicon.ts";
 import { bareOwnName, compatible, eldestDaughter, familyLead, fatherOf, formGender, formKey, heroine, latecomer, OWN_NAME_MIN, particleSurname, sisters, type Form } from "./name-fit.ts";
@@ -204,17 +205,7 @@ function familiar(f: Form): boolean {
 
 /** Whether a mention is within RANK_REACH tokens of one of `starts` (ascending). */
 function nearTo(starts: readonly number[]): (m: NameMention) => boolean {
-  return (m) => {
-    let lo = 0;
-    let hi = starts.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (starts[mid]! < m.start) lo = mid + 1;
-      else hi = mid;
-    }
-    const [before, after] = [starts[lo - 1], starts[lo]];
-    return (after !== undefined && after - m.start <= RANK_REACH) || (before !== undefined && m.start - before <= RANK_REACH);
-  };
+  return (m) => anyWithin(starts, m.start, RANK_REACH);
 }
 
 /** mergeCharacter, and the word index of clustering pointed at `into`. */
@@ -252,14 +243,7 @@ function resolveByRecency(tok: Tokenized, names: NameMention[], deferred: Map<Fo
   for (const m of names) if (m.char >= 0) own.get(m.char)?.push(m.start);
   const nextOwn = (c: Character, at: number) => {
     const starts = own.get(c.id)!;
-    let lo = 0;
-    let hi = starts.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1;
-      if (starts[mid]! < at) lo = mid + 1;
-      else hi = mid;
-    }
-    return starts[lo] ?? Infinity;
+    return starts[countBelow(starts, at)] ?? Infinity;
   };
   const lastSeen = new Int32Array(chars.length).fill(-1);
   for (const m of names) {

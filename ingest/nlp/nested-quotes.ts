@@ -2,6 +2,7 @@
 // "‘You can hardly expect us to find another such opening for you,’ said she sharply." The outer
 // quote is the teller's; the inner one is the person she quotes, and its tag sits inside her speech.
 // Without this a character whose every word comes to us through another's account has no lines.
+import { partitionPoint } from "../../common/sorted.ts";
 import type { Character } from "./character.ts";
 import { isVocative } from "./character-scores.ts";
 import { SPEECH_VERBS, type Gender } from "./lexicon.ts";
@@ -120,12 +121,5 @@ function namedIn(names: readonly NameMention[], start: number, end: number, c: n
 
 /** Index of the last mention starting before token `at`, or -1. */
 function lastBefore(names: readonly NameMention[], at: number): number {
-  let lo = 0;
-  let hi = names.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (names[mid]!.start < at) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo - 1;
+  return partitionPoint(names.length, (k) => names[k]!.start < at) - 1;
 }

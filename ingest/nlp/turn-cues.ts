@@ -1,3 +1,4 @@
+import { partitionPoint } from "../../common/sorted.ts";
 import type { Character } from "./character.ts";
 import { isVocative } from "./character-scores.ts";
 import { SALIENCE_WINDOW } from "./conversation-decoding.ts";
@@ -56,13 +57,7 @@ function introducesSelf(tok: Tokenized, m: NameMention): boolean {
  * not someone called.
  */
 function quotedNames(tok: Tokenized, names: NameMention[], q: Quote, answersName = false): { all: number[]; vocatives: NameMention[]; self: number } {
-  let lo = 0;
-  let hi = names.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1;
-    if (names[mid]!.start < q.start) lo = mid + 1;
-    else hi = mid;
-  }
+  const lo = partitionPoint(names.length, (k) => names[k]!.start < q.start);
   const all: number[] = [];
   const vocatives: NameMention[] = [];
   let self = -1;
