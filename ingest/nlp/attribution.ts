@@ -1,5 +1,5 @@
 import type { Character } from "./character.ts";
-import { decodeConversation, SALIENCE_WINDOW, type Unit } from "./conversation-decoding.ts";
+import { decodeConversation, SALIENCE_WINDOW, turnsOf, type Unit } from "./conversation-decoding.ts";
 import { createTagReader, pronounGender, type Tag } from "./dialogue-tags.ts";
 import { COMPANY_PREPOSITIONS, FIRST_PERSON, PREPOSITIONS, UNMARRIED_NOUNS, type Gender } from "./lexicon.ts";
 import { beatSubject, facedIn, leadIn, spokenTo } from "./narration-cues.ts";
@@ -188,13 +188,7 @@ function attributeOnce(input: AttributionInput, prior: Int32Array | undefined, v
     return resolvePronoun(tag.gender, avoid, paraSubjects, { replier });
   };
 
-  // Group quotes into paragraph units.
-  const units: Unit[] = [];
-  quotes.forEach((q, k) => {
-    const last = units[units.length - 1];
-    if (last && last.para === q.paragraph) last.qs.push(k);
-    else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
-  });
+  const units = turnsOf(quotes);
 
   // The people named in the narration from lo to hi; `at` the token of each, `subjects` those not
   // named after a preposition.

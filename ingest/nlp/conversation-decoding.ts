@@ -1,4 +1,5 @@
 import type { Gender } from "./lexicon.ts";
+import type { Quote } from "./quotes.ts";
 
 // How many mentions back a he/she or an untagged turn looks for its speaker. Twenty is best on the
 // ten studied dev novels (40 and 10 are each about 0.2 point lower): someone last named further
@@ -31,6 +32,17 @@ export interface Unit {
   certain?: boolean;
   /** Those a tag says this turn is not by ("said the detective" is not the narrator, "said the girl" no "Mrs."). */
   ruledOut?: (c: number) => boolean;
+}
+
+/** The quotes grouped by paragraph, in order: the turns the reading and the decoding go through, none settled yet. */
+export function turnsOf(quotes: readonly Quote[]): Unit[] {
+  const units: Unit[] = [];
+  quotes.forEach((q, k) => {
+    const last = units[units.length - 1];
+    if (last && last.para === q.paragraph) last.qs.push(k);
+    else units.push({ para: q.paragraph, qs: [k], speaker: -1, addressee: -1, continuation: q.continuation, recentAt: 0, named: new Set(), listenerGender: undefined });
+  });
+  return units;
 }
 
 // Weights of the turn-taking score, tuned on the PDNC dev novels (a broad plateau around them).
@@ -100,7 +112,9 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
     // "Yes, sir," in the reply, which names no one: the one it answers, who spoke this turn, is a
     // man (on the ten studied novels the gender fits the turn's speaker in 80 of 84 such turns).
     const answered = n1 && !n1.continuation && n1.addressee < 0 ? n1.listenerGender : undefined;
-    const unfit = (c: number) => (heard !== undefined && genderOf(c) !== undefined && genderOf(c) !== heard) || (answered !== undefined && genderOf(c) !== undefined && genderOf(c) !== answered);
+    // How many of the genders the turns around say this one's speaker has `c` contradicts.
+    const misfits = (c: number, genders: readonly (Gender | undefined)[]) => genders.filter((g) => g !== undefined && genderOf(c) !== undefined && genderOf(c) !== g).length;
+    const unfit = (c: number) => misfits(c, [heard, answered]) > 0;
     // Whether someone the tags name or a turn addresses fits this turn.
     let namedFits = false;
     for (let j = 0; j < m; j++) {
@@ -116,10 +130,8 @@ export function decodeConversation(conv: Unit[], recent: number[], isPerson: (c:
       if (rank[j]! >= 0) s += SCORE_SALIENCE / (1 + rank[j]!);
       if (u.named.has(c)) s += SCORE_NAMED_IN_TURN;
       if (n1 && !n1.continuation && n1.addressee === c) s += SCORE_REPLY_NAMES;
-      if (heard && genderOf(c) !== undefined && genderOf(c) !== heard) s += SCORE_LISTENER_GENDER;
-      if (answered && genderOf(c) !== undefined && genderOf(c) !== answered) s += SCORE_LISTENER_GENDER;
       // "My husband has gone out" is a woman's turn, whichever woman: so 23 of the 24 such quotes of the ten studied novels.
-      if (u.speakerGender && genderOf(c) !== undefined && genderOf(c) !== u.speakerGender) s += SCORE_LISTENER_GENDER;
+      s += SCORE_LISTENER_GENDER * misfits(c, [heard, answered, u.speakerGender]);
       e[j] = s;
       if (j < named && s > SCORE_RULED_OUT / 2 && !unfit(c)) namedFits = true;
     }

@@ -250,7 +250,6 @@ export function createTagReader(input: TagReaderInput): TagReader {
       if (broken && tag && (tag.kind === "char" ? tag.end < v : tag.at < v)) return undefined;
       return tag;
     }
-    // "…," hooted Aziz / jeered the old man: a verb in -ed between a quote and a name is a tag, whatever the verb.
     // "…," hooted Aziz: a verb in -ed between a quote and a name is a tag, whatever the verb.
     if (!broken && /^\p{Ll}+ed$/u.test(text[i] ?? "") && nameAt[i + 1]! >= 0) return charTag(nameAt[i + 1]!);
     return undefined;
