@@ -23,11 +23,14 @@ for (const w of MOSTLY_MALE_TITLES) HONORIFICS.set(w, undefined);
  * called by several ("General Kutúzov" and "Prince Kutúzov"), where Mr., Mrs., Miss or Lady before a
  * surname tell a family's members apart.
  */
-export const RANKS = words(`
-  general colonel major captain admiral lieutenant commander
+export const MILITARY_RANKS = words("general colonel major captain admiral lieutenant commander");
+export const RANKS = new Set([
+  ...MILITARY_RANKS,
+  ...words(`
   prince princess count countess duke duchess baron baroness marquis marchioness earl
   madame monsieur
-`);
+`),
+]);
 
 /** Titles of several people at once ("Mesdames Callendar", "Messrs. Hale and Co."). */
 export const PLURAL_TITLES = words("mesdames messrs messrs. messieurs mmes");

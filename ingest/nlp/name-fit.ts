@@ -1,7 +1,7 @@
 // Which name forms fit which character: the rules of how novels name people (titles, families,
 // given names, one-off names). Clustering (name-clusters.ts) asks them for each form. Pure.
 import type { Character } from "./character.ts";
-import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, MOSTLY_MALE_TITLES, NAME_PARTICLES, RANKS, type Gender } from "./lexicon.ts";
+import { FIRST_NAME_TITLES, GIVEN_NAMES, HONORIFICS, MILITARY_RANKS, MOSTLY_MALE_TITLES, NAME_PARTICLES, RANKS, type Gender } from "./lexicon.ts";
 import type { NameMention } from "./names.ts";
 
 /** One way the book writes a name ("Miss Bennet"), with every mention written so. */
@@ -27,7 +27,6 @@ const HEROINE_LEAD = 5;
 // How many times more often than any other member of the family the book must name the one its
 // bare surname is taken for.
 const FAMILY_LEAD = 2;
-const MILITARY_RANKS = new Set(["general", "colonel", "major", "captain", "admiral", "lieutenant", "commander"]);
 
 export function formGender(title: string | undefined, parts: string[]): Gender | undefined {
   if (title !== undefined) {
