@@ -29,6 +29,12 @@ function character(list: CharacterSummary[], name: string): CharacterSummary {
   return c;
 }
 
+/** The characters the engine gives the mentions written exactly as `surface` (one for a name it settles). */
+function clustersOf(text: string): (surface: string) => number[] {
+  const { tok, names } = analyze(text);
+  return (surface) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+}
+
 const quoted = (text: string) => findQuotes(tokenize(text));
 const quoteTexts = (text: string) => {
   const tok = tokenize(text);
@@ -251,8 +257,7 @@ describe("name clustering", () => {
       "Count Harlow wrote to him every week.",
       "At the front Harlow slept in a hut with the other officers. Harlow was cold. The colonel called for Harlow, and Harlow saddled his horse.",
     ].join("\n\n");
-    const { tok, names } = analyze(t);
-    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    const charOf = clustersOf(t);
     expect(charOf("Harlow")).toEqual(charOf("Tom Harlow"));
     expect(charOf("Count Harlow")).not.toEqual(charOf("Tom Harlow"));
   });
@@ -293,8 +298,7 @@ describe("name clustering", () => {
       "Mrs. Pike kept the house. Mrs. Pike was a silent woman, and Mrs. Pike baked.",
       "Pike was the groom. Pike drank, and Pike slept in the loft. Pike cursed the horses.",
     ].join("\n\n");
-    const { tok, names } = analyze(t);
-    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    const charOf = clustersOf(t);
     expect(charOf("Pike")).toHaveLength(1);
     expect(charOf("Pike")).not.toEqual(charOf("Mrs. Pike"));
   });
@@ -305,8 +309,7 @@ describe("name clustering", () => {
       "His uncle had been in the army. Colonel Pell had come home rich. Colonel Pell drank, and Colonel Pell died.",
       "Pell sat down. Pell told us the whole story, and Pell wept.",
     ].join("\n\n");
-    const { tok, names } = analyze(t);
-    const charOf = (surface: string) => [...new Set(names.filter((m) => tok.text.slice(m.start, m.end + 1).join(" ") === surface).map((m) => m.char))];
+    const charOf = clustersOf(t);
     expect(charOf("Colonel Pell")).not.toEqual(charOf("John Pell"));
   });
 
